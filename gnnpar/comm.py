@@ -1,0 +1,156 @@
+"""Variable-size all-to-all exchange and the byte counters of every collective.
+
+Every remote access in gnnpar — feature rows, sampled adjacency, halo rows and their
+gradients — is one :func:`all_to_all_v`: the sender buckets its payload by destination
+rank, the counts go first (one ``all_to_all_single`` of ``world_size`` integers), the
+payload second.  :class:`CommStats` counts rows and bytes of each exchange by kind, so a
+run can report its communication volume, the figure that carries over from a laptop to a
+cluster.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from gnnpar.distributed import DistContext
+
+
+@dataclass
+class CommCounter:
+    """Rows and bytes one rank sent and received for one kind of exchange."""
+
+    calls: int = 0
+    rows_sent: int = 0
+    rows_recv: int = 0
+    bytes_sent: int = 0
+    bytes_recv: int = 0
+
+
+@dataclass
+class CommStats:
+    """Counters by kind (``"feature"``, ``"sample"``, ``"halo"``, ...) for one rank."""
+
+    counters: dict[str, CommCounter] = field(default_factory=lambda: defaultdict(CommCounter))
+
+    def record(
+        self, kind: str, rows_sent: int, rows_recv: int, bytes_sent: int, bytes_recv: int
+    ) -> None:
+        """Add one exchange to the counters of ``kind``."""
+        c = self.counters[kind]
+        c.calls += 1
+        c.rows_sent += rows_sent
+        c.rows_recv += rows_recv
+        c.bytes_sent += bytes_sent
+        c.bytes_recv += bytes_recv
+
+    def reset(self) -> None:
+        """Zero every counter."""
+        self.counters.clear()
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        """Counters as plain dicts, for JSON run records."""
+        return {k: dict(vars(v)) for k, v in sorted(self.counters.items())}
+
+    def total_bytes(self) -> int:
+        """Bytes sent plus received over all kinds."""
+        return sum(c.bytes_sent + c.bytes_recv for c in self.counters.values())
+
+
+def exchange_counts(ctx: DistContext, send_counts: torch.Tensor) -> torch.Tensor:
+    """Tell every peer how many items it will receive from this rank.
+
+    Args:
+        ctx: Distributed context.
+        send_counts: ``[world_size]`` int64 counts, entry ``r`` for rank ``r``.
+
+    Returns:
+        ``[world_size]`` int64: entry ``r`` is what rank ``r`` will send here.
+    """
+    if ctx.world_size == 1:
+        return send_counts.clone()
+    recv = torch.empty_like(send_counts)
+    dist.all_to_all_single(recv, send_counts, group=ctx.group)
+    return recv
+
+
+def all_to_all_v(
+    ctx: DistContext,
+    send: torch.Tensor,
+    send_counts: torch.Tensor,
+    recv_counts: torch.Tensor | None = None,
+    *,
+    stats: CommStats | None = None,
+    kind: str = "other",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exchange rows of different counts with every rank in one collective.
+
+    Args:
+        ctx: Distributed context.
+        send: Rows grouped by destination rank (rank 0's first), shape ``[S, *]``.
+        send_counts: ``[world_size]`` int64 rows for each rank; sums to ``S``.
+        recv_counts: What each rank sends here, when already known (saves the count
+            exchange, e.g. when replying to a request).
+        stats: Counters to add this exchange to (rows and bytes that left this rank or
+            arrived from another; the part sent to itself is not counted).
+        kind: Counter name.
+
+    Returns:
+        ``(recv, recv_counts)``: received rows grouped by source rank, and the counts.
+
+    Shapes:
+        send: ``[S, *F]``; recv: ``[sum(recv_counts), *F]``.
+    """
+    send_counts = send_counts.to(torch.int64).cpu()
+    if recv_counts is None:
+        recv_counts = exchange_counts(ctx, send_counts)
+    recv_counts = recv_counts.to(torch.int64).cpu()
+    row_shape = tuple(send.shape[1:])
+    n_recv = int(recv_counts.sum())
+    if ctx.world_size == 1:
+        recv = send.clone()
+    else:
+        recv = send.new_empty((n_recv, *row_shape))
+        dist.all_to_all_single(
+            recv,
+            send.contiguous(),
+            output_split_sizes=recv_counts.tolist(),
+            input_split_sizes=send_counts.tolist(),
+            group=ctx.group,
+        )
+    if stats is not None:
+        row_bytes = send.element_size() * (int(torch.tensor(row_shape).prod()) if row_shape else 1)
+        me = ctx.rank
+        rows_sent = int(send_counts.sum()) - int(send_counts[me])
+        rows_recv = n_recv - int(recv_counts[me])
+        stats.record(kind, rows_sent, rows_recv, rows_sent * row_bytes, rows_recv * row_bytes)
+    return recv, recv_counts
+
+
+def bucket_by_owner(
+    owner: torch.Tensor, world_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Order items by owning rank.
+
+    Args:
+        owner: ``[M]`` owning rank of each item.
+        world_size: Number of ranks.
+
+    Returns:
+        ``(perm, counts)``: ``perm`` sorts items by owner (stable, so request order is
+        kept within an owner) and ``counts[r]`` is the number owned by rank ``r``.
+    """
+    perm = torch.argsort(owner, stable=True)
+    counts = torch.bincount(owner, minlength=world_size)
+    return perm, counts
+
+
+def all_reduce_sum(ctx: DistContext, values: torch.Tensor) -> torch.Tensor:
+    """Sum a tensor over all ranks (a copy; the input is left as it was)."""
+    out = values.clone()
+    if ctx.world_size > 1:
+        dist.all_reduce(out, op=dist.ReduceOp.SUM, group=ctx.group)
+    return out

@@ -1,0 +1,126 @@
+"""``DistGraph``: this rank's part of a partitioned graph, with the partition book.
+
+Adjacency (CSC of in-edges over local ids), halo ids and degrees are read into memory as
+torch tensors: they are what sampling and halo exchange touch on every step.  Features,
+labels and splits stay memory-mapped in :attr:`DistGraph.part` until a feature store
+places them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from gnnpar.distributed import DistContext, check_world_matches_parts
+from gnnpar.partition.format import Partition, PartitionMeta, load_partition
+
+
+def _tensor(a: np.ndarray, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    return torch.from_numpy(np.array(a)).to(dtype)
+
+
+@dataclass(frozen=True)
+class DistGraph:
+    """One part of a partitioned graph plus the partition book.
+
+    Attributes:
+        part: The part's (memory-mapped) arrays and the partition metadata.
+        offsets: int64 ``[K+1]`` partition book: rank ``k`` owns global ids
+            ``offsets[k] .. offsets[k+1]``.
+        indptr: int64 ``[n_owned + n_halo + 1]`` CSC row pointer over local ids.
+        indices: int64 ``[nnz]`` source local id of each in-edge.
+        halo_gids: int64 ``[n_halo]`` sorted global ids of halo nodes.
+        in_degree: int64 ``[n_owned + n_halo]`` global in-degrees.
+        adj_complete: bool ``[n_owned + n_halo]`` whether a node's in-edges are all stored.
+    """
+
+    part: Partition
+    offsets: torch.Tensor
+    indptr: torch.Tensor
+    indices: torch.Tensor
+    halo_gids: torch.Tensor
+    in_degree: torch.Tensor
+    adj_complete: torch.Tensor
+
+    @classmethod
+    def load(cls, part_dir: str | os.PathLike[str], ctx: DistContext,
+             verify: bool = True) -> DistGraph:
+        """Load the part of rank ``ctx.rank`` after checking the world size.
+
+        Args:
+            part_dir: Partition directory (``meta.json`` + ``part-K/``).
+            ctx: Distributed context; the world size must equal the number of parts.
+            verify: Check this part's checksums against ``meta.json``.
+        """
+        meta = PartitionMeta.load(part_dir)
+        check_world_matches_parts(ctx, meta.num_parts, os.fspath(part_dir))
+        return cls.from_partition(load_partition(part_dir, ctx.rank, mmap=True, verify=verify))
+
+    @classmethod
+    def from_partition(cls, part: Partition) -> DistGraph:
+        """Wrap an already loaded part."""
+        return cls(
+            part=part,
+            offsets=torch.tensor(part.meta.offsets, dtype=torch.int64),
+            indptr=_tensor(part.indptr),
+            indices=_tensor(part.indices),
+            halo_gids=_tensor(part.halo_gids),
+            in_degree=_tensor(part.in_degree),
+            adj_complete=_tensor(part.adj_complete, torch.bool),
+        )
+
+    @property
+    def meta(self) -> PartitionMeta:
+        """Metadata of the whole partition."""
+        return self.part.meta
+
+    @property
+    def rank(self) -> int:
+        """Part id (= owning rank)."""
+        return self.part.part_id
+
+    @property
+    def num_owned(self) -> int:
+        """Nodes owned by this rank."""
+        return self.part.num_owned
+
+    @property
+    def num_halo(self) -> int:
+        """Halo nodes of this rank."""
+        return self.part.num_halo
+
+    @property
+    def first_gid(self) -> int:
+        """Global id of this rank's first owned node."""
+        return int(self.offsets[self.rank])
+
+    def owner(self, gids: torch.Tensor) -> torch.Tensor:
+        """Owning rank of each global id."""
+        return torch.searchsorted(self.offsets, gids, right=True) - 1
+
+    def is_owned(self, gids: torch.Tensor) -> torch.Tensor:
+        """Whether each global id is owned by this rank."""
+        return (gids >= self.first_gid) & (gids < self.first_gid + self.num_owned)
+
+    def local_to_global(self, local: torch.Tensor) -> torch.Tensor:
+        """Global ids of local ids (owned first, then halo)."""
+        out = local + self.first_gid
+        halo = local >= self.num_owned
+        out[halo] = self.halo_gids[local[halo] - self.num_owned]
+        return out
+
+    def global_to_local(self, gids: torch.Tensor) -> torch.Tensor:
+        """Local ids of global ids: owned, then halo; ``-1`` for ids this part lacks."""
+        out = torch.full_like(gids, -1)
+        owned = self.is_owned(gids)
+        out[owned] = gids[owned] - self.first_gid
+        rest = ~owned
+        if self.num_halo and bool(rest.any()):
+            g = gids[rest]
+            pos = torch.searchsorted(self.halo_gids, g).clamp_(max=self.num_halo - 1)
+            hit = self.halo_gids[pos] == g
+            out[rest] = torch.where(hit, pos + self.num_owned, torch.full_like(g, -1))
+        return out

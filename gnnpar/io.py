@@ -1,0 +1,118 @@
+"""Safe file helpers shared by every stage: atomic directories, ``.npy`` and JSON I/O.
+
+Outputs are written into a temporary sibling directory and renamed into place only when
+complete, so an interrupted or failed write never leaves a half-written directory and
+never destroys the previous one.  Arrays are read with ``allow_pickle=False`` and, by
+default, memory-mapped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnnpar.errors import GnnparError
+
+
+@contextlib.contextmanager
+def atomic_directory(
+    out_dir: str | os.PathLike[str],
+    overwrite: bool = False,
+    error: type[GnnparError] = GnnparError,
+    overwrite_hint: str = "pass overwrite=True (CLI: --overwrite) or choose another path.",
+) -> Iterator[Path]:
+    """Yield a fresh temporary directory that becomes ``out_dir`` when the block succeeds.
+
+    Args:
+        out_dir: Final location.
+        overwrite: Replace an existing ``out_dir``; the old one is removed only after the
+            new one is complete.
+        error: Exception type raised when ``out_dir`` exists and ``overwrite`` is False.
+        overwrite_hint: The fix named in that error.
+
+    Yields:
+        The temporary directory to write into (a sibling of ``out_dir``).
+    """
+    out = Path(out_dir)
+    if out.exists() and not overwrite:
+        raise error("the output directory already exists.", path=out, fix=overwrite_hint)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        yield tmp
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.rename(out, old / "d")
+            os.rename(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def load_npy(
+    path: str | os.PathLike[str],
+    mmap: bool = True,
+    error: type[GnnparError] = GnnparError,
+) -> np.ndarray:
+    """Read one ``.npy`` file, never unpickling, with a clear error when it is damaged.
+
+    Args:
+        path: File to read.
+        mmap: Memory-map read-only instead of reading into memory.
+        error: Exception type to raise for a missing or damaged file.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise error("file is missing.", path=p, fix="re-create the directory that holds it.")
+    try:
+        return np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except ValueError as exc:
+        raise error(
+            f"not a readable .npy array ({exc}); it may be truncated or hold Python objects.",
+            path=p,
+            fix="re-create the directory that holds it.",
+        ) from exc
+    except OSError as exc:
+        raise error(f"cannot read ({exc}).", path=p, fix="check the file's permissions.") from exc
+
+
+def save_npy(path: str | os.PathLike[str], array: np.ndarray) -> None:
+    """Write ``array`` as ``.npy`` (chunk-free; memory maps are streamed by numpy)."""
+    np.save(path, np.asarray(array), allow_pickle=False)
+
+
+def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 22) -> str:
+    """Hex SHA-256 of a file, read in 4 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_json(path: str | os.PathLike[str], error: type[GnnparError] = GnnparError) -> Any:
+    """Parse a JSON file, naming the file in the error when it is missing or invalid."""
+    p = Path(path)
+    if not p.is_file():
+        raise error("file is missing.", path=p, fix="check the path.")
+    try:
+        return json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise error(f"invalid JSON ({exc}).", path=p, fix="re-create the file.") from exc
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write ``obj`` as indented JSON."""
+    Path(path).write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")

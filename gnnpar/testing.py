@@ -1,0 +1,146 @@
+"""Run a function on N real processes over gloo on loopback, for tests and examples.
+
+:func:`run_multiproc` is what every multi-rank test uses: the parent hosts the
+rendezvous store on a free port (port 0, no fixed ports), starts ``world_size`` spawned
+processes with a torchrun-like environment, and returns each rank's return value.  A rank
+that raises sends its traceback back to the parent, which re-raises it with the rank named;
+a rank that hangs is killed at ``timeout`` seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from gnnpar.errors import DistributedError
+
+
+def _child(
+    rank: int,
+    world_size: int,
+    port: int,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    env: dict[str, str],
+    results: Any,
+) -> None:
+    os.environ.update(env)
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(world_size),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        TORCHELASTIC_USE_AGENT_STORE="True",
+        TORCHELASTIC_RESTART_COUNT="0",
+        OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
+    )
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    try:
+        out = fn(*args)
+        results.put((rank, True, out))
+    except BaseException as exc:  # noqa: BLE001 - forwarded to the parent verbatim
+        results.put((rank, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+    finally:
+        if dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception:  # noqa: BLE001 - peers may already be gone
+                pass
+
+
+def run_multiproc(
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    timeout: float = 180.0,
+    env: dict[str, str] | None = None,
+    expect_failure: bool = False,
+) -> list[Any]:
+    """Run ``fn(*args)`` on ``world_size`` processes and collect their results.
+
+    ``fn`` must be importable by name (a module-level function) and calls
+    :func:`gnnpar.distributed.init` itself, exactly as a torchrun worker would.
+
+    Args:
+        fn: Worker function.
+        world_size: Number of processes.
+        *args: Positional arguments for ``fn`` (picklable).
+        timeout: Seconds after which hung ranks are killed and an error is raised.
+        env: Extra environment variables for the workers.
+        expect_failure: Return each rank's outcome instead of raising on the first
+            failure: a list of ``(ok, value_or_traceback)`` pairs, ``None`` for a rank
+            that neither returned nor raised (killed at the timeout or died).
+
+    Returns:
+        ``fn``'s return value of each rank, in rank order.
+    """
+    ctx = mp.get_context("spawn")
+    store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False)
+    results = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_child,
+            args=(r, world_size, store.port, fn, args, dict(env or {}), results),
+            daemon=True,
+        )
+        for r in range(world_size)
+    ]
+    for p in procs:
+        p.start()
+    outcomes: dict[int, tuple[bool, Any]] = {}
+
+    deadline = time.monotonic() + timeout
+    while len(outcomes) < world_size and time.monotonic() < deadline:
+        try:
+            rank, ok, value = results.get(timeout=0.2)
+            outcomes[rank] = (ok, value)
+            continue
+        except queue.Empty:
+            pass
+        dead = [r for r, p in enumerate(procs) if not p.is_alive() and r not in outcomes]
+        if dead:
+            # Drain what is already queued before judging a rank as died-silently.
+            try:
+                while True:
+                    rank, ok, value = results.get(timeout=0.5)
+                    outcomes[rank] = (ok, value)
+            except queue.Empty:
+                pass
+            for r in dead:
+                if r not in outcomes and procs[r].exitcode not in (None, 0):
+                    outcomes[r] = (False, f"rank {r} exited with code {procs[r].exitcode}")
+        if not expect_failure and any(not ok for ok, _ in outcomes.values()):
+            break
+    if not expect_failure and any(not ok for ok, _ in outcomes.values()):
+        # Give peers a moment to report their own (secondary) errors, then stop them.
+        time.sleep(0.5)
+    for p in procs:
+        p.join(timeout=1.0 if len(outcomes) == world_size else 0.1)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    del store
+    if expect_failure:
+        return [outcomes.get(r) for r in range(world_size)]
+    # dicts keep arrival order: the first rank to fail is usually the root cause, and
+    # the others fail because it left.
+    failed = [r for r, (ok, _) in outcomes.items() if not ok]
+    if failed:
+        r = failed[0]
+        others = f" (then ranks {failed[1:]} failed too)" if len(failed) > 1 else ""
+        raise DistributedError(f"rank {r} of {world_size} failed{others}:\n{outcomes[r][1]}")
+    missing = [r for r in range(world_size) if r not in outcomes]
+    if missing:
+        raise DistributedError(f"ranks {missing} of {world_size} did not finish in {timeout} s")
+    return [outcomes[r][1] for r in range(world_size)]
