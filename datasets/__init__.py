@@ -1,5 +1,24 @@
-"""Datasets stage: turn any graph a user has into a :class:`GraphDataset`."""
+"""Datasets stage: turn any graph a user has into a :class:`GraphDataset`.
+
+Loaders for OGB, PyG, DGL, ``.npz`` and edge lists, two synthetic generators, and the
+dataset spec strings every gnnpar CLI accepts (:func:`load_dataset`).
+"""
 
 from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.loaders import from_dgl, from_edge_list, from_npz, from_pyg
+from gnnpar.datasets.ogb import load_ogb
+from gnnpar.datasets.spec import DEFAULT_SPEC, load_dataset
+from gnnpar.datasets.synthetic import rmat, sbm
 
-__all__ = ["GraphDataset"]
+__all__ = [
+    "DEFAULT_SPEC",
+    "GraphDataset",
+    "from_dgl",
+    "from_edge_list",
+    "from_npz",
+    "from_pyg",
+    "load_dataset",
+    "load_ogb",
+    "rmat",
+    "sbm",
+]

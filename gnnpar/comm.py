@@ -104,30 +104,86 @@ def all_to_all_v(
     Shapes:
         send: ``[S, *F]``; recv: ``[sum(recv_counts), *F]``.
     """
-    send_counts = send_counts.to(torch.int64).cpu()
     if recv_counts is None:
-        recv_counts = exchange_counts(ctx, send_counts)
+        recv_counts = exchange_counts(ctx, send_counts.to(torch.int64).cpu())
+    pending = start_all_to_all_v(ctx, send, send_counts, recv_counts, stats=stats, kind=kind)
+    return pending.wait(), pending.recv_counts
+
+
+@dataclass
+class PendingExchange:
+    """An :func:`all_to_all_v` in flight; :meth:`wait` returns the received rows.
+
+    Attributes:
+        recv: Buffer the rows arrive in (complete only after :meth:`wait`).
+        recv_counts: ``[world_size]`` rows arriving from each rank.
+        work: The collective's handle (``None`` when nothing crosses a process boundary).
+        send: The payload, kept alive until the collective completes.
+    """
+
+    recv: torch.Tensor
+    recv_counts: torch.Tensor
+    work: dist.Work | None = None
+    send: torch.Tensor | None = None
+
+    def wait(self) -> torch.Tensor:
+        """Block until the rows have arrived and return them."""
+        if self.work is not None:
+            self.work.wait()
+            self.work = None
+            self.send = None
+        return self.recv
+
+
+def start_all_to_all_v(
+    ctx: DistContext,
+    send: torch.Tensor,
+    send_counts: torch.Tensor,
+    recv_counts: torch.Tensor,
+    *,
+    stats: CommStats | None = None,
+    kind: str = "other",
+) -> PendingExchange:
+    """Start :func:`all_to_all_v` with known counts and return without waiting for it.
+
+    Lets the caller overlap local work with the exchange (copying local rows, computing
+    the next layer); the bytes are counted when the exchange starts.
+
+    Args:
+        ctx: Distributed context.
+        send: Rows grouped by destination rank, shape ``[S, *F]``.
+        send_counts: ``[world_size]`` rows for each rank; sums to ``S``.
+        recv_counts: ``[world_size]`` rows each rank sends here.
+        stats: Counters to add this exchange to.
+        kind: Counter name.
+
+    Returns:
+        The exchange in flight; ``wait()`` gives ``[sum(recv_counts), *F]`` rows grouped by
+        source rank.
+    """
+    send_counts = send_counts.to(torch.int64).cpu()
     recv_counts = recv_counts.to(torch.int64).cpu()
     row_shape = tuple(send.shape[1:])
     n_recv = int(recv_counts.sum())
-    if ctx.world_size == 1:
-        recv = send.clone()
-    else:
-        recv = send.new_empty((n_recv, *row_shape))
-        dist.all_to_all_single(
-            recv,
-            send.contiguous(),
-            output_split_sizes=recv_counts.tolist(),
-            input_split_sizes=send_counts.tolist(),
-            group=ctx.group,
-        )
     if stats is not None:
         row_bytes = send.element_size() * (int(torch.tensor(row_shape).prod()) if row_shape else 1)
         me = ctx.rank
         rows_sent = int(send_counts.sum()) - int(send_counts[me])
         rows_recv = n_recv - int(recv_counts[me])
         stats.record(kind, rows_sent, rows_recv, rows_sent * row_bytes, rows_recv * row_bytes)
-    return recv, recv_counts
+    if ctx.world_size == 1:
+        return PendingExchange(send.clone(), recv_counts)
+    recv = send.new_empty((n_recv, *row_shape))
+    send = send.contiguous()
+    work = dist.all_to_all_single(
+        recv,
+        send,
+        output_split_sizes=recv_counts.tolist(),
+        input_split_sizes=send_counts.tolist(),
+        group=ctx.group,
+        async_op=True,
+    )
+    return PendingExchange(recv, recv_counts, work, send)
 
 
 def bucket_by_owner(
@@ -154,3 +210,17 @@ def all_reduce_sum(ctx: DistContext, values: torch.Tensor) -> torch.Tensor:
     if ctx.world_size > 1:
         dist.all_reduce(out, op=dist.ReduceOp.SUM, group=ctx.group)
     return out
+
+
+def all_gather_ints(ctx: DistContext, values: list[int]) -> torch.Tensor:
+    """Every rank's ``values`` (same length on every rank), for agreement checks.
+
+    Returns:
+        int64 ``[world_size, len(values)]``; row ``r`` is rank ``r``'s values.
+    """
+    mine = torch.tensor(values, dtype=torch.int64, device=ctx.device)
+    if ctx.world_size == 1:
+        return mine[None].cpu()
+    rows = [torch.empty_like(mine) for _ in range(ctx.world_size)]
+    dist.all_gather(rows, mine, group=ctx.group)
+    return torch.stack(rows).cpu()

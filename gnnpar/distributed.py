@@ -16,7 +16,7 @@ buffer and counter per rank unambiguous.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import torch
@@ -113,6 +113,20 @@ def init(
         backend=backend,
         timeout=timeout,
     )
+
+
+def new_group(ctx: DistContext) -> DistContext:
+    """The same ranks on a fresh process group (collective: every rank calls it).
+
+    Collectives on one group must be issued in the same order on every rank, so work that
+    communicates from a second thread (the loader's prefetch) needs a group of its own.
+
+    Returns:
+        A copy of ``ctx`` whose :attr:`DistContext.group` is the new group.
+    """
+    group = dist.new_group(list(range(ctx.world_size)), timeout=ctx.timeout,
+                           backend=ctx.backend)
+    return replace(ctx, group=group)
 
 
 def shutdown() -> None:

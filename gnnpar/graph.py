@@ -9,7 +9,7 @@ places them.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -70,6 +70,14 @@ class DistGraph:
             halo_gids=_tensor(part.halo_gids),
             in_degree=_tensor(part.in_degree),
             adj_complete=_tensor(part.adj_complete, torch.bool),
+        )
+
+    def to(self, device: torch.device) -> DistGraph:
+        """This part with its adjacency, halo ids and partition book on ``device``."""
+        return replace(
+            self,
+            **{name: getattr(self, name).to(device) for name in (
+                "offsets", "indptr", "indices", "halo_gids", "in_degree", "adj_complete")},
         )
 
     @property

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,52 @@ def load_npy(
 def save_npy(path: str | os.PathLike[str], array: np.ndarray) -> None:
     """Write ``array`` as ``.npy`` (chunk-free; memory maps are streamed by numpy)."""
     np.save(path, np.asarray(array), allow_pickle=False)
+
+
+def save_npy_blocks(
+    path: str | os.PathLike[str],
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any] | type,
+    blocks: Iterable[np.ndarray],
+) -> str:
+    """Write a ``.npy`` file from consecutive row blocks, hashing while writing.
+
+    Only one block is in memory at a time, so a large array (e.g. features gathered
+    from a memory map) is streamed to disk.
+
+    Args:
+        path: File to write.
+        shape: Shape of the whole array.
+        dtype: Its dtype; every block is cast to it.
+        blocks: C-ordered row blocks whose concatenation along axis 0 has ``shape``.
+
+    Returns:
+        The hex SHA-256 of the file written (as :func:`sha256_file` would compute it).
+    """
+    dt = np.dtype(dtype)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {
+        "descr": np.lib.format.dtype_to_descr(dt), "fortran_order": False,
+        "shape": tuple(int(s) for s in shape)})
+    h = hashlib.sha256(header.getvalue())
+    written = 0
+    with open(path, "wb") as f:
+        f.write(header.getvalue())
+        for block in blocks:
+            data = np.ascontiguousarray(block, dtype=dt).reshape(-1).view(np.uint8)
+            h.update(data)
+            f.write(data)
+            written += len(data)
+    expected = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    if written != expected:
+        raise ValueError(f"{path}: blocks hold {written} bytes, shape {shape} needs {expected}.")
+    return h.hexdigest()
+
+
+def save_npy_sha256(path: str | os.PathLike[str], array: np.ndarray) -> str:
+    """Write ``array`` as ``.npy`` like :func:`save_npy`; return the file's hex SHA-256."""
+    a = np.asarray(array)
+    return save_npy_blocks(path, a.shape, a.dtype, [a])
 
 
 def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 22) -> str:

@@ -1,0 +1,151 @@
+"""Feature communication and memory of the distributed loader at 4 parts.
+
+1. Remote feature rows fetched per epoch (fan-outs [15, 10], batch 1024, the training
+   split as seeds) with METIS parts and with random parts, against the cache budget
+   (a fraction of each rank's own feature bytes).  Goal (issue 4): METIS parts with a
+   cache of 20% fetch at most 10% of the rows that random parts without a cache fetch.
+2. Peak resident memory per rank at 4 parts against one process holding the whole graph:
+   the same loader on a 1-part partition, and the graph loaded whole as a PyG ``Data``.
+   Goal: at most 0.35x.
+
+    python benchmarks/bench_featstore.py [--small] [--nodes N] [--json OUT] [--workdir DIR]
+
+Each rank samples one epoch once and then gathers the same batches' nodes through stores
+of every cache budget, so the curves differ only by the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from bench_sampling import BATCH, FANOUTS, make_partitions
+
+from gnnpar.testing import run_multiproc
+
+CACHE_FRACTIONS = (0.0, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _rows_worker(part_dir: str, fractions: tuple[float, ...]) -> dict[str, Any]:
+    from gnnpar import distributed
+    from gnnpar.comm import CommStats
+    from gnnpar.feature_store import DistFeatureStore
+    from gnnpar.graph import DistGraph
+    from gnnpar.loader import DistNeighborLoader
+
+    base = _peak_rss_mb()
+    ctx = distributed.init()
+    graph = DistGraph.load(part_dir, ctx, verify=False)
+    stats = CommStats()
+    store = DistFeatureStore(graph, ctx, stats=stats)
+    loader = DistNeighborLoader(graph, store, FANOUTS, batch_size=BATCH, seed=0)
+    nodes = [batch.n_id for batch in loader]
+    out: dict[str, Any] = {
+        "steps": len(nodes), "rows_requested": sum(n.numel() for n in nodes),
+        "peak_rss_mb": _peak_rss_mb(), "rss_after_import_mb": base,
+        "feat_bytes": int(graph.part.feat.nbytes), "curve": {},
+    }
+    for frac in fractions:
+        st = CommStats()
+        cached = DistFeatureStore(graph, ctx, cache_bytes=int(frac * graph.part.feat.nbytes),
+                                  stats=st)
+        for n_id in nodes:
+            cached.gather_many(n_id)
+        out["curve"][frac] = {
+            "rows": st.counters["feature"].rows_recv,
+            "bytes": st.counters["feature"].bytes_recv,
+            "fill_rows": st.counters["cache_fill"].rows_recv,
+            "cached_rows": int(cached.cache_gids.numel()),
+        }
+    return out
+
+
+def _whole_graph_rss(dataset_dir: str) -> float:
+    """Peak RSS of one process that loads the whole graph into memory as a PyG ``Data``."""
+    from gnnpar.datasets.graph import GraphDataset
+
+    data = GraphDataset.load(dataset_dir, mmap=False).to_pyg()
+    data.csc = data.edge_index[0][torch.argsort(data.edge_index[1])]  # a sampler's CSC
+    return _peak_rss_mb()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--small", action="store_true", help="20k nodes instead of --nodes")
+    ap.add_argument("--nodes", type=int, default=200_000, help="SBM nodes (avg degree 10)")
+    ap.add_argument("--feat-dim", type=int, default=64)
+    ap.add_argument("--homophily", type=float, default=0.7,
+                    help="SBM share of intra-class edges (higher: more locality for METIS)")
+    ap.add_argument("--classes", type=int, default=16, help="SBM classes (communities)")
+    ap.add_argument("--json", help="write the figures to this JSON file")
+    ap.add_argument("--workdir", help="where partitions are written (reused if present)")
+    args = ap.parse_args()
+    n = 20_000 if args.small else args.nodes
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gnnpar-bench-"))
+    print(f"graph: SBM {n:,} nodes, avg degree 10, {args.classes} classes, homophily "
+          f"{args.homophily}, {args.feat_dim} features; fan-outs {FANOUTS}, batch {BATCH}, "
+          "4 ranks")
+    ds, tag, dirs = make_partitions(
+        workdir, {"metis4": (4, "metis", 1), "metis4-halo2": (4, "metis", 2),
+                  "random4": (4, "random", 1), "whole1": (1, "metis", 1)},
+        num_nodes=n, avg_degree=10.0, feat_dim=args.feat_dim, homophily=args.homophily,
+        num_classes=args.classes)
+    ds_dir = workdir / f"{tag}-dataset"
+    if not (ds_dir / "dataset.json").exists():
+        ds.save(ds_dir)
+    del ds
+    env = {"OMP_NUM_THREADS": "1"}
+    res = {name: run_multiproc(_rows_worker, k, str(dirs[name]), CACHE_FRACTIONS, env=env,
+                               timeout=3600)
+           for name, k in (("metis4", 4), ("metis4-halo2", 4), ("random4", 4), ("whole1", 1))}
+    whole_pyg = run_multiproc(_whole_graph_rss, 1, str(ds_dir), env=env, timeout=3600)[0]
+
+    ref = sum(r["curve"][0.0]["rows"] for r in res["random4"])
+    print(f"\nremote feature rows fetched per epoch, all 4 ranks (vs random parts, no cache "
+          f"= {ref:,} rows)")
+    print(f"{'cache (of own feat bytes)':>26s} {'METIS':>22s} {'METIS, halo_hops=2':>22s} "
+          f"{'random':>22s}")
+    curves: dict[str, dict[float, int]] = {}
+    for frac in CACHE_FRACTIONS:
+        line = f"{frac:25.0%} "
+        for name in ("metis4", "metis4-halo2", "random4"):
+            rows = sum(r["curve"][frac]["rows"] for r in res[name])
+            curves.setdefault(name, {})[frac] = rows
+            line += f" {rows:12,} ({rows / ref:6.1%})"
+        print(line)
+    requested = sum(r["rows_requested"] for r in res["metis4"])
+    goal = min(curves["metis4"][0.2], curves["metis4-halo2"][0.2]) / ref
+    print(f"rows requested by the batches (METIS): {requested:,}; "
+          f"best METIS + 20% cache / random no cache = {goal:.1%} (goal <= 10%)")
+
+    print("\npeak resident memory per rank")
+    per_rank = max(r["peak_rss_mb"] for r in res["metis4"])
+    base = max(r["rss_after_import_mb"] for r in res["metis4"])
+    whole = res["whole1"][0]["peak_rss_mb"]
+    print(f"  4 parts (METIS), max over ranks   {per_rank:8.0f} MB  (interpreter + torch: "
+          f"{base:.0f} MB)")
+    print(f"  1 part, same loader               {whole:8.0f} MB  -> ratio {per_rank / whole:.2f}x"
+          f"  (above the interpreter: {(per_rank - base) / (whole - base):.2f}x)")
+    print(f"  whole graph as PyG Data in RAM    {whole_pyg:8.0f} MB  -> ratio "
+          f"{per_rank / whole_pyg:.2f}x  (goal <= 0.35x)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "nodes": n, "feat_dim": args.feat_dim, "homophily": args.homophily,
+            "classes": args.classes, "rows_curves": curves,
+            "rows_requested": requested, "metis20_over_random0": goal,
+            "peak_rss_mb": {"rank_4parts": per_rank, "one_part": whole, "pyg_whole": whole_pyg,
+                            "after_import": base},
+            "per_rank": res}, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,280 @@
+"""Full-graph training with halo exchange vs single-process PyG; reducers; feature parallelism.
+
+    python benchmarks/bench_fullgraph.py                  # 1M-node SBM (minutes)
+    python benchmarks/bench_fullgraph.py --small          # 50k nodes, a quick look
+    python benchmarks/bench_fullgraph.py --nodes 200000 --json out.json
+
+Three tables, every figure next to its reference from the same run:
+
+1. **Epoch time**: a 2-layer GCN trained full-graph by single-process PyG with 2 torch
+   threads vs by 2 ranks (1 thread each, the same two cores) on METIS parts with exact
+   and with stale (PipeGCN) halos; bytes per epoch by kind.
+2. **Halo bytes and accuracy**: halo bytes per epoch on METIS vs random parts, boundary
+   sampling (BNS, p=0.1) vs exact; test accuracy after ``--acc-epochs`` epochs of exact,
+   BNS and stale training on random parts of a smaller SBM (the largest boundary).
+3. **Feature-parallel first layer vs fetching remote rows**: bytes per minibatch step
+   (fan-outs 10, 5; 1024 seeds per rank) for input widths 128 and 1024 at hidden width 128.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch_geometric.nn.models import GCN
+
+from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.synthetic import sbm
+from gnnpar.partition.writer import partition_graph
+from gnnpar.testing import run_multiproc
+
+HALO_KINDS = ("halo", "halo_grad")
+
+
+def make_graph(nodes: int, feat_dim: int, homophily: float, seed: int = 0) -> GraphDataset:
+    return sbm(num_nodes=nodes, avg_degree=10, num_classes=16, feat_dim=feat_dim, seed=seed,
+               homophily=homophily)
+
+
+# ----------------------------------------------------------------- 1. single-process PyG
+def single_process_epochs(ds: GraphDataset, hidden: int, epochs: int,
+                          threads: int) -> dict[str, Any]:
+    """Whole-graph PyG training: mean epoch time over ``epochs`` after one warm-up."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    x = torch.from_numpy(np.asarray(ds.x))
+    y = torch.from_numpy(np.asarray(ds.y))
+    train = torch.from_numpy(np.asarray(ds.train_idx))
+    edge_index = torch.from_numpy(np.stack([ds.src, ds.dst]))
+    model = GCN(ds.feat_dim, hidden, 2, ds.num_classes)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    times = []
+    for _ in range(epochs + 1):
+        t0 = time.perf_counter()
+        model.train()
+        opt.zero_grad()
+        out = model(x, edge_index)
+        F.cross_entropy(out[train], y[train]).backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    return {"epoch_s": float(np.mean(times[1:]))}
+
+
+# ----------------------------------------------------------------- rank workers
+def _setup(part_dir: str, threads: int | None = None) -> tuple[Any, Any, Any]:
+    import gnnpar.distributed as gdist
+    from gnnpar.graph import DistGraph
+    from gnnpar.nn import NodeData
+
+    ctx = gdist.init()
+    if threads:
+        torch.set_num_threads(threads)
+    graph = DistGraph.load(part_dir, ctx, verify=False)
+    return ctx, graph, NodeData.load(graph, ctx)
+
+
+def _train(ctx: Any, graph: Any, data: Any, hidden: int, epochs: int,
+           timed: bool = True, **halo: Any) -> dict[str, Any]:
+    """``epochs`` full-graph epochs (+1 warm-up when timed): time, bytes, test accuracy."""
+    import torch.distributed as dist
+
+    from gnnpar.comm import CommStats
+    from gnnpar.nn import (HaloGraph, broadcast_parameters, distribute_convs, evaluate,
+                           flush_pipelines, train_epoch)
+
+    stats = CommStats()
+    hg = HaloGraph.build(graph, ctx, stats=stats, **halo)
+    torch.manual_seed(0)
+    model = GCN(graph.meta.feat_dim, hidden, 2, graph.meta.num_classes)
+    broadcast_parameters(model, ctx)
+    model = distribute_convs(model, hg)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    times = []
+    for epoch in range(epochs + int(timed)):
+        if epoch == int(timed):
+            stats.reset()
+        dist.barrier()
+        t0 = time.perf_counter()
+        train_epoch(model, hg, data, opt, ctx, epoch=epoch, stats=stats)
+        times.append(time.perf_counter() - t0)
+    flush_pipelines(model)
+    slowest = torch.tensor(times[int(timed):], dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    sent = torch.tensor([stats.counters[k].bytes_sent for k in (*HALO_KINDS, "grad")],
+                        dtype=torch.float64) / epochs
+    dist.all_reduce(sent)
+    out = {"epoch_s": float(slowest.mean()),
+           "bytes_per_epoch": dict(zip((*HALO_KINDS, "grad"), sent.tolist(), strict=True)),
+           "halo_rows": graph.num_halo}
+    if not timed:
+        out["test_acc"] = evaluate(model, hg, data, ctx)["test_acc"]
+    return out
+
+
+def rank_epoch_time(metis_dir: str, random_dir: str, hidden: int, epochs: int
+                    ) -> dict[str, Any]:
+    """Exact and stale epochs on METIS parts; bytes of one epoch on random parts and BNS."""
+    ctx, graph, data = _setup(metis_dir, threads=1)
+    res = {"exact": _train(ctx, graph, data, hidden, epochs),
+           "stale": _train(ctx, graph, data, hidden, epochs, stale=True),
+           "bns_p0.1": _train(ctx, graph, data, hidden, 1, boundary_p=0.1)}
+    del graph, data
+    gc.collect()
+    _, graph, data = _setup(random_dir)
+    res["random_parts"] = _train(ctx, graph, data, hidden, 1)
+    return res
+
+
+def rank_accuracy(part_dir: str, hidden: int, epochs: int) -> dict[str, Any]:
+    ctx, graph, data = _setup(part_dir, threads=1)
+    configs = {"exact": {}, "bns_p0.1": {"boundary_p": 0.1}, "stale": {"stale": True}}
+    return {name: _train(ctx, graph, data, hidden, epochs, timed=False, **cfg)
+            for name, cfg in configs.items()}
+
+
+def rank_feature_parallel(part_dirs: dict[int, str], hidden: int, steps: int,
+                          batch: int) -> dict[str, Any]:
+    """Bytes per minibatch step: fetch the sampled nodes' rows vs feature-parallel layer."""
+    import gnnpar.distributed as gdist
+    from gnnpar.comm import CommStats
+    from gnnpar.feature_store import DistFeatureStore
+    from gnnpar.graph import DistGraph
+    from gnnpar.nn import FeatureParallelLinear, shard_columns
+    from gnnpar.sampler import DistNeighborSampler
+
+    ctx = gdist.init()
+    torch.set_num_threads(1)
+    out: dict[str, Any] = {}
+    for width, part_dir in part_dirs.items():
+        graph = DistGraph.load(part_dir, ctx, verify=False)
+        sampler = DistNeighborSampler(graph, ctx, [10, 5], seed=0)
+        fetch_stats, fp_stats = CommStats(), CommStats()
+        store = DistFeatureStore(graph, ctx, stats=fetch_stats)
+        x_cols = shard_columns(ctx, torch.from_numpy(np.array(graph.part.feat)))
+        layer = FeatureParallelLinear(width, hidden, ctx, stats=fp_stats)
+        lin = torch.nn.Linear(width, hidden)
+        rng = np.random.default_rng(ctx.rank)
+        t_fetch = t_fp = 0.0
+        nodes = 0
+        for step in range(steps):
+            seeds = rng.choice(graph.num_owned, batch, replace=False) + graph.first_gid
+            n_id = sampler.sample(torch.from_numpy(seeds), batch_key=step).node
+            nodes += n_id.numel()
+            t0 = time.perf_counter()
+            lin(store.gather(n_id)).sum().backward()
+            t1 = time.perf_counter()
+            layer(x_cols, n_id).sum().backward()
+            t2 = time.perf_counter()
+            t_fetch, t_fp = t_fetch + t1 - t0, t_fp + t2 - t1
+        out[width] = {
+            "nodes_per_step": nodes / steps,
+            "fetch_bytes": sum(c.bytes_recv for c in fetch_stats.counters.values()) / steps,
+            "fp_bytes": sum(c.bytes_recv for c in fp_stats.counters.values()) / steps,
+            "fetch_s": t_fetch / steps, "fp_s": t_fp / steps,
+        }
+    return out
+
+
+# ----------------------------------------------------------------- driver
+def _mb(b: float) -> str:
+    return f"{b / 2**20:9.2f} MiB"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", type=int, default=1_000_000, help="nodes of the main SBM")
+    p.add_argument("--homophily", type=float, default=0.95,
+                   help="SBM: fraction of intra-class edges (community strength)")
+    p.add_argument("--feat-dim", type=int, default=128)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--epochs", type=int, default=3, help="timed epochs (after one warm-up)")
+    p.add_argument("--acc-nodes", type=int, default=100_000)
+    p.add_argument("--acc-epochs", type=int, default=60)
+    p.add_argument("--fp-nodes", type=int, default=100_000)
+    p.add_argument("--fp-steps", type=int, default=4)
+    p.add_argument("--small", action="store_true", help="50k / 20k / 20k nodes")
+    p.add_argument("--json", default=None, help="write the figures here")
+    args = p.parse_args()
+    if args.small:
+        args.nodes, args.acc_nodes, args.fp_nodes, args.acc_epochs = 50_000, 20_000, 20_000, 30
+    report: dict[str, Any] = {"args": vars(args), "date": time.strftime("%Y-%m-%d"),
+                              "machine": "2-core shared CPU VM, no GPU"}
+    work = Path(tempfile.mkdtemp(prefix="bench_fullgraph-"))
+    env = {"OMP_NUM_THREADS": "1"}
+
+    # 1 + 2a. Epoch time and bytes on the main graph.
+    ds = make_graph(args.nodes, args.feat_dim, args.homophily)
+    for method in ("metis", "random"):
+        partition_graph(ds, 2, work / f"main-{method}", method=method, seed=0)
+    single = single_process_epochs(ds, args.hidden, args.epochs, threads=2)
+    del ds
+    gc.collect()
+    ranks = run_multiproc(rank_epoch_time, 2, str(work / "main-metis"),
+                          str(work / "main-random"), args.hidden, args.epochs,
+                          env=env, timeout=3600)[0]
+    report["epoch_time"] = {"single_process": single, **ranks}
+    print(f"\n== 1. full-graph epoch, {args.nodes:,}-node SBM (homophily {args.homophily}), "
+          f"2-layer GCN hidden {args.hidden}")
+    print(f"{'run':34} {'epoch s':>9} {'vs 1-proc':>10} {'halo+grad bytes/epoch':>22}")
+    print(f"{'PyG, 1 process x 2 threads':34} {single['epoch_s']:9.3f} {1.0:10.2f}")
+    for name in ("exact", "stale"):
+        r = ranks[name]
+        b = r["bytes_per_epoch"]
+        print(f"{'gnnpar, 2 ranks x 1 thread, ' + name:34} {r['epoch_s']:9.3f} "
+              f"{r['epoch_s'] / single['epoch_s']:10.2f} "
+              f"{_mb(b['halo'] + b['halo_grad'])} + {_mb(b['grad'])}")
+
+    # 2. Halo bytes: METIS vs random, BNS vs exact; accuracy of the reducers.
+    halo = {name: sum(ranks[name]["bytes_per_epoch"][k] for k in HALO_KINDS)
+            for name in ("exact", "bns_p0.1", "random_parts")}
+    acc_ds = make_graph(args.acc_nodes, args.feat_dim, 0.7, seed=1)
+    partition_graph(acc_ds, 2, work / "acc-random", method="random", seed=0)
+    del acc_ds
+    acc = run_multiproc(rank_accuracy, 2, str(work / "acc-random"), args.hidden,
+                        args.acc_epochs, env=env, timeout=3600)[0]
+    report["halo"] = {"bytes_per_epoch": halo, "accuracy": acc}
+    print(f"\n== 2. halo bytes per epoch (both ranks, forward + backward), same graph")
+    print(f"{'METIS parts, exact':34} {_mb(halo['exact'])}  1.00")
+    print(f"{'random parts, exact':34} {_mb(halo['random_parts'])}  "
+          f"{halo['random_parts'] / halo['exact']:.2f}   (METIS/random = "
+          f"{halo['exact'] / halo['random_parts']:.3f})")
+    print(f"{'METIS parts, BNS p=0.1':34} {_mb(halo['bns_p0.1'])}  "
+          f"{halo['bns_p0.1'] / halo['exact']:.3f}")
+    print(f"   accuracy after {args.acc_epochs} epochs, {args.acc_nodes:,}-node SBM "
+          "(homophily 0.7), random parts:")
+    for name, r in acc.items():
+        b = sum(r["bytes_per_epoch"][k] for k in HALO_KINDS)
+        print(f"   {name:12} test acc {r['test_acc']:.4f}  halo {_mb(b)}/epoch")
+
+    # 3. Feature-parallel first layer vs fetching rows.
+    fp_dirs = {}
+    for width in (128, 1024):
+        fds = make_graph(args.fp_nodes, width, args.homophily, seed=2)
+        fp_dirs[width] = str(work / f"fp-{width}")
+        partition_graph(fds, 2, fp_dirs[width], method="metis", seed=0)
+        del fds
+    fp = run_multiproc(rank_feature_parallel, 2, fp_dirs, 128, args.fp_steps, 1024,
+                       env=env, timeout=3600)
+    report["feature_parallel"] = {str(w): {k: sum(r[w][k] for r in fp) / 2 for k in fp[0][w]}
+                                  for w in fp_dirs}
+    print(f"\n== 3. first layer per minibatch step (1024 seeds/rank, fan-outs 10,5; "
+          f"{args.fp_nodes:,}-node SBM, METIS), hidden 128, bytes received per rank")
+    print(f"{'input width':12} {'nodes/step':>11} {'fetch rows':>14} {'feature-par.':>14} "
+          f"{'ratio':>7}")
+    for w, r in report["feature_parallel"].items():
+        print(f"{w:12} {r['nodes_per_step']:11.0f} {_mb(r['fetch_bytes'])} "
+              f"{_mb(r['fp_bytes'])} {r['fp_bytes'] / r['fetch_bytes']:7.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

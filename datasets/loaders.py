@@ -1,0 +1,396 @@
+"""Loaders from the forms users already have: PyG ``Data``, DGL graphs, edge lists, ``.npz``.
+
+Every loader returns a validated :class:`GraphDataset`. Edges are taken as given, in
+message direction (source -> destination); call :meth:`GraphDataset.to_undirected` for an
+undirected graph. Labels may be ``[N]`` or ``[N, 1]``, integer (``-1`` = unlabelled) or
+float with NaN for unlabelled nodes (as in ogbn-papers100M). Splits are id arrays or
+boolean masks. Errors name the file, the line or field, and the fix.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from gnnpar.datasets.graph import SPLITS, GraphDataset
+from gnnpar.errors import DatasetError
+from gnnpar.io import load_npy
+
+EDGE_LIST_SUFFIXES = (".csv", ".tsv", ".txt", ".edges", ".csv.gz", ".tsv.gz", ".txt.gz")
+_COMMENTS = ("#", "%")
+# Accepted names for each GraphDataset field in .npz files, PyG Data and DGL ndata.
+_NAMES = {
+    "x": ("x", "feat", "features", "node_feat"),
+    "y": ("y", "label", "labels", "node_label"),
+    "train_idx": ("train_idx", "train_mask"),
+    "val_idx": ("val_idx", "valid_idx", "val_mask", "valid_mask"),
+    "test_idx": ("test_idx", "test_mask"),
+}
+Where = str | os.PathLike[str]
+
+
+# ---------------------------------------------------------------------- array helpers
+def labels_to_int(y: Any, num_nodes: int, where: Where, field: str = "y") -> np.ndarray:
+    """Labels ``[N]`` or ``[N, 1]`` (int, or float with NaN = unlabelled) -> int64 ``[N]``, -1.
+
+    Args:
+        y: Label array.
+        num_nodes: Expected number of rows ``N``.
+        where: File or object named in errors.
+        field: Field named in errors.
+    """
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1 or len(y) != num_nodes:
+        raise DatasetError(f"has shape {y.shape}, expected ({num_nodes},) or ({num_nodes}, 1).",
+                           path=where, field=field,
+                           fix="give one class per node (multi-task labels are not supported).")
+    if np.issubdtype(y.dtype, np.floating):
+        unlabelled = np.isnan(y)
+        filled = np.where(unlabelled, -1, y)
+        if not np.array_equal(filled, np.round(filled)):
+            raise DatasetError("holds non-integer class labels.", path=where, field=field,
+                               fix="give integer classes; NaN or -1 for unlabelled nodes.")
+        return filled.astype(np.int64)
+    if not np.issubdtype(y.dtype, np.integer):
+        raise DatasetError(f"has dtype {y.dtype}, expected integers.", path=where, field=field,
+                           fix="give integer classes; -1 for unlabelled nodes.")
+    return y.astype(np.int64, copy=False)
+
+
+def features_to_float(x: Any, num_nodes: int, where: Where, field: str = "x") -> np.ndarray:
+    """Features -> float32 ``[N, F]`` (a float32 memory map is kept as is)."""
+    x = x if isinstance(x, np.ndarray) else np.asarray(x)
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.ndim != 2 or x.shape[0] != num_nodes:
+        raise DatasetError(f"has shape {x.shape}, but the graph has {num_nodes} nodes.",
+                           path=where, field=field,
+                           fix=f"give exactly one feature row per node ({num_nodes} rows).")
+    if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
+        raise DatasetError(f"has dtype {x.dtype}, expected numbers.", path=where, field=field,
+                           fix="store numeric features.")
+    return x.astype(np.float32, copy=False)
+
+
+def split_to_idx(split: Any, num_nodes: int, where: Where, field: str) -> np.ndarray:
+    """A boolean mask ``[N]`` or an integer id array -> int64 ids."""
+    a = np.asarray(split)
+    if a.dtype == np.bool_:
+        if a.shape != (num_nodes,):
+            raise DatasetError(f"mask has shape {a.shape}, expected ({num_nodes},).",
+                               path=where, field=field,
+                               fix="give one boolean per node (select one column of a "
+                                   "multi-split mask).")
+        return np.flatnonzero(a).astype(np.int64)
+    a = a.reshape(-1) if a.ndim == 2 and 1 in a.shape else a
+    if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+        raise DatasetError(f"must be 1-D node ids or a boolean mask, got {a.dtype} {a.shape}.",
+                           path=where, field=field, fix="give int64 node ids.")
+    return a.astype(np.int64, copy=False)
+
+
+def _pick(fields: Mapping[str, Any], name: str) -> tuple[str | None, Any]:
+    """The first of ``_NAMES[name]`` present in ``fields``: ``(key, value)``."""
+    for key in _NAMES[name]:
+        if key in fields and fields[key] is not None:
+            return key, fields[key]
+    return None, None
+
+
+def _build(
+    num_nodes: int, src: Any, dst: Any, fields: Mapping[str, Any], where: Where, name: str,
+    files: Mapping[str, Where] | None = None,
+) -> GraphDataset:
+    """Convert the optional ``x``/``y``/split entries of ``fields`` and validate.
+
+    ``files`` maps a GraphDataset field to the file it came from, named in its errors.
+    """
+    files = files or {}
+    xk, x = _pick(fields, "x")
+    yk, y = _pick(fields, "y")
+    kwargs: dict[str, Any] = {}
+    for fld in SPLITS:
+        key, value = _pick(fields, fld)
+        if value is not None:
+            kwargs[fld] = split_to_idx(value, num_nodes, files.get(fld, where), key or fld)
+    ds = GraphDataset(
+        num_nodes=num_nodes,
+        src=np.asarray(src).astype(np.int64, copy=False).reshape(-1),
+        dst=np.asarray(dst).astype(np.int64, copy=False).reshape(-1),
+        x=None if x is None else features_to_float(x, num_nodes, files.get("x", where), xk or "x"),
+        y=None if y is None else labels_to_int(y, num_nodes, files.get("y", where), yk or "y"),
+        name=name, **kwargs,
+    )
+    try:
+        return ds.validate(where)
+    except DatasetError as exc:
+        if exc.field not in files:
+            raise
+        raise DatasetError(exc.message, path=files[exc.field], field=exc.field,
+                           fix=exc.fix) from None
+
+
+def _numpy(t: Any) -> Any:
+    """A torch tensor -> numpy (CPU); anything else unchanged."""
+    return t.detach().cpu().numpy() if hasattr(t, "detach") else t
+
+
+# ---------------------------------------------------------------------- PyG / DGL
+def from_pyg(data: Any, name: str = "pyg") -> GraphDataset:
+    """Convert a PyG ``Data`` (``x``, ``edge_index``, ``y``, masks or ``*_idx``).
+
+    Args:
+        data: A ``torch_geometric.data.Data``; ``y`` may be ``[N]`` or ``[N, 1]`` with -1
+            for unlabelled nodes; splits as ``train_mask``/``val_mask``/``test_mask`` or
+            ``train_idx``/``val_idx``/``test_idx``.
+        name: Dataset name.
+
+    Returns:
+        The dataset (arrays copied out of the tensors).
+    """
+    if getattr(data, "edge_index", None) is None:
+        raise DatasetError("has no edge_index.", path=name, field="edge_index",
+                           fix="give a Data with edge_index [2, E].")
+    edge_index = _numpy(data.edge_index)
+    if edge_index.ndim != 2 or edge_index.shape[0] != 2:
+        raise DatasetError(f"has shape {edge_index.shape}, expected (2, E).", path=name,
+                           field="edge_index", fix="give source and destination rows.")
+    fields = {k: _numpy(data[k]) for k in data.keys()}
+    return _build(int(data.num_nodes), edge_index[0], edge_index[1], fields, name, name)
+
+
+def from_dgl(graph: Any, name: str = "dgl") -> GraphDataset:
+    """Convert a homogeneous ``dgl.DGLGraph`` (``ndata``: feat/x, label/y, *_mask).
+
+    Args:
+        graph: The DGL graph.
+        name: Dataset name.
+
+    Raises:
+        DatasetError: DGL is not installed, or the graph is heterogeneous.
+    """
+    try:
+        import dgl  # noqa: F401
+    except ImportError as exc:
+        raise DatasetError("DGL is not importable here.", path=name, field="dgl",
+                           fix="pip install 'gnnpar[dgl]' (DGL pins older torch releases), or "
+                               "export the graph with from_pyg / a .npz instead.") from exc
+    if len(graph.ntypes) != 1 or len(graph.etypes) != 1:
+        raise DatasetError(f"is heterogeneous (node types {graph.ntypes}, edge types "
+                           f"{graph.etypes}).", path=name, field="ntypes",
+                           fix="convert it with dgl.to_homogeneous first.")
+    src, dst = graph.edges()
+    fields = {k: _numpy(v) for k, v in graph.ndata.items()}
+    return _build(int(graph.num_nodes()), _numpy(src), _numpy(dst), fields, name, name)
+
+
+# ---------------------------------------------------------------------- .npz
+def from_npz(path: Where, name: str | None = None) -> GraphDataset:
+    """Read a ``.npz`` graph (never unpickling).
+
+    Keys: ``edge_index`` ``[2, E]`` or ``src`` and ``dst``; optional ``num_nodes`` (scalar;
+    else the feature / label rows, else the largest id + 1), ``x`` (or ``feat``), ``y``
+    (or ``label``), ``train_idx``/``val_idx``/``test_idx`` or boolean ``*_mask``.
+
+    Args:
+        path: The ``.npz`` file.
+        name: Dataset name; default: the file's stem.
+    """
+    p = Path(path)
+    valid = sorted({"edge_index", "src", "dst", "num_nodes", *sum(_NAMES.values(), ())})
+    try:
+        with np.load(p, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except FileNotFoundError:
+        raise DatasetError("file is missing.", path=p, fix="check the path.") from None
+    except (ValueError, OSError) as exc:
+        raise DatasetError(f"not a readable .npz without pickled objects ({exc}).", path=p,
+                           fix="save plain numeric arrays with numpy.savez.") from exc
+    for key in arrays:
+        if key not in valid:
+            raise DatasetError("unknown key.", path=p, field=key,
+                               fix=f"rename or drop it; valid keys: {', '.join(valid)}.")
+    if "edge_index" in arrays:
+        ei = arrays["edge_index"]
+        if ei.ndim != 2 or ei.shape[0] != 2:
+            raise DatasetError(f"has shape {ei.shape}, expected (2, E).", path=p,
+                               field="edge_index", fix="store source and destination rows.")
+        src, dst = ei[0], ei[1]
+    elif "src" in arrays and "dst" in arrays:
+        src, dst = arrays["src"], arrays["dst"]
+    else:
+        raise DatasetError("holds no edges.", path=p, field="edge_index",
+                           fix="store edge_index [2, E] or src and dst [E].")
+    for fld, a in (("src", src), ("dst", dst)):
+        if not np.issubdtype(a.dtype, np.integer):
+            raise DatasetError(f"has dtype {a.dtype}, expected integer node ids.", path=p,
+                               field=fld, fix="store int64 node ids.")
+    if "num_nodes" in arrays:
+        num_nodes = int(arrays["num_nodes"])
+    else:
+        num_nodes = _infer_num_nodes(src, dst, _pick(arrays, "x")[1], _pick(arrays, "y")[1])
+    return _build(num_nodes, src, dst, arrays, p, name or p.stem)
+
+
+def _infer_num_nodes(src: np.ndarray, dst: np.ndarray, x: Any, y: Any) -> int:
+    for rows in (x, y):
+        if rows is not None:
+            return int(np.shape(rows)[0])
+    return int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+
+
+# ---------------------------------------------------------------------- edge lists
+def _open_text(path: Path) -> TextIO:
+    return gzip.open(path, "rt") if path.name.endswith(".gz") else open(path)  # noqa: SIM115
+
+
+def _data_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(1-based line number, stripped text)`` of every non-blank, non-comment line."""
+    with _open_text(path) as f:
+        for lineno, line in enumerate(f, 1):
+            text = line.strip()
+            if text and not text.startswith(_COMMENTS):
+                yield lineno, text
+
+
+def _split(text: str, delimiter: str | None) -> list[str]:
+    return [t.strip() for t in text.split(delimiter)]
+
+
+def _is_number(token: str, kind: type = float) -> bool:
+    try:
+        kind(token)
+    except ValueError:
+        return False
+    return True
+
+
+def _sniff(path: Path, delimiter: str | None) -> tuple[str | None, int]:
+    """The delimiter (None = whitespace) and the line number of a header (0 if none).
+
+    The delimiter defaults to ``,`` if the first data line has one, else a tab, else
+    whitespace; that line is a header when no word of it is a number.
+    """
+    for lineno, text in _data_lines(path):
+        if delimiter is None:
+            delimiter = "," if "," in text else ("\t" if "\t" in text else None)
+        has_header = not any(_is_number(w) for w in re.split(r"[\s,;]+", text))
+        return delimiter, lineno if has_header else 0
+    return delimiter, 0
+
+
+def _edge_error(path: Path, delimiter: str | None, header: int, num_nodes: int | None) -> None:
+    """Scan line by line and raise the first problem; return if there is none."""
+    where = f"{path}:"
+    for lineno, text in _data_lines(path):
+        if lineno == header:
+            continue
+        tokens = _split(text, delimiter)
+        loc = f"{where}{lineno}"
+        if len(tokens) != 2:
+            raise DatasetError(f"has {len(tokens)} columns {tokens!r}, expected 2.", path=loc,
+                               field="src dst",
+                               fix="write one edge per line as 'src dst' (or set delimiter).")
+        for col, tok in zip(("src", "dst"), tokens):
+            if not _is_number(tok, int):
+                raise DatasetError(f"{tok!r} is not an integer node id.", path=loc, field=col,
+                                   fix="use integer ids 0..N-1 (map names to ids first).")
+            if int(tok) < 0:
+                raise DatasetError(f"node id {tok} is negative.", path=loc, field=col,
+                                   fix="use ids 0..N-1.")
+            if num_nodes is not None and int(tok) >= num_nodes:
+                raise DatasetError(f"node id {tok} >= num_nodes {num_nodes}.", path=loc,
+                                   field=col, fix=f"use ids 0..{num_nodes - 1} or raise "
+                                                  "num_nodes (or give more feature rows).")
+
+
+def _read_edges(path: Path, delimiter: str | None) -> tuple[np.ndarray, str | None, int]:
+    delimiter, header = _sniff(path, delimiter)
+    try:
+        edges = np.loadtxt(path, dtype=np.int64, comments=_COMMENTS, delimiter=delimiter,
+                           skiprows=header, ndmin=2)
+    except ValueError:
+        edges = None
+    if edges is None or (edges.size and edges.shape[1] != 2):
+        _edge_error(path, delimiter, header, None)
+        raise DatasetError("cannot be parsed as an edge list.", path=path, field="src dst",
+                           fix="write one 'src dst' pair of integers per line.")
+    return edges.reshape(-1, 2), delimiter, header
+
+
+def _read_table(path: Where, field: str, dtype: type) -> np.ndarray:
+    """A ``.npy`` (memory-mapped) or a text table of numbers (one row per line)."""
+    p = Path(path)
+    if p.name.endswith(".npy"):
+        return load_npy(p, True, DatasetError)
+    if not p.is_file():
+        raise DatasetError("file is missing.", path=p, field=field, fix="check the path.")
+    delimiter, header = _sniff(p, None)
+    try:
+        return np.loadtxt(p, dtype=dtype, comments=_COMMENTS, delimiter=delimiter,
+                          skiprows=header, ndmin=1)
+    except ValueError as exc:
+        raise DatasetError(f"cannot be parsed ({exc}).", path=p, field=field,
+                           fix=f"write one row of {dtype.__name__} values per line, or give "
+                               "a .npy file.") from None
+
+
+def from_edge_list(
+    path: Where,
+    num_nodes: int | None = None,
+    features: Where | None = None,
+    labels: Where | None = None,
+    splits: Mapping[str, Where] | None = None,
+    delimiter: str | None = None,
+    name: str | None = None,
+) -> GraphDataset:
+    """Read an edge list: one ``src dst`` pair of integer ids per line.
+
+    Fields are separated by ``delimiter`` (default: ``,`` if the first line has one, else a
+    tab, else whitespace); blank lines and lines starting with ``#`` or ``%`` are skipped,
+    and a first line without any integer is taken as a header. ``.gz`` files are read
+    compressed.
+
+    Args:
+        path: The edge file (``.csv``, ``.tsv``, ``.txt``, ``.edges``, optionally ``.gz``).
+        num_nodes: Number of nodes; default: the feature rows, else the label rows, else the
+            largest id + 1.
+        features: ``.npy`` or text file of ``[N, F]`` features, one row per node.
+        labels: ``.npy`` or text file of ``N`` integer labels (-1 = unlabelled).
+        splits: ``{"train": file, "val": file, "test": file}`` of node ids (``.npy`` or text).
+        delimiter: Field separator.
+        name: Dataset name; default: the file's stem.
+
+    Returns:
+        The directed graph as listed (use ``to_undirected()`` to symmetrise).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetError("edge file is missing.", path=p, field="path", fix="check the path.")
+    edges, delimiter, header = _read_edges(p, delimiter)
+    fields: dict[str, Any] = {}
+    files: dict[str, Where] = {}
+    for fld, f, dtype in (("x", features, np.float32), ("y", labels, np.float64)):
+        if f is not None:
+            fields[fld], files[fld] = _read_table(f, fld, dtype), f
+    for key, f in (splits or {}).items():
+        fld = {"train": "train_idx", "val": "val_idx", "valid": "val_idx",
+               "test": "test_idx"}.get(key)
+        if fld is None:
+            raise DatasetError(f"unknown split {key!r}.", path=f, field="splits",
+                               fix="use the keys 'train', 'val' and 'test'.")
+        fields[fld], files[fld] = _read_table(f, fld, np.int64), f
+    if num_nodes is None:
+        num_nodes = _infer_num_nodes(edges[:, 0], edges[:, 1], fields.get("x"), fields.get("y"))
+    if edges.size and (edges.min() < 0 or edges.max() >= num_nodes):
+        _edge_error(p, delimiter, header, num_nodes)
+    return _build(num_nodes, edges[:, 0], edges[:, 1], fields, p,
+                  name or p.name.split(".")[0], files)

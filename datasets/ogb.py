@@ -1,0 +1,226 @@
+"""OGB node-property datasets through the real ``ogb`` package, cached as ``.npy``.
+
+``load_ogb`` takes the meta information from ``ogb``'s own ``nodeproppred/master.csv``
+(or from a ``meta_dict``), reads the raw files with ``ogb``'s own readers
+(``read_csv_graph_raw`` / ``read_binary_graph_raw``) and the split CSVs as
+``NodePropPredDataset.get_idx_split`` does, then keeps gnnpar's own cache next to them::
+
+    ROOT/ogbn_arxiv/          (or meta_dict["dir_path"])
+      raw/ split/<split>/     as downloaded from OGB
+      gnnpar-v1/              GraphDataset.save directory, memory-mapped on later loads
+
+It never goes through ``NodePropPredDataset.pre_process``: ``ogb`` 1.3.6 caches with
+``torch.save`` and then fails to reload that pickle under torch >= 2.6's ``weights_only``
+default (the second load of a dataset), and it needs a ``processed/`` folder. Nothing here
+loads pickle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+import shutil
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.loaders import features_to_float, labels_to_int, split_to_idx
+from gnnpar.errors import DatasetError
+from gnnpar.io import read_json
+
+CACHE_DIR = "gnnpar-v1"
+# ogb's split file names -> GraphDataset fields.
+_SPLIT_FILES = {"train": "train_idx", "valid": "val_idx", "test": "test_idx"}
+_REQUIRED_META = ("split", "add_inverse_edge", "binary", "is hetero")
+
+
+def ogb_names() -> list[str]:
+    """Names of the node-property datasets listed in ``ogb``'s ``master.csv``."""
+    return list(_master())
+
+
+def _master() -> dict[str, dict[str, str]]:
+    """``ogb/nodeproppred/master.csv`` as ``{dataset: {key: value}}`` (strings)."""
+    import ogb.nodeproppred
+
+    path = Path(ogb.nodeproppred.__file__).parent / "master.csv"
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    names = rows[0][1:]
+    return {n: {row[0]: row[i + 1] for row in rows[1:]} for i, n in enumerate(names)}
+
+
+def _meta_info(
+    name: str, root: Path, meta_dict: dict[str, Any] | str | os.PathLike[str] | None,
+) -> tuple[dict[str, str], Path, Path | str]:
+    """``(meta info as strings, dataset directory, where the meta came from)``."""
+    if meta_dict is None:
+        master = _master()
+        if name not in master:
+            raise DatasetError(f"{name!r} is not an OGB node-property dataset.", field="name",
+                               fix=f"use one of {', '.join(master)}, or pass meta_dict for a "
+                                   "dataset in OGB's layout.")
+        return master[name], root / name.replace("-", "_"), "ogb/nodeproppred/master.csv"
+    source: Path | str = "meta_dict"
+    base = Path.cwd()
+    if not isinstance(meta_dict, dict):
+        source = Path(meta_dict)
+        base = source.parent
+        meta_dict = read_json(source, DatasetError)
+        if not isinstance(meta_dict, dict):
+            raise DatasetError("must hold a JSON object.", path=source,
+                               fix="write the meta_dict as a JSON object.")
+    meta = {k: str(v) for k, v in meta_dict.items()}
+    for key in ("dir_path", *_REQUIRED_META):
+        if key not in meta:
+            raise DatasetError("key is missing.", path=source, field=key,
+                               fix=f"add {key!r} as in ogb's nodeproppred/master.csv.")
+    return meta, base / meta["dir_path"], source
+
+
+def _has_raw(raw: Path, binary: bool) -> bool:
+    return (raw / ("data.npz" if binary else "edge.csv.gz")).is_file()
+
+
+def _download(meta: dict[str, str], dataset_dir: Path, name: str) -> None:
+    """Fetch and unpack ``meta["url"]`` into ``dataset_dir`` with ogb's own helpers."""
+    from ogb.utils.url import download_url, extract_zip
+
+    url = meta.get("url", "")
+    fix = (f"on a machine with internet run `python -m gnnpar.datasets {name} --root ROOT`, "
+           f"then copy ROOT/{dataset_dir.name} to {dataset_dir}"
+           + (f"; or download {url}, unzip it and rename its folder "
+              f"'{meta.get('download_name', '')}' to {dataset_dir}." if url else "."))
+    if not url:
+        raise DatasetError(f"no raw files (looked for {dataset_dir / 'raw'}) and no 'url' "
+                           "to download them from.", path=dataset_dir, field="raw", fix=fix)
+    parent = dataset_dir.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            zip_path = download_url(url, str(parent))
+            extract_zip(zip_path, str(parent))
+        os.unlink(zip_path)
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise DatasetError(f"raw files are not there (looked for {dataset_dir / 'raw'}) and "
+                           f"downloading {url} failed ({exc}).", path=dataset_dir, field="raw",
+                           fix=fix) from exc
+    unpacked = parent / meta.get("download_name", dataset_dir.name)
+    if unpacked != dataset_dir:
+        shutil.rmtree(dataset_dir, ignore_errors=True)
+        shutil.move(unpacked, dataset_dir)
+
+
+def _read_split(split_dir: Path) -> dict[str, np.ndarray]:
+    """``train/valid/test.csv.gz`` of ``split_dir``, read as ``get_idx_split`` does."""
+    import pandas as pd
+
+    out = {}
+    for fname, fld in _SPLIT_FILES.items():
+        f = split_dir / f"{fname}.csv.gz"
+        if not f.is_file():
+            raise DatasetError("split file is missing.", path=f, field=fld,
+                               fix="re-download the dataset (split_dict.pt files are pickle "
+                                   "and are not read).")
+        out[fld] = pd.read_csv(f, compression="gzip", header=None).values.T[0]
+    return out
+
+
+def _read_raw(
+    meta: dict[str, str], dataset_dir: Path, name: str,
+) -> GraphDataset:
+    from ogb.io.read_graph_raw import read_binary_graph_raw, read_csv_graph_raw
+
+    import pandas as pd
+
+    raw = dataset_dir / "raw"
+    add_inverse = meta["add_inverse_edge"] == "True"
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # ogb's readers print progress
+            if meta["binary"] == "True":
+                graph = read_binary_graph_raw(str(raw), add_inverse_edge=add_inverse)[0]
+                with np.load(raw / "node-label.npz", allow_pickle=False) as npz:
+                    labels = npz["node_label"]
+            else:
+                graph = read_csv_graph_raw(str(raw), add_inverse_edge=add_inverse)[0]
+                labels = pd.read_csv(raw / "node-label.csv.gz", compression="gzip",
+                                     header=None).values
+    except (OSError, RuntimeError, ValueError, KeyError) as exc:
+        raise DatasetError(f"cannot read OGB raw files ({type(exc).__name__}: {exc}).",
+                           path=raw, field="raw",
+                           fix="re-download the dataset or fix the files named above.") from exc
+    n = int(graph["num_nodes"])
+    splits = _read_split(dataset_dir / "split" / meta["split"])
+    x = graph["node_feat"]
+    num_classes = meta.get("num classes")
+    return GraphDataset(
+        num_nodes=n,
+        src=np.asarray(graph["edge_index"][0], dtype=np.int64),
+        dst=np.asarray(graph["edge_index"][1], dtype=np.int64),
+        x=None if x is None else features_to_float(x, n, raw, "node_feat"),
+        y=labels_to_int(labels, n, raw, "node_label"),
+        name=name,
+        num_classes=int(num_classes) if num_classes and num_classes.isdigit() else None,
+        **{fld: split_to_idx(idx, n, dataset_dir / "split", fld) for fld, idx in splits.items()},
+    ).validate(dataset_dir)
+
+
+def load_ogb(
+    name: str,
+    root: str | os.PathLike[str] = "data",
+    meta_dict: dict[str, Any] | str | os.PathLike[str] | None = None,
+) -> GraphDataset:
+    """Load an OGB node-property dataset (homogeneous, single-label) as a GraphDataset.
+
+    The first load reads ``raw/`` and ``split/`` with ``ogb``'s readers (downloading them
+    with ``ogb``'s helpers when they are missing) and writes ``<dataset dir>/gnnpar-v1``;
+    later loads memory-map that cache. Labels ``[N, 1]`` (float with NaN for unlabelled
+    nodes in ogbn-papers100M) become int64 ``[N]`` with -1. Edges are as OGB stores them
+    (ogbn-arxiv and ogbn-papers100M are directed; call ``to_undirected()``).
+
+    Args:
+        name: ``ogbn-arxiv``, ``ogbn-products``, ``ogbn-papers100M``, another homogeneous
+            dataset of ``ogb``'s ``master.csv``, or any name when ``meta_dict`` is given.
+        root: Directory holding ``<name with _>/`` (ignored with ``meta_dict``).
+        meta_dict: OGB meta information (keys as in ``master.csv``, plus ``dir_path``), or
+            the path to a JSON file of it; a relative ``dir_path`` in a JSON file is relative
+            to the file's folder.
+
+    Returns:
+        The dataset, memory-mapped from the cache when it could be written.
+
+    Raises:
+        DatasetError: Unknown name, heterogeneous or multi-task dataset, data neither on
+            disk nor downloadable, or malformed files.
+    """
+    meta, dataset_dir, source = _meta_info(name, Path(root), meta_dict)
+    if meta["is hetero"] == "True":
+        raise DatasetError(f"{name} is heterogeneous; gnnpar trains homogeneous graphs.",
+                           path=source, field="is hetero",
+                           fix="convert it to one node type first (e.g. PyG's "
+                               "HeteroData.to_homogeneous) and use from_pyg.")
+    if meta.get("num tasks", "1") != "1":
+        raise DatasetError(f"{name} has {meta['num tasks']} prediction tasks; gnnpar needs one "
+                           "class label per node.", path=source, field="num tasks",
+                           fix="pick one task and build the dataset with from_pyg / from_npz.")
+    cache = dataset_dir / CACHE_DIR
+    if (cache / "dataset.json").is_file():
+        return GraphDataset.load(cache)
+    if not _has_raw(dataset_dir / "raw", meta["binary"] == "True"):
+        _download(meta, dataset_dir, name)
+    ds = _read_raw(meta, dataset_dir, name)
+    try:
+        ds.save(cache)
+    except OSError as exc:
+        warnings.warn(f"{cache}: cannot write gnnpar's cache ({exc}); the next load reads "
+                      "the raw files again.", stacklevel=2)
+        return ds
+    except DatasetError:
+        if not (cache / "dataset.json").is_file():  # not a concurrent writer's result
+            raise
+    return GraphDataset.load(cache)

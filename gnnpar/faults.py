@@ -1,0 +1,204 @@
+"""One clear error on every rank when any rank fails, and no rank left hanging.
+
+Every step of a distributed run is collective, so a rank that fails alone leaves its
+peers waiting.  Two mechanisms turn that into an error on every rank:
+
+* :func:`agree` / :func:`agreed` — for steps that can fail on one rank while all are
+  alive (a damaged part file, a partition that cannot be written, ...).  Every rank runs
+  the step, catches what it raised, and joins one ``all_gather`` of the outcomes: the
+  failed rank re-raises its own exception, every other rank raises the same error class
+  with ``"rank r of W failed: ..."`` and the original field and fix.
+* :class:`FailureBoard` — for failures in the middle of training.  Peers of a rank that
+  raised or died are inside a collective; it fails ("Connection closed by peer") or
+  times out after the collective timeout (``GNNPAR_TIMEOUT_S``).  The board is a
+  few keys in the launcher's key-value store (the torchrun agent's store at
+  ``MASTER_ADDR:MASTER_PORT``, which outlives the workers): a failing rank posts its
+  error there before it leaves, and a rank whose collective failed reads the board to
+  name the cause — the first rank that posted an error of its own, or, when none has
+  after a grace period, the ranks that never posted (killed, ``os._exit``, crashed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed as dist
+
+from gnnpar import errors
+from gnnpar.comm import all_gather_ints
+from gnnpar.distributed import DistContext
+from gnnpar.errors import DistributedError, GnnparError
+
+T = TypeVar("T")
+_COMM_PATTERNS = ("gloo", "nccl", "connection closed", "connection reset", "broken pipe",
+                  "timed out", "timeout")
+
+
+def _describe(exc: BaseException) -> dict[str, Any]:
+    info: dict[str, Any] = {"type": type(exc).__name__, "text": f"{type(exc).__name__}: {exc}"}
+    if isinstance(exc, GnnparError):
+        info.update(message=exc.message, path=exc.path, field=exc.field, fix=exc.fix)
+    return info
+
+
+def _rebuild(info: dict[str, Any], rank: int, world: int, others: list[int]) -> BaseException:
+    also = f" (then ranks {others} failed too)" if others else ""
+    cls = getattr(errors, info["type"], None)
+    if isinstance(cls, type) and issubclass(cls, GnnparError) and "message" in info:
+        return cls(f"rank {rank} of {world} failed{also}: {info['message']}",
+                   path=info["path"], field=info["field"], fix=info["fix"])
+    return DistributedError(f"rank {rank} of {world} failed{also}: {info['text']}")
+
+
+def agree(ctx: DistContext, error: BaseException | None) -> None:
+    """Raise on every rank when any rank's step failed (collective; all ranks call it).
+
+    Args:
+        ctx: Distributed context.
+        error: What this rank's step raised, or ``None``.
+
+    Raises:
+        The rank's own ``error``; on the other ranks, the first failed rank's error class
+        (a :class:`~gnnpar.errors.GnnparError`) or :class:`DistributedError`, naming it.
+    """
+    report = b"" if error is None else json.dumps(_describe(error)).encode()
+    lengths = all_gather_ints(ctx, [len(report)])[:, 0]
+    failed = [r for r in range(ctx.world_size) if int(lengths[r]) > 0]
+    if not failed:
+        return
+    width = int(lengths.max())
+    mine = torch.zeros(width, dtype=torch.uint8)
+    mine[: len(report)] = torch.frombuffer(bytearray(report), dtype=torch.uint8)
+    rows = [mine]
+    if ctx.world_size > 1:
+        mine = mine.to(ctx.device)
+        rows = [torch.empty_like(mine) for _ in range(ctx.world_size)]
+        dist.all_gather(rows, mine, group=ctx.group)
+    if error is not None:
+        raise error
+    r = failed[0]
+    info = json.loads(bytes(rows[r][: int(lengths[r])].cpu().tolist()).decode())
+    raise _rebuild(info, r, ctx.world_size, failed[1:])
+
+
+def agreed(ctx: DistContext, step: Callable[[], T]) -> T:
+    """Run ``step()`` on every rank, then :func:`agree` on its outcome (collective).
+
+    Returns:
+        What ``step`` returned, when it succeeded on every rank.
+    """
+    try:
+        out, error = step(), None
+    except Exception as exc:  # noqa: BLE001 - every rank must learn of it before raising
+        out, error = None, exc
+    agree(ctx, error)
+    return out  # type: ignore[return-value]
+
+
+def is_comm_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failed or timed-out collective (a peer's failure, usually)."""
+    if isinstance(exc, dist.DistError):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(p in text for p in _COMM_PATTERNS)
+
+
+class FailureBoard:
+    """Failure notices of one run in the launcher's key-value store.
+
+    Args:
+        ctx: Distributed context.
+        store: The store (``None`` for a single rank, or without a launcher store:
+            errors then pass through unchanged).
+        grace_s: How long a rank whose collective failed waits for the others to post.
+    """
+
+    def __init__(self, ctx: DistContext, store: dist.Store | None, grace_s: float) -> None:
+        self.ctx = ctx
+        self.store = store
+        self.grace_s = grace_s
+        self.prefix = ""
+        if store is not None:
+            # Every rank opens the same sequence of boards, so per-rank counters agree.
+            run = store.add(f"gnnpar/boards/{ctx.rank}", 1)
+            self.prefix = f"gnnpar/board-{run}/"
+
+    @classmethod
+    def connect(cls, ctx: DistContext, grace_s: float = 10.0) -> FailureBoard:
+        """A board in the store at ``MASTER_ADDR:MASTER_PORT`` (none for a single rank)."""
+        store = None
+        if ctx.world_size > 1 and "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
+            store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                                  is_master=False, timeout=timedelta(seconds=30))
+        return cls(ctx, store, min(grace_s, ctx.timeout.total_seconds()))
+
+    def post(self, exc: BaseException) -> None:
+        """Publish this rank's failure (best effort: the store may be gone too)."""
+        if self.store is None:
+            return
+        with contextlib.suppress(Exception):
+            seq = self.store.add(self.prefix + "seq", 1)
+            notice = {"seq": seq, "comm": is_comm_error(exc), "text": _describe(exc)["text"]}
+            self.store.set(f"{self.prefix}failed/{self.ctx.rank}", json.dumps(notice))
+
+    def read(self) -> dict[int, dict[str, Any]]:
+        """The notices posted so far, by rank."""
+        out: dict[int, dict[str, Any]] = {}
+        if self.store is None:
+            return out
+        for r in range(self.ctx.world_size):
+            key = f"{self.prefix}failed/{r}"
+            with contextlib.suppress(Exception):
+                if self.store.check([key]):
+                    out[r] = json.loads(self.store.get(key).decode())
+        return out
+
+    def explain(self, exc: BaseException) -> BaseException:
+        """Post ``exc``; return it, or for a failed collective an error naming the cause.
+
+        A rank whose own code raised gets its exception back (it is the cause).  A rank
+        whose collective failed waits up to :attr:`grace_s` for a rank to post an error
+        of its own, or for every rank to post, and names what it learned.
+        """
+        self.post(exc)
+        if self.store is None or not is_comm_error(exc):
+            return exc
+        world = self.ctx.world_size
+        deadline = time.monotonic() + self.grace_s
+        while True:
+            notices = self.read()
+            causes = sorted((n["seq"], r) for r, n in notices.items() if not n["comm"])
+            if causes or len(notices) == world or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        here = f"rank {self.ctx.rank}'s collective failed: {str(exc).splitlines()[0][:300]}"
+        if causes:
+            r = causes[0][1]
+            return DistributedError(f"rank {r} of {world} failed: {notices[r]['text']} "
+                                    f"({here})")
+        silent = [r for r in range(world) if r not in notices]
+        if silent:
+            return DistributedError(
+                f"rank{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))} of "
+                f"{world} stopped without reporting an error (killed, exited or crashed), "
+                f"or hung for more than {self.grace_s:.0f} s ({here})",
+                fix="look at the failed rank's own output (its last lines).")
+        return exc
+
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """Raise :meth:`explain`'s error for anything raised inside the block."""
+        try:
+            yield
+        except Exception as exc:
+            err = self.explain(exc)
+            if err is exc:
+                raise
+            raise err from exc

@@ -1,0 +1,235 @@
+"""``DistFeatureStore``: per-node arrays (features, labels) sharded by owner, gathered by id.
+
+Each rank holds the rows of the nodes it owns — on its device when they fit a memory
+budget, else in (pinned, for a GPU) CPU memory; on a CPU-only rank they stay memory-mapped
+from the partition, so the page cache, not the process, holds them.  :meth:`gather_many`
+returns the rows of any global ids in request order: owned rows are read locally, rows
+cached from an earlier fill are read from the cache, and the rest are fetched from their
+owners in **one** round trip — the distinct ids go out in one ``all_to_all``, the rows
+come back in a second, all requested arrays packed into one byte row so that features and
+labels share the trip.  Every rank serves its peers' requests in the same collective, so
+every gather is collective: all ranks call it equally often, with the same ``names``.
+
+The optional cache holds the rows of the halo nodes that most owned nodes point to (the
+in-edges stored in this rank's part: how often a one-hop sample can reach them), then,
+with ``halo_hops > 1``, those that most stored halo nodes point to, as many as
+``cache_bytes`` allows; it is filled by one exchange, :meth:`fill_cache`, on
+the first gather.
+
+Counters (kinds of :class:`~gnnpar.comm.CommStats`): ``"feature_ids"`` for requested ids,
+``"feature"`` for fetched rows, ``"cache_fill"`` for the rows of the cache fill.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gnnpar.comm import (
+    CommStats,
+    PendingExchange,
+    all_to_all_v,
+    bucket_by_owner,
+    start_all_to_all_v,
+)
+from gnnpar.distributed import DistContext
+from gnnpar.errors import ConfigError
+from gnnpar.graph import DistGraph
+
+ARRAYS = {"x": "feat", "y": "label"}
+"""Store array name -> the :class:`~gnnpar.partition.format.Partition` array it holds."""
+
+
+def _from_mmap(a: np.ndarray) -> Tensor:
+    """A tensor over a read-only memory map, without copying (never written to)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(a)
+
+
+def _pack(rows: list[Tensor]) -> Tensor:
+    """Rows of several arrays as one ``uint8`` row each: ``[n, sum(row bytes)]``."""
+    flat = [r.reshape(r.shape[0], r[0].numel() if r.shape[0] else int(np.prod(r.shape[1:])))
+            .contiguous().view(torch.uint8) for r in rows]
+    return flat[0] if len(flat) == 1 else torch.cat(flat, dim=1)
+
+
+class DistFeatureStore:
+    """Features and labels of all nodes, each row held by the rank that owns the node.
+
+    Args:
+        graph: This rank's part (its ``feat`` and ``label`` arrays are the rows held).
+        ctx: Distributed context (its group carries the exchanges).
+        device: Where gathered rows are returned (default ``ctx.device``).
+        cache_bytes: Budget of the cache of remote rows (``x`` and ``y`` together);
+            0 disables it.  Must be the same on every rank.
+        device_budget_bytes: On a CUDA device, the owned rows go to the device when they
+            take at most this many bytes (default: half the free device memory), else
+            to pinned CPU memory.  Ignored on CPU.
+        stats: Counters that the exchanges are added to.
+
+    Attributes:
+        placement: Where owned rows live: ``"device"``, ``"pinned"`` or ``"mmap"``.
+        cache_gids: ``[C]`` sorted global ids whose rows the cache holds.
+    """
+
+    def __init__(
+        self,
+        graph: DistGraph,
+        ctx: DistContext,
+        device: torch.device | str | None = None,
+        cache_bytes: int = 0,
+        device_budget_bytes: int | None = None,
+        stats: CommStats | None = None,
+    ) -> None:
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
+            raise ConfigError(f"got {cache_bytes!r}; the cache budget is a byte count >= 0.",
+                              field="cache_bytes", fix="pass 0 (no cache) or a positive int.")
+        self.graph = graph
+        self.ctx = ctx
+        self.device = torch.device(device) if device is not None else ctx.device
+        self.stats = stats
+        arrays = {name: getattr(graph.part, src) for name, src in ARRAYS.items()}
+        self.placement, self._owned = self._place(arrays, device_budget_bytes)
+        self.row_bytes = sum(a.dtype.itemsize * int(np.prod(a.shape[1:])) for a in arrays.values())
+        self.cache_gids = self._choose_cache(cache_bytes // max(self.row_bytes, 1))
+        self._cache: dict[str, Tensor] | None = None
+
+    def _place(self, arrays: dict[str, np.ndarray],
+               budget: int | None) -> tuple[str, dict[str, Tensor]]:
+        owned = {name: _from_mmap(a) for name, a in arrays.items()}
+        if self.device.type != "cuda":
+            return "mmap", owned
+        nbytes = sum(a.nbytes for a in arrays.values())
+        if budget is None:
+            budget = torch.cuda.mem_get_info(self.device)[0] // 2
+        if nbytes <= budget:
+            return "device", {k: v.to(self.device) for k, v in owned.items()}
+        return "pinned", {k: v.pin_memory() for k, v in owned.items()}
+
+    def _choose_cache(self, capacity: int) -> Tensor:
+        """Up to ``capacity`` halo ids, most referenced first.
+
+        Ranked by the in-edges of owned nodes they start, then by those of stored halo
+        nodes (``halo_hops > 1``).
+        """
+        g = self.graph
+        if capacity == 0 or g.num_halo == 0:
+            return g.halo_gids[:0].clone()
+
+        def refs(src: Tensor) -> Tensor:
+            return torch.bincount(src[src >= g.num_owned] - g.num_owned, minlength=g.num_halo)
+
+        n_owned_edges = int(g.indptr[g.num_owned])
+        one_hop, deeper = refs(g.indices[:n_owned_edges]), refs(g.indices[n_owned_edges:])
+        score = one_hop * (int(deeper.max()) + 1) + deeper
+        top = torch.argsort(score, descending=True, stable=True)[:capacity]
+        return torch.sort(g.halo_gids[top]).values
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Names of the arrays held: ``("x", "y")``."""
+        return tuple(self._owned)
+
+    def _local_rows(self, name: str, local: Tensor) -> Tensor:
+        a = self._owned[name]
+        return a.index_select(0, local.to(a.device)).to(self.device, non_blocking=True)
+
+    def _request(self, gids: Tensor, names: tuple[str, ...],
+                 kind: str) -> tuple[PendingExchange, Tensor]:
+        """Ask the owners for the rows of distinct remote ``gids``; serve the peers.
+
+        Returns:
+            The exchange of rows in flight, and the order (by owner) it follows.
+        """
+        ctx, g = self.ctx, self.graph
+        perm, counts = bucket_by_owner(g.owner(gids), ctx.world_size)
+        req, req_counts = all_to_all_v(ctx, gids[perm].to(ctx.device), counts,
+                                       stats=self.stats, kind="feature_ids")
+        local = req.cpu() - g.first_gid
+        served = _pack([self._local_rows(n, local).to(ctx.device) for n in names])
+        pending = start_all_to_all_v(ctx, served, req_counts, counts, stats=self.stats,
+                                     kind=kind)
+        return pending, perm
+
+    def _receive(self, pending: PendingExchange, perm: Tensor,
+                 names: tuple[str, ...]) -> dict[str, Tensor]:
+        """Wait for the rows of :meth:`_request`; unpack them in request order."""
+        got = pending.wait().to(self.device)
+        rows = torch.empty_like(got)
+        rows[perm.to(self.device)] = got
+        out, col = {}, 0
+        for n in names:
+            proto = self._owned[n]
+            width = proto.element_size() * int(np.prod(proto.shape[1:]))
+            out[n] = rows[:, col:col + width].contiguous().view(proto.dtype).reshape(
+                rows.shape[0], *proto.shape[1:])
+            col += width
+        return out
+
+    def _lookup_cache(self, gids: Tensor) -> tuple[Tensor, Tensor]:
+        """Whether each id's row is cached, and its cache slot (valid where cached)."""
+        cached = self.cache_gids
+        if cached.numel() == 0:
+            return torch.zeros(gids.numel(), dtype=torch.bool), torch.zeros_like(gids)
+        slot = torch.searchsorted(cached, gids).clamp_(max=cached.numel() - 1)
+        return cached[slot] == gids, slot
+
+    def fill_cache(self) -> None:
+        """Fetch the rows of :attr:`cache_gids` (collective; run by the first gather)."""
+        self._cache = self._receive(
+            *self._request(self.cache_gids, self.names, "cache_fill"), self.names)
+
+    def gather_many(self, gids: Tensor, names: tuple[str, ...] = ("x", "y")) -> dict[str, Tensor]:
+        """Rows of ``gids`` of each array in ``names``, in request order (collective).
+
+        Remote rows are requested first; owned and cached rows are copied while they
+        travel.
+
+        Args:
+            gids: ``[n]`` global node ids (repeats allowed; a remote id is fetched once).
+            names: Arrays to gather, a subset of :attr:`names`; the same on every rank.
+
+        Returns:
+            ``{name: rows}`` on :attr:`device`.
+
+        Shapes:
+            gids: ``[n]``; ``x``: ``[n, F]``; ``y``: ``[n]``.
+        """
+        for n in names:
+            if n not in self._owned:
+                raise ConfigError(f"no array {n!r}; the store holds {self.names}.",
+                                  field="names", fix=f"ask for some of {self.names}.")
+        if self._cache is None:
+            self.fill_cache()
+        assert self._cache is not None
+        g = self.graph
+        gids = gids.cpu().to(torch.int64)
+        owned = g.is_owned(gids)
+        remote = torch.nonzero(~owned).squeeze(1)
+        hit, slot = self._lookup_cache(gids[remote])
+        miss = remote[~hit]
+        want, inv = torch.unique(gids[miss], return_inverse=True)
+        pending, perm = self._request(want, names, "feature")
+        out = {n: torch.empty((gids.numel(), *self._owned[n].shape[1:]),
+                              dtype=self._owned[n].dtype, device=self.device) for n in names}
+        pos = torch.nonzero(owned).squeeze(1)
+        cached, slot = remote[hit].to(self.device), slot[hit].to(self.device)
+        for n in names:
+            out[n][pos.to(self.device)] = self._local_rows(n, gids[pos] - g.first_gid)
+            out[n][cached] = self._cache[n][slot]
+        rows = self._receive(pending, perm, names)
+        for n in names:
+            out[n][miss.to(self.device)] = rows[n][inv.to(self.device)]
+        return out
+
+    def gather(self, gids: Tensor) -> Tensor:
+        """Feature rows ``[n, F]`` of ``gids`` in request order (collective)."""
+        return self.gather_many(gids, ("x",))["x"]
+
+    def gather_labels(self, gids: Tensor) -> Tensor:
+        """Labels ``[n]`` of ``gids`` in request order (collective)."""
+        return self.gather_many(gids, ("y",))["y"]

@@ -1,0 +1,222 @@
+"""Measure what a parallel layout costs on this rank: bytes held and bytes communicated.
+
+:class:`CollectiveCounter` is a ``TorchDispatchMode`` that sees every collective torch
+issues — FSDP2's all-gathers and reduce-scatters, DTensor's all-reduces, DDP's gradient
+all-reduce, the pipeline's sends and receives — and adds its wire bytes to a
+:class:`gnnpar.comm.CommStats`, one counter per collective kind.  Wire bytes follow the
+ring algorithms that gloo and NCCL use, per rank, for a group of ``g`` ranks:
+
+============== ============================== ================================
+collective     bytes sent (= bytes received)  ``S`` is
+============== ============================== ================================
+all-reduce     ``2 (g - 1) / g * S``          the tensor reduced
+all-gather     ``(g - 1) / g * S``            the gathered (output) tensor
+reduce-scatter ``(g - 1) / g * S``            the reduced (input) tensor
+all-to-all     ``(g - 1) / g * S``            the input tensor
+broadcast      ``(g - 1) / g * S``            the tensor broadcast
+send / recv    ``S`` sent / ``S`` received    the tensor
+============== ============================== ================================
+
+Row counts of the :class:`~gnnpar.comm.CommStats` entries stay 0: these are whole-tensor
+collectives.  The counter costs a Python call per operator, so time steps without it.
+
+:func:`tensor_bytes` and friends count the bytes a rank *holds*: the local shard of a
+DTensor, not its global size.
+"""
+
+from __future__ import annotations
+
+import resource
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.distributed_c10d import _resolve_process_group
+from torch.distributed.tensor import DTensor
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from gnnpar.comm import CommStats
+
+_KINDS = {
+    "allreduce_": "all_reduce",
+    "allreduce_coalesced_": "all_reduce",
+    "all_reduce": "all_reduce",
+    "all_reduce_coalesced": "all_reduce",
+    "_allgather_base_": "all_gather",
+    "allgather_": "all_gather",
+    "allgather_into_tensor_coalesced_": "all_gather",
+    "all_gather_into_tensor": "all_gather",
+    "all_gather_into_tensor_coalesced": "all_gather",
+    "_reduce_scatter_base_": "reduce_scatter",
+    "reduce_scatter_": "reduce_scatter",
+    "reduce_scatter_tensor_coalesced_": "reduce_scatter",
+    "reduce_scatter_tensor": "reduce_scatter",
+    "reduce_scatter_tensor_coalesced": "reduce_scatter",
+    "alltoall_base_": "all_to_all",
+    "all_to_all_single": "all_to_all",
+    "broadcast_": "broadcast",
+    "broadcast": "broadcast",
+    "send": "send",
+    "recv_": "recv",
+    "recv_any_source_": "recv",
+}
+_GATHER_LIKE = ("all_gather",)  # S is the output, the largest tensor argument
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _tensors(o)]
+    return []
+
+
+def _group_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.ScriptObject) and "ProcessGroup" in str(a._type()):
+            return dist.ProcessGroup.unbox(a).size()
+    names = [a for a in (*args, *kwargs.values()) if isinstance(a, str)]
+    if names:  # functional collectives name their group last
+        return _resolve_process_group(names[-1]).size()
+    return None
+
+
+class CollectiveCounter(TorchDispatchMode):
+    """Count the wire bytes of every collective run inside ``with CollectiveCounter(...)``.
+
+    Args:
+        stats: Counters to add to (one entry per collective kind).
+
+    Example:
+        >>> stats = CommStats()
+        >>> with CollectiveCounter(stats):
+        ...     loss = model.step(x, y)
+        >>> stats.total_bytes()
+    """
+
+    def __init__(self, stats: CommStats) -> None:
+        super().__init__()
+        self.stats = stats
+
+    def __torch_dispatch__(  # noqa: D105
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        if func.namespace in ("c10d", "_c10d_functional"):
+            kind = _KINDS.get(func._schema.name.split("::")[-1])
+            if kind is not None:
+                self._record(kind, args, kwargs)
+        return func(*args, **kwargs)
+
+    def _record(self, kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        tensors = _tensors(args) + _tensors(list(kwargs.values()))
+        nbytes = [t.numel() * t.element_size() for t in tensors]
+        if kind == "send":
+            self.stats.record(kind, 0, 0, sum(nbytes), 0)
+            return
+        if kind == "recv":
+            self.stats.record(kind, 0, 0, 0, sum(nbytes))
+            return
+        size = max(nbytes) if kind in _GATHER_LIKE or kind == "reduce_scatter" else nbytes[0]
+        g = _group_size(args, kwargs) or 1
+        factor = 2 * (g - 1) / g if kind == "all_reduce" else (g - 1) / g
+        wire = round(factor * size)
+        self.stats.record(kind, 0, 0, wire, wire)
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes of the part of ``t`` this rank holds (the local shard of a DTensor)."""
+    local = t.to_local() if isinstance(t, DTensor) else t
+    return local.numel() * local.element_size()
+
+
+def parameter_bytes(params: Iterable[torch.Tensor]) -> int:
+    """Bytes of this rank's shards of ``params``."""
+    return sum(tensor_bytes(p) for p in params)
+
+
+def gradient_bytes(params: Iterable[torch.Tensor]) -> int:
+    """Bytes of this rank's shards of the gradients of ``params`` (0 where none)."""
+    return sum(tensor_bytes(p.grad) for p in params if p.grad is not None)
+
+
+def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of this rank's per-element optimiser state (Adam's two moments, momentum).
+
+    Zero-dimensional entries (step counters) are left out.
+    """
+    return sum(
+        tensor_bytes(v)
+        for state in optimizer.state.values()
+        for v in state.values()
+        if isinstance(v, torch.Tensor) and v.dim() > 0
+    )
+
+
+def is_parameter(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a parameter (a leaf that requires grad) or a view of one."""
+    base = t._base if t._base is not None else t
+    return base.is_leaf and base.requires_grad
+
+
+class _Held:
+    """A saved activation; gives its bytes back to the meter when autograd frees it."""
+
+    def __init__(self, meter: SavedActivationMeter, t: torch.Tensor) -> None:
+        self.meter, self.tensor = meter, t
+        local = t.to_local() if isinstance(t, DTensor) else t
+        self.key = local.untyped_storage().data_ptr() if local.numel() else id(local)
+        self.nbytes = tensor_bytes(t)
+        meter._acquire(self.key, self.nbytes)
+
+    def __del__(self) -> None:
+        self.meter._release(self.key)
+
+
+class SavedActivationMeter(torch.autograd.graph.saved_tensors_hooks):
+    """Peak bytes of activations that autograd holds for backward, inside ``with``.
+
+    Parameters (and views of them) are not counted; a storage saved by several
+    operations counts once.
+
+    Attributes:
+        live: Bytes held now.
+        peak: Most bytes held at once since entering.
+    """
+
+    def __init__(self) -> None:
+        self.live = 0
+        self.peak = 0
+        self._refs: dict[int, list[int]] = {}
+        super().__init__(self._pack, self._unpack)
+
+    def __enter__(self) -> SavedActivationMeter:  # noqa: D105
+        super().__enter__()
+        return self
+
+    def _pack(self, t: torch.Tensor) -> object:
+        return t if is_parameter(t) else _Held(self, t)
+
+    @staticmethod
+    def _unpack(obj: object) -> torch.Tensor:
+        return obj.tensor if isinstance(obj, _Held) else obj  # type: ignore[return-value]
+
+    def _acquire(self, key: int, nbytes: int) -> None:
+        ref = self._refs.setdefault(key, [0, nbytes])
+        if ref[0] == 0:
+            self.live += nbytes
+            self.peak = max(self.peak, self.live)
+        ref[0] += 1
+
+    def _release(self, key: int) -> None:
+        ref = self._refs[key]
+        ref[0] -= 1
+        if ref[0] == 0:
+            self.live -= ref[1]
+            del self._refs[key]
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process so far (Linux ``ru_maxrss``)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -1,0 +1,206 @@
+"""Which part owns each node: METIS (balanced, few cut edges), random, contiguous, or given.
+
+Every method returns an int64 array ``part[v]`` in ``[0, K)`` in which every part owns at
+least one node, and is deterministic: the same graph, arguments and seed give the same
+array on every machine.
+
+METIS partitions the undirected simple graph of :func:`~gnnpar.partition.adjacency.metis_graph`
+with one vertex weight per balanced quantity (a multi-constraint partition), so that each
+part gets about ``1/K`` of every quantity in ``balance``:
+
+- ``"nodes"``: every node weighs 1 (memory for features, labels, ids);
+- ``"train"``: training nodes weigh 1 (minibatches per epoch, so every rank takes the
+  same number of steps without idling);
+- ``"edges"``: a node weighs its in-degree (stored adjacency, sampling and aggregation
+  work).
+
+A quantity that is zero everywhere (a graph without training nodes, or without edges)
+is dropped from the constraints; the partitioner arguments in ``meta.json`` record the
+quantities actually balanced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from gnnpar.errors import ConfigError, PartitionError
+from gnnpar.partition.adjacency import InEdges, metis_graph
+
+METHODS = ("metis", "random", "contiguous")
+BALANCE_QUANTITIES = ("nodes", "train", "edges")
+DEFAULT_BALANCE = ("nodes", "train", "edges")
+
+
+def check_num_parts(num_parts: int, num_nodes: int) -> None:
+    """Raise :class:`ConfigError` unless ``1 <= num_parts <= num_nodes``."""
+    if not 1 <= num_parts <= num_nodes:
+        raise ConfigError(f"got num_parts={num_parts} for a graph of {num_nodes} nodes; every "
+                          "part must own at least one node.", field="num_parts",
+                          fix=f"choose num_parts (CLI: --num-parts) in 1..{num_nodes}.")
+
+
+def check_balance(balance: Sequence[str]) -> tuple[str, ...]:
+    """Validate the balanced quantities; return them as a tuple without repeats."""
+    out = tuple(dict.fromkeys(balance))
+    bad = [b for b in out if b not in BALANCE_QUANTITIES]
+    if bad or not out:
+        raise ConfigError(f"got {list(balance)}; each must be one of {list(BALANCE_QUANTITIES)}, "
+                          "at least one.", field="balance",
+                          fix="pass e.g. balance=('nodes', 'train', 'edges') "
+                          "(CLI: --balance nodes,train,edges).")
+    return out
+
+
+def balance_weights(balance: Sequence[str], in_degree: np.ndarray,
+                    train_idx: np.ndarray) -> tuple[np.ndarray | None, tuple[str, ...]]:
+    """METIS vertex weights for the quantities in ``balance``.
+
+    Args:
+        balance: Quantities to balance (see the module docstring).
+        in_degree: int64 ``[N]`` in-degree of every node.
+        train_idx: Training node ids.
+
+    Returns:
+        ``(vweights, used)``: int64 ``[N * ncon]`` row-major weights (``None`` when only
+        node counts are balanced, METIS's default) and the quantities kept (those not
+        zero everywhere).
+    """
+    n = len(in_degree)
+    columns: dict[str, np.ndarray] = {}
+    for name in check_balance(balance):
+        if name == "nodes":
+            columns[name] = np.ones(n, dtype=np.int64)
+        elif name == "train" and len(train_idx):
+            columns[name] = np.zeros(n, dtype=np.int64)
+            columns[name][np.asarray(train_idx)] = 1
+        elif name == "edges" and int(in_degree.sum()):
+            columns[name] = in_degree.astype(np.int64, copy=False)
+    if not columns:
+        columns["nodes"] = np.ones(n, dtype=np.int64)
+    used = tuple(columns)
+    if used == ("nodes",):
+        return None, used
+    return np.stack(list(columns.values()), axis=1).reshape(-1), used
+
+
+def metis_assignment(in_edges: InEdges, num_parts: int, vweights: np.ndarray | None,
+                     seed: int) -> np.ndarray:
+    """Partition with METIS (``pymetis.part_graph``), seeded.
+
+    Args:
+        in_edges: The grouped source graph.
+        num_parts: ``K``.
+        vweights: Row-major vertex weights from :func:`balance_weights`, or ``None``.
+        seed: METIS random seed.
+
+    Returns:
+        int64 ``[N]`` part of every node.
+    """
+    import pymetis
+
+    n = in_edges.num_nodes
+    if num_parts == 1:
+        return np.zeros(n, dtype=np.int64)
+    xadj, adjncy = metis_graph(in_edges)
+    result = pymetis.part_graph(num_parts, pymetis.CSRAdjacency(xadj, adjncy),
+                                vweights=vweights, options=pymetis.Options(seed=int(seed)))
+    del xadj, adjncy
+    part = np.frombuffer(result.vertex_part, dtype=np.int64).copy()
+    return _fill_empty_parts(part, num_parts)
+
+
+def _fill_empty_parts(part: np.ndarray, num_parts: int) -> np.ndarray:
+    """Give every empty part one node, taken from the largest part (highest id first).
+
+    METIS may leave parts empty when ``K`` is close to ``N``.
+    """
+    sizes = np.bincount(part, minlength=num_parts)
+    for k in np.flatnonzero(sizes == 0):
+        donor = int(np.argmax(sizes))
+        node = int(np.flatnonzero(part == donor)[-1])
+        part[node] = k
+        sizes[donor] -= 1
+        sizes[k] += 1
+    return part
+
+
+def random_assignment(num_nodes: int, num_parts: int, seed: int) -> np.ndarray:
+    """Uniformly random parts of equal size (sizes differ by at most one), seeded."""
+    part = np.empty(num_nodes, dtype=np.int64)
+    part[np.random.default_rng(seed).permutation(num_nodes)] = (
+        np.arange(num_nodes, dtype=np.int64) * num_parts // num_nodes)
+    return part
+
+
+def contiguous_assignment(num_nodes: int, num_parts: int) -> np.ndarray:
+    """Equal-size ranges of node ids (for graphs already ordered by locality)."""
+    return np.arange(num_nodes, dtype=np.int64) * num_parts // num_nodes
+
+
+def check_assignment(assignment: np.ndarray, num_nodes: int, num_parts: int) -> np.ndarray:
+    """Validate a precomputed assignment; return it as int64.
+
+    Args:
+        assignment: ``[N]`` part of every node.
+        num_nodes: ``N``.
+        num_parts: ``K``.
+
+    Raises:
+        PartitionError: Wrong shape or dtype, a part outside ``[0, K)``, or an empty part.
+    """
+    a = np.asarray(assignment)
+    fix = f"pass one part id in 0..{num_parts - 1} per node, every part used at least once."
+    if a.ndim != 1 or len(a) != num_nodes or not np.issubdtype(a.dtype, np.integer):
+        raise PartitionError(f"has dtype {a.dtype} and shape {a.shape}; expected an integer "
+                             f"array of shape ({num_nodes},).", field="assignment", fix=fix)
+    a = a.astype(np.int64)
+    if len(a) and (int(a.min()) < 0 or int(a.max()) >= num_parts):
+        bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
+        raise PartitionError(f"holds part {bad}, outside [0, {num_parts}).",
+                             field="assignment", fix=fix)
+    empty = np.flatnonzero(np.bincount(a, minlength=num_parts) == 0)
+    if len(empty):
+        raise PartitionError(f"leaves part {int(empty[0])} without nodes "
+                             f"({len(empty)} empty parts).", field="assignment", fix=fix)
+    return a
+
+
+def check_method(method: str) -> None:
+    """Raise :class:`ConfigError` for an unknown partitioning method."""
+    if method not in METHODS:
+        raise ConfigError(f"got method={method!r}.", field="method",
+                          fix=f"choose one of {list(METHODS)} (CLI: --method).")
+
+
+def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequence[str],
+                 seed: int, train_idx: np.ndarray,
+                 assignment: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, object]]:
+    """The part of every node, by ``method`` or from ``assignment``.
+
+    Args:
+        in_edges: The grouped source graph.
+        num_parts: ``K``, already checked against ``N``.
+        method: ``"metis"``, ``"random"`` or ``"contiguous"``; ignored when ``assignment``
+            is given.
+        balance: Quantities METIS balances.
+        seed: Random seed (METIS and ``random``).
+        train_idx: Training node ids (for the ``"train"`` weight).
+        assignment: A precomputed ``[N]`` part array.
+
+    Returns:
+        ``(part, partitioner)``: int64 ``[N]`` and the method with its arguments, for
+        ``meta.json``.
+    """
+    n = in_edges.num_nodes
+    if assignment is not None:
+        return check_assignment(assignment, n, num_parts), {"method": "precomputed"}
+    check_method(method)
+    if method == "random":
+        return random_assignment(n, num_parts, seed), {"method": method, "seed": seed}
+    if method == "contiguous":
+        return contiguous_assignment(n, num_parts), {"method": method}
+    vweights, used = balance_weights(balance, in_edges.in_degree(), train_idx)
+    part = metis_assignment(in_edges, num_parts, vweights, seed)
+    return part, {"method": method, "seed": seed, "balance": list(used)}

@@ -1,0 +1,261 @@
+"""``verify_partition``: check a partition directory against every invariant of format v1.
+
+Without the source dataset it checks what the directory alone determines: checksums,
+dtypes and shapes, offsets, that the parts own every node exactly once, that every
+local CSC is well formed, that the halo of each part is exactly the set of nodes within
+``halo_hops`` hops (along in-edges) of its owned nodes, that halo nodes within
+``halo_hops - 1`` hops carry their full in-edge list, and that every in-degree matches
+the edges stored.  With the dataset it also checks that features, labels, splits and
+the multiset of edges round-trip exactly through ``orig_ids``.
+
+The checks rebuild the whole graph as a ``scipy.sparse`` matrix from the owned rows of
+all parts; they share no code with the writer.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from gnnpar.datasets.graph import SPLITS, GraphDataset
+from gnnpar.errors import PartitionError
+from gnnpar.partition.format import (
+    PART_ARRAYS,
+    Partition,
+    PartitionMeta,
+    load_partition,
+    part_dir_name,
+    verify_checksums,
+)
+
+DTYPES = {"orig_ids": np.int64, "halo_gids": np.int64, "indptr": np.int64,
+          "indices": np.int64, "in_degree": np.int64, "adj_complete": np.bool_,
+          "feat": np.float32, "label": np.int64, "train_idx": np.int64, "val_idx": np.int64,
+          "test_idx": np.int64}
+_FIX = "re-create the partition with gnnpar-partition ... --overwrite."
+_ROWS = 1 << 16  # feature rows compared at a time
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What :func:`verify_partition` checked (it raises on the first failure).
+
+    Attributes:
+        out_dir: The partition directory.
+        num_parts: Parts.
+        num_nodes: Nodes.
+        num_edges: Edges.
+        files: Array files whose sha256 matched.
+        checks: Names of the invariants that hold.
+    """
+
+    out_dir: str
+    num_parts: int
+    num_nodes: int
+    num_edges: int
+    files: int
+    checks: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return (f"{self.out_dir}: OK ({self.num_parts} parts, {self.num_nodes:,} nodes, "
+                f"{self.num_edges:,} edges; {self.files} checksums; "
+                f"{len(self.checks)} invariants: {', '.join(self.checks)})")
+
+
+def _fail(path: Path | str, field: str, message: str) -> PartitionError:
+    return PartitionError(message, path=path, field=field, fix=_FIX)
+
+
+def verify_partition(out_dir: str | os.PathLike[str],
+                     dataset: GraphDataset | None = None) -> VerifyReport:
+    """Check a partition directory; raise :class:`PartitionError` at the first violation.
+
+    Args:
+        out_dir: Directory written by ``partition_graph``.
+        dataset: The source dataset, to check the round trip of every value.
+
+    Returns:
+        The report of what was checked.
+    """
+    out = Path(out_dir)
+    meta = PartitionMeta.load(out)
+    expected = {f"{part_dir_name(k)}/{a}.npy" for k in range(meta.num_parts)
+                for a in PART_ARRAYS}
+    missing = sorted(expected - set(meta.files))
+    if missing:
+        raise _fail(out / "meta.json", "files", f"lists no checksum for {missing[0]} "
+                    f"({len(missing)} files).")
+    verify_checksums(out, meta)
+    if len(meta.parts) != meta.num_parts:
+        raise _fail(out / "meta.json", "parts", f"has {len(meta.parts)} entries for "
+                    f"{meta.num_parts} parts.")
+    parts = [load_partition(out, k, mmap=True, verify=False) for k in range(meta.num_parts)]
+    for p in parts:
+        _check_part_arrays(out / part_dir_name(p.part_id), p)
+    old_of_new = np.concatenate([np.asarray(p.orig_ids) for p in parts])
+    if not np.array_equal(np.bincount(old_of_new, minlength=meta.num_nodes),
+                          np.ones(meta.num_nodes, dtype=np.int64)):
+        raise _fail(out, "orig_ids", "the parts do not own every original node exactly once.")
+    graph = _global_graph(out, parts, meta)
+    for p in parts:
+        _check_halo(out / part_dir_name(p.part_id), p, graph)
+    checks = ["checksums", "dtypes and shapes", "offsets and sizes", "ownership coverage",
+              "local CSC", "in-degrees", f"halo = nodes within {meta.halo_hops} hop(s)",
+              "complete halo rows"]
+    if dataset is not None:
+        _check_round_trip(out, parts, meta, old_of_new, graph, dataset)
+        checks += ["features", "labels", "splits", "edges"]
+    return VerifyReport(os.fspath(out), meta.num_parts, meta.num_nodes, meta.num_edges,
+                        len(meta.files), tuple(checks))
+
+
+def _check_part_arrays(d: Path, p: Partition) -> None:
+    """Dtypes, sizes, CSC structure, halo ids and splits of one part."""
+    meta, k = p.meta, p.part_id
+    for name, dtype in DTYPES.items():
+        arr = getattr(p, name)
+        if arr.dtype != dtype or arr.ndim != (2 if name == "feat" else 1):
+            raise _fail(d / f"{name}.npy", name, f"has dtype {arr.dtype} and {arr.ndim} "
+                        f"dimensions, expected {np.dtype(dtype)} with "
+                        f"{2 if name == 'feat' else 1}.")
+    n_owned, n_local = p.num_owned, p.num_owned + p.num_halo
+    sizes = {"num_owned": n_owned, "num_halo": p.num_halo, "num_edges": len(p.indices)}
+    if {key: meta.parts[k].get(key) for key in sizes} != sizes:
+        raise _fail(d.parent / "meta.json", "parts", f"part {k} lists {meta.parts[k]}, its "
+                    f"files hold {sizes}.")
+    if p.feat.shape[1] != meta.feat_dim:
+        raise _fail(d / "feat.npy", "feat", f"has {p.feat.shape[1]} columns, meta.json "
+                    f"says feat_dim={meta.feat_dim}.")
+    indptr = np.asarray(p.indptr)
+    if indptr[0] != 0 or (np.diff(indptr) < 0).any() or indptr[-1] != len(p.indices):
+        raise _fail(d / "indptr.npy", "indptr", "is not a monotone row pointer from 0 to "
+                    "len(indices).")
+    if len(p.indices) and (int(np.min(p.indices)) < 0 or int(np.max(p.indices)) >= n_local):
+        raise _fail(d / "indices.npy", "indices", f"holds local ids outside [0, {n_local}).")
+    halo = np.asarray(p.halo_gids)
+    lo, hi = meta.offsets[k], meta.offsets[k + 1]
+    if len(halo) and ((np.diff(halo) <= 0).any() or halo[0] < 0
+                      or halo[-1] >= meta.num_nodes or ((halo >= lo) & (halo < hi)).any()):
+        raise _fail(d / "halo_gids.npy", "halo_gids", "must be sorted, distinct global ids "
+                    "of nodes that other parts own.")
+    complete = np.asarray(p.adj_complete)
+    if not complete[:n_owned].all():
+        raise _fail(d / "adj_complete.npy", "adj_complete", "is False for an owned node.")
+    if (np.diff(indptr)[n_owned:][~complete[n_owned:]] != 0).any():
+        raise _fail(d / "indptr.npy", "indptr", "stores in-edges for a halo node marked "
+                    "incomplete.")
+    label = np.asarray(p.label)
+    if len(label) and (int(label.min()) < -1 or int(label.max()) >= max(meta.num_classes, 1)):
+        raise _fail(d / "label.npy", "label", f"holds labels outside [-1, {meta.num_classes}).")
+    for split in SPLITS:
+        idx = np.asarray(getattr(p, split))
+        if len(idx) and ((np.diff(idx) <= 0).any() or idx[0] < 0 or idx[-1] >= n_owned):
+            raise _fail(d / f"{split}.npy", split, f"must hold sorted distinct local ids of "
+                        f"owned nodes in [0, {n_owned}).")
+
+
+def _global_graph(out: Path, parts: list[Partition], meta: PartitionMeta) -> sp.csr_matrix:
+    """The whole graph in new ids (rows = destinations, values = multiplicities).
+
+    Also checks that the owned in-degrees equal the stored owned rows and that the parts
+    store ``num_edges`` edges in all.
+    """
+    dst, src = [], []
+    for p in parts:
+        indptr = np.asarray(p.indptr)[: p.num_owned + 1]
+        counts = np.diff(indptr)
+        if not np.array_equal(counts, np.asarray(p.in_degree)[: p.num_owned]):
+            raise _fail(out / part_dir_name(p.part_id) / "in_degree.npy",
+                        "in_degree", "differs from the number of stored in-edges of an "
+                        "owned node.")
+        dst.append(np.repeat(np.arange(p.first_gid, p.first_gid + p.num_owned), counts))
+        src.append(p.local_to_global(np.asarray(p.indices)[: indptr[-1]]))
+    d, s = np.concatenate(dst), np.concatenate(src)
+    if len(d) != meta.num_edges:
+        raise _fail(out / "meta.json", "num_edges", f"says {meta.num_edges} edges; the parts store "
+                    f"{len(d)} in-edges of owned nodes.")
+    n = meta.num_nodes
+    return sp.csr_matrix((np.ones(len(d), dtype=np.int64), (d, s)), shape=(n, n))
+
+
+def _check_halo(d: Path, p: Partition, graph: sp.csr_matrix) -> None:
+    """Halo membership, complete halo rows and halo in-degrees of one part."""
+    meta = p.meta
+    hops = meta.halo_hops
+    n = meta.num_nodes
+    dist = np.full(n, -1, dtype=np.int64)
+    frontier = np.arange(p.first_gid, p.first_gid + p.num_owned)
+    dist[frontier] = 0
+    for h in range(1, hops + 1):
+        reached = graph[frontier].indices
+        frontier = np.flatnonzero(np.bincount(reached[dist[reached] < 0], minlength=n))
+        dist[frontier] = h
+    halo = np.flatnonzero(dist > 0)
+    if not np.array_equal(halo, np.asarray(p.halo_gids)):
+        raise _fail(d / "halo_gids.npy", "halo_gids", f"holds {p.num_halo} nodes; the nodes "
+                    f"within {hops} hop(s) of the owned ones are {len(halo)}.")
+    complete = np.asarray(p.adj_complete)[p.num_owned:]
+    if not np.array_equal(complete, (dist[halo] < hops)):
+        raise _fail(d / "adj_complete.npy", "adj_complete", f"must be True exactly for halo "
+                    f"nodes within {hops - 1} hop(s).")
+    degree = np.asarray(graph.sum(axis=1)).ravel()  # multiplicities count
+    if not np.array_equal(np.asarray(p.in_degree)[p.num_owned:], degree[halo]):
+        raise _fail(d / "in_degree.npy", "in_degree", "differs from the global in-degree of "
+                    "a halo node.")
+    rows = halo[complete]
+    if len(rows):
+        indptr = np.asarray(p.indptr)[p.num_owned:]
+        counts = np.diff(indptr)[complete]
+        starts = indptr[:-1][complete]
+        pos = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+        pos += np.arange(len(pos))
+        stored = sp.csr_matrix((np.ones(len(pos), dtype=np.int64),
+                                (np.repeat(np.arange(len(rows)), counts),
+                                 p.local_to_global(np.asarray(p.indices)[pos]))),
+                               shape=(len(rows), n))
+        if (stored != graph[rows]).nnz:
+            raise _fail(d / "indices.npy", "indices", "the in-edges stored for a complete "
+                        "halo node differ from the owner's.")
+
+
+def _check_round_trip(out: Path, parts: list[Partition], meta: PartitionMeta,
+                      old_of_new: np.ndarray, graph: sp.csr_matrix,
+                      ds: GraphDataset) -> None:
+    """Features, labels, splits and edges equal the source's through ``orig_ids``."""
+    for field in ("num_nodes", "num_edges", "feat_dim", "num_classes"):
+        if getattr(meta, field) != getattr(ds, field):
+            raise _fail(out / "meta.json", field, f"is {getattr(meta, field)}, the dataset "
+                        f"has {getattr(ds, field)}: this partition is of another graph.")
+    for p in parts:
+        d = out / part_dir_name(p.part_id)
+        orig = np.asarray(p.orig_ids)
+        for start in range(0, len(orig), _ROWS):
+            rows = orig[start:start + _ROWS]
+            want = (np.zeros((len(rows), 0), np.float32) if ds.x is None
+                    else np.asarray(ds.x[rows], dtype=np.float32))
+            if not np.array_equal(want.view(np.uint32),
+                                  np.asarray(p.feat[start:start + _ROWS]).view(np.uint32)):
+                raise _fail(d / "feat.npy", "feat", f"row {start} onwards differs from the "
+                            "dataset's features.")
+        want_y = (np.full(len(orig), -1, np.int64) if ds.y is None
+                  else np.asarray(ds.y)[orig])
+        if not np.array_equal(want_y, np.asarray(p.label)):
+            raise _fail(d / "label.npy", "label", "differs from the dataset's labels.")
+    for split in SPLITS:
+        got = np.sort(np.concatenate([np.asarray(p.orig_ids)[np.asarray(getattr(p, split))]
+                                      for p in parts]))
+        if not np.array_equal(got, np.sort(np.asarray(getattr(ds, split)))):
+            raise _fail(out, split, "the split differs from the dataset's.")
+    coo = graph.tocoo()
+    n = meta.num_nodes
+    relabelled = sp.csr_matrix((coo.data, (old_of_new[coo.row], old_of_new[coo.col])),
+                               shape=(n, n))
+    source = sp.csr_matrix((np.ones(ds.num_edges, dtype=np.int64),
+                            (np.asarray(ds.dst), np.asarray(ds.src))), shape=(n, n))
+    if (relabelled != source).nnz:
+        raise _fail(out, "indices", "the edges stored differ from the dataset's (as a "
+                    "multiset of (source, destination) pairs through orig_ids).")

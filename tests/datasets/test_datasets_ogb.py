@@ -1,0 +1,173 @@
+"""load_ogb on tiny datasets written here in OGB's on-disk layouts, read by the real ogb."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnnpar.datasets import load_dataset, load_ogb
+from gnnpar.errors import DatasetError
+
+N = 7
+# Hand-written graph: edges as OGB stores them, one per row.
+EDGES = np.array([[0, 1], [1, 2], [2, 0], [3, 4], [4, 5], [5, 6], [6, 3], [0, 6]])
+FEAT = np.arange(N * 3, dtype=np.float32).reshape(N, 3) / 4
+LABELS = np.array([0, 1, 0, 2, 2, 1, 0])
+SPLIT = {"train": [0, 1, 2], "valid": [3, 4], "test": [6]}
+
+
+def _csv_gz(path: Path, rows: np.ndarray | list[int]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    arr = np.asarray(rows)
+    arr = arr.reshape(len(arr), -1)
+    with gzip.open(path, "wt") as f:
+        for row in arr:
+            f.write(",".join(str(v) for v in row) + "\n")
+
+
+def _write_split(d: Path, split: str) -> None:
+    for name, ids in SPLIT.items():
+        _csv_gz(d / "split" / split / f"{name}.csv.gz", ids)
+
+
+def write_csv_layout(d: Path, split: str = "random") -> None:
+    """ogbn-arxiv-style layout: raw/*.csv.gz and split/<split>/*.csv.gz."""
+    _csv_gz(d / "raw" / "edge.csv.gz", EDGES)
+    _csv_gz(d / "raw" / "num-node-list.csv.gz", [N])
+    _csv_gz(d / "raw" / "num-edge-list.csv.gz", [len(EDGES)])
+    _csv_gz(d / "raw" / "node-feat.csv.gz", FEAT)
+    _csv_gz(d / "raw" / "node-label.csv.gz", LABELS)
+    _write_split(d, split)
+
+
+def write_binary_layout(d: Path, labels: np.ndarray) -> None:
+    """ogbn-papers100M-style layout: raw/data.npz, raw/node-label.npz (float, NaN)."""
+    (d / "raw").mkdir(parents=True)
+    np.savez(d / "raw" / "data.npz", edge_index=EDGES.T.astype(np.int64),
+             num_nodes_list=np.array([N]), num_edges_list=np.array([len(EDGES)]),
+             node_feat=FEAT.astype(np.float16))
+    np.savez(d / "raw" / "node-label.npz", node_label=labels.reshape(N, 1))
+    _write_split(d, "time")
+
+
+def meta(dir_path: str, *, binary: bool, add_inverse_edge: bool, **extra: str) -> dict[str, str]:
+    return {"dir_path": dir_path, "split": "time" if binary else "random", "num tasks": "1",
+            "num classes": "3", "add_inverse_edge": str(add_inverse_edge),
+            "binary": str(binary), "is hetero": "False", **extra}
+
+
+def pairs(src: np.ndarray, dst: np.ndarray) -> list[tuple[int, int]]:
+    return sorted(zip(np.asarray(src).tolist(), np.asarray(dst).tolist()))
+
+
+def check_loaded(ds, edges: np.ndarray, labels: np.ndarray) -> None:
+    assert ds.num_nodes == N
+    assert pairs(ds.src, ds.dst) == pairs(edges[:, 0], edges[:, 1])
+    np.testing.assert_array_equal(ds.x, FEAT)
+    assert ds.x.dtype == np.float32 and ds.y.dtype == np.int64
+    np.testing.assert_array_equal(ds.y, labels)
+    np.testing.assert_array_equal(ds.train_idx, SPLIT["train"])
+    np.testing.assert_array_equal(ds.val_idx, SPLIT["valid"])
+    np.testing.assert_array_equal(ds.test_idx, SPLIT["test"])
+    assert ds.num_classes == 3
+
+
+def test_csv_layout_meta_dict_loads_twice_from_mmap_cache(tmp_path: Path) -> None:
+    d = tmp_path / "tiny"
+    write_csv_layout(d)
+    m = meta(str(d), binary=False, add_inverse_edge=True)
+    both_ways = np.concatenate([EDGES, EDGES[:, ::-1]])
+    first = load_ogb("tiny", meta_dict=m)
+    check_loaded(first, both_ways, LABELS)
+    assert (d / "gnnpar-v1" / "dataset.json").is_file()
+    assert not (d / "processed").exists()
+    # The second load must not need the raw files (nor ogb's torch.save cache).
+    for f in (d / "raw").iterdir():
+        f.unlink()
+    second = load_ogb("tiny", meta_dict=m)
+    check_loaded(second, both_ways, LABELS)
+    assert isinstance(second.x, np.memmap) and isinstance(second.src, np.memmap)
+
+
+def test_binary_layout_json_meta_dict_relative_dir_and_nan_labels(tmp_path: Path) -> None:
+    labels = LABELS.astype(np.float32)
+    labels[5] = np.nan  # unlabelled, as in ogbn-papers100M
+    write_binary_layout(tmp_path / "bin", labels)
+    meta_file = tmp_path / "meta.json"
+    meta_file.write_text(json.dumps(
+        {**meta("bin", binary=True, add_inverse_edge=False), "name": "tinybin"}))
+    expected = LABELS.copy()
+    expected[5] = -1
+    for _ in range(2):
+        ds = load_dataset(str(meta_file))  # spec path -> load_ogb(meta_dict=path)
+        check_loaded(ds, EDGES, expected)
+        assert ds.name == "tinybin"
+
+
+def test_named_dataset_uses_ogb_master_csv(tmp_path: Path) -> None:
+    # ogbn-arxiv's master.csv entry: csv layout, split "time", no inverse edges, 40 classes.
+    write_csv_layout(tmp_path / "ogbn_arxiv", split="time")
+    ds = load_ogb("ogbn-arxiv", root=tmp_path)
+    assert pairs(ds.src, ds.dst) == pairs(EDGES[:, 0], EDGES[:, 1])
+    assert ds.num_classes == 40 and ds.name == "ogbn-arxiv"
+    again = load_dataset("ogbn-arxiv", root=tmp_path)
+    np.testing.assert_array_equal(again.y, LABELS)
+
+
+def test_download_through_ogb_helpers_from_file_url(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    write_csv_layout(src / "tinyzip")
+    archive = tmp_path / "tinyzip.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for f in (src / "tinyzip").rglob("*"):
+            z.write(f, f.relative_to(src))
+    target = tmp_path / "root" / "tiny_target"
+    m = meta(str(target), binary=False, add_inverse_edge=False, url=archive.as_uri(),
+             download_name="tinyzip")
+    ds = load_ogb("tiny", meta_dict=m)
+    assert pairs(ds.src, ds.dst) == pairs(EDGES[:, 0], EDGES[:, 1])
+    assert (target / "raw" / "edge.csv.gz").is_file()
+
+
+def test_missing_directory_names_where_it_looked_and_how_to_get_it(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    with pytest.raises(DatasetError) as exc:
+        load_ogb("tiny", meta_dict=meta(str(missing), binary=False, add_inverse_edge=False))
+    assert str(missing / "raw") in str(exc.value) and exc.value.field == "raw"
+    assert "python -m gnnpar.datasets" in str(exc.value)
+
+
+def test_failed_download_is_one_clear_error(tmp_path: Path) -> None:
+    url = (tmp_path / "absent.zip").as_uri()
+    with pytest.raises(DatasetError) as exc:
+        load_ogb("tiny", meta_dict=meta(str(tmp_path / "t"), binary=False,
+                                        add_inverse_edge=False, url=url))
+    assert url in str(exc.value) and str(tmp_path / "t" / "raw") in str(exc.value)
+
+
+@pytest.mark.parametrize(("name", "field"), [("ogbn-mag", "is hetero"),
+                                             ("ogbn-proteins", "num tasks"),
+                                             ("ogbn-nope", "name")])
+def test_unsupported_ogb_datasets(tmp_path: Path, name: str, field: str) -> None:
+    with pytest.raises(DatasetError) as exc:
+        load_ogb(name, root=tmp_path)
+    assert exc.value.field == field and name in str(exc.value)
+    assert not any(tmp_path.iterdir())
+
+
+def test_meta_dict_missing_key_and_bad_split_files(tmp_path: Path) -> None:
+    m = meta(str(tmp_path / "tiny"), binary=False, add_inverse_edge=False)
+    del m["split"]
+    with pytest.raises(DatasetError, match="split"):
+        load_ogb("tiny", meta_dict=m)
+    write_csv_layout(tmp_path / "tiny")
+    (tmp_path / "tiny" / "split" / "random" / "test.csv.gz").unlink()
+    with pytest.raises(DatasetError) as exc:
+        load_ogb("tiny", meta_dict=meta(str(tmp_path / "tiny"), binary=False,
+                                        add_inverse_edge=False))
+    assert "test.csv.gz" in str(exc.value) and exc.value.field == "test_idx"

@@ -1,0 +1,245 @@
+"""Graphs, models and multi-process workers shared by the gnnpar.nn tests.
+
+Workers are module-level functions (spawned processes import them by name); each one
+groups many checks into one run, because process start-up costs seconds.
+"""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch_geometric.nn import GATConv, GCNConv, SAGEConv
+from torch_geometric.nn.models import GCN
+
+from gnnpar.datasets.graph import GraphDataset
+
+FEAT = 6
+HIDDEN = 8
+CLASSES = 3
+KINDS = ("gcn", "gcn_noloops", "sage", "gat", "pyg_gcn")
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+TOL = {"float64": 1e-9, "float32": 1e-5}
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _dataset(num_nodes: int, src: np.ndarray, dst: np.ndarray, seed: int,
+             name: str) -> GraphDataset:
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(num_nodes)
+    third = num_nodes // 3
+    return GraphDataset(
+        num_nodes=num_nodes, src=src.astype(np.int64), dst=dst.astype(np.int64),
+        x=rng.standard_normal((num_nodes, FEAT)).astype(np.float32),
+        y=rng.integers(0, CLASSES, num_nodes).astype(np.int64),
+        train_idx=np.sort(perm[:third]), val_idx=np.sort(perm[third:2 * third]),
+        test_idx=np.sort(perm[2 * third:]), name=name, num_classes=CLASSES)
+
+
+def directed_graph(num_nodes: int = 48, seed: int = 0) -> GraphDataset:
+    """Random directed multigraph with self-loops (one doubled) and 6 isolated nodes."""
+    rng = np.random.default_rng(seed)
+    live = num_nodes - 6
+    src = rng.integers(0, live, 4 * num_nodes)
+    dst = rng.integers(0, live, 4 * num_nodes)
+    src = np.concatenate([src, [5, 5, 7, 11, 11]])
+    dst = np.concatenate([dst, [5, 5, 7, 11, 11]])
+    return _dataset(num_nodes, src, dst, seed, "directed")
+
+
+def feedforward_graph(num_parts: int, per_part: int = 12,
+                      seed: int = 1) -> tuple[GraphDataset, np.ndarray]:
+    """Edges within a part or from a lower part to a higher one: part 0 has no halo.
+
+    Returns:
+        The graph and its node -> part assignment.
+    """
+    rng = np.random.default_rng(seed)
+    n = num_parts * per_part
+    part = np.arange(n) // per_part
+    src = rng.integers(0, n, 6 * n)
+    dst = rng.integers(0, n, 6 * n)
+    keep = part[src] <= part[dst]
+    return _dataset(n, src[keep], dst[keep], seed, "feedforward"), part
+
+
+class TwoLayer(nn.Module):
+    """conv2(relu(conv1(x)))."""
+
+    def __init__(self, layer1: nn.Module, layer2: nn.Module) -> None:
+        super().__init__()
+        self.layer1 = layer1
+        self.layer2 = layer2
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return self.layer2(self.layer1(x, edge_index).relu(), edge_index)
+
+
+def make_model(kind: str, dtype: torch.dtype, seed: int = 0) -> nn.Module:
+    """A 2-layer model of ``kind``, initialised from ``seed``."""
+    torch.manual_seed(seed)
+    if kind == "gcn":
+        model: nn.Module = TwoLayer(GCNConv(FEAT, HIDDEN), GCNConv(HIDDEN, CLASSES))
+    elif kind == "gcn_noloops":
+        model = TwoLayer(GCNConv(FEAT, HIDDEN, add_self_loops=False),
+                         GCNConv(HIDDEN, CLASSES, add_self_loops=False))
+    elif kind == "sage":
+        model = TwoLayer(SAGEConv(FEAT, HIDDEN), SAGEConv(HIDDEN, CLASSES))
+    elif kind == "gat":
+        model = TwoLayer(GATConv(FEAT, HIDDEN // 2, heads=2), GATConv(HIDDEN, CLASSES))
+    else:
+        model = GCN(FEAT, HIDDEN, 2, CLASSES)
+    return model.to(dtype)
+
+
+def plain_name(name: str) -> str:
+    """Parameter name without the DistConv wrapper's ``.conv``."""
+    return name.replace(".conv.", ".")
+
+
+def loss_weights(num_nodes: int, seed: int = 5) -> np.ndarray:
+    """Fixed random ``[N, C]`` weights: the test loss is ``sum(out * R[orig_id])``."""
+    return np.random.default_rng(seed).standard_normal((num_nodes, CLASSES))
+
+
+def reference(dataset: GraphDataset, kind: str, dtype: str,
+              weights: np.ndarray) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Single-process PyG on the whole graph: output and weight gradients."""
+    dt = DTYPES[dtype]
+    model = make_model(kind, dt)
+    x = torch.from_numpy(dataset.x).to(dt)
+    edge_index = torch.from_numpy(np.stack([dataset.src, dataset.dst]))
+    out = model(x, edge_index)
+    (out * torch.from_numpy(weights).to(dt)).sum().backward()
+    return out.detach(), {n: p.grad for n, p in model.named_parameters()}
+
+
+def to_numpy(obj: Any) -> Any:
+    """Tensors -> numpy arrays, recursively (tensors would cross the result queue as shared
+    memory that vanishes when the worker exits)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu().numpy()
+    if isinstance(obj, dict):
+        return {k: to_numpy(v) for k, v in obj.items()}
+    return obj
+
+
+def _distributed_pass(graph: Any, model: nn.Module, x: torch.Tensor, orig: np.ndarray,
+                      weights: np.ndarray, ctx: Any) -> dict[str, Any]:
+    from gnnpar.nn import all_reduce_gradients, broadcast_parameters, distribute_convs
+
+    broadcast_parameters(model, ctx)
+    model = distribute_convs(model, graph)
+    out = model(x, graph.edge_index)
+    (out * torch.from_numpy(weights[orig]).to(x.dtype)).sum().backward()
+    all_reduce_gradients(model, ctx)
+    return {"out": out.detach(),
+            "grads": {plain_name(n): p.grad for n, p in model.named_parameters()}}
+
+
+def worker(tasks: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
+    """Run named tasks (``exact``, ``train``, ``example``) in one process group."""
+    import gnnpar.distributed as gdist
+
+    ctx = gdist.init()
+    funcs = {"exact": _exact, "train": _train, "example": _example}
+    return {name: to_numpy(funcs[task](ctx, *args)) for name, (task, args) in tasks.items()}
+
+
+def _exact(ctx: Any, part_dirs: dict[str, str], weights: dict[str, np.ndarray],
+           fp_seed: int) -> dict[str, Any]:
+    """Every model x dtype on every partition; BNS p=1; feature-parallel layer."""
+    from gnnpar.comm import CommStats
+    from gnnpar.graph import DistGraph
+    from gnnpar.nn import HaloGraph
+
+    result: dict[str, Any] = {}
+    for name, part_dir in part_dirs.items():
+        g = DistGraph.load(part_dir, ctx)
+        orig = np.array(g.part.orig_ids)
+        x32 = torch.from_numpy(np.array(g.part.feat))
+        runs: dict[str, Any] = {}
+        for kind in KINDS:
+            for dtype, dt in DTYPES.items():
+                stats = CommStats()
+                graph = HaloGraph.build(g, ctx, stats=stats)
+                stats.reset()
+                run = _distributed_pass(graph, make_model(kind, dt, seed=ctx.rank),
+                                        x32.to(dt), orig, weights[name], ctx)
+                run["stats"] = stats.as_dict()
+                runs[f"{kind}/{dtype}"] = run
+            bns = HaloGraph.build(g, ctx, boundary_p=1.0, seed=3)
+            bns.set_epoch(7)
+            runs[f"{kind}/bns_p1"] = _distributed_pass(
+                bns, make_model(kind, torch.float64), x32.double(), orig, weights[name], ctx)
+        result[name] = {"orig_ids": orig, "runs": runs}
+    result["feature_parallel"] = _feature_parallel(ctx, part_dirs["directed"], fp_seed)
+    return result
+
+
+def fp_ids(rank: int, num_nodes: int, seed: int) -> np.ndarray:
+    """Node ids rank ``rank`` asks the feature-parallel layer for (rank 1: none)."""
+    sizes = (13, 0, 5, 21)
+    rng = np.random.default_rng(seed + rank)
+    return rng.integers(0, num_nodes, sizes[rank % 4]).astype(np.int64)
+
+
+def fp_weights(num_nodes: int, width: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((num_nodes, width))
+
+
+def _feature_parallel(ctx: Any, part_dir: str, seed: int) -> dict[str, Any]:
+    from gnnpar.comm import CommStats
+    from gnnpar.graph import DistGraph
+    from gnnpar.nn import FeatureParallelLinear, all_reduce_gradients, shard_columns
+
+    g = DistGraph.load(part_dir, ctx)
+    stats = CommStats()
+    x_cols = shard_columns(ctx, torch.from_numpy(np.array(g.part.feat)).double(), stats)
+    torch.manual_seed(seed)
+    layer = FeatureParallelLinear.from_linear(nn.Linear(FEAT, HIDDEN).double(), ctx, stats)
+    ids = fp_ids(ctx.rank, g.meta.num_nodes, seed)
+    out = layer(x_cols, torch.from_numpy(ids))
+    q = fp_weights(g.meta.num_nodes, HIDDEN, seed)
+    (out * torch.from_numpy(q[ids])).sum().backward()
+    all_reduce_gradients(layer, ctx)
+    return {"ids": ids, "out": out.detach(), "x_cols_shape": tuple(x_cols.shape),
+            "grads": {n: p.grad for n, p in layer.named_parameters()},
+            "stats": stats.as_dict()}
+
+
+def _train(ctx: Any, part_dir: str, epochs: int,
+           configs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Train a 2-layer GCN under each halo configuration; losses and accuracies."""
+    from gnnpar.comm import CommStats
+    from gnnpar.graph import DistGraph
+    from gnnpar.nn import (HaloGraph, NodeData, broadcast_parameters, distribute_convs,
+                           evaluate, flush_pipelines, train_epoch)
+
+    g = DistGraph.load(part_dir, ctx)
+    data = NodeData.load(g, ctx)
+    out: dict[str, Any] = {}
+    for name, cfg in configs.items():
+        stats = CommStats()
+        graph = HaloGraph.build(g, ctx, stats=stats, **cfg)
+        torch.manual_seed(0)
+        model = GCN(g.meta.feat_dim, 32, 2, g.meta.num_classes)
+        broadcast_parameters(model, ctx)
+        model = distribute_convs(model, graph)
+        opt = torch.optim.Adam(model.parameters(), lr=0.02)
+        stats.reset()
+        losses = [train_epoch(model, graph, data, opt, ctx, epoch=e) for e in range(epochs)]
+        flush_pipelines(model)
+        out[name] = {"losses": losses, "acc": evaluate(model, graph, data, ctx),
+                     "halo_bytes": stats.counters["halo"].bytes_sent / epochs}
+    return out
+
+
+def _example(ctx: Any, argvs: list[list[str]]) -> list[dict[str, Any]]:
+    """Run examples/train_fullgraph.py's ``main`` once per argument list."""
+    main = runpy.run_path(str(REPO / "examples" / "train_fullgraph.py"))["main"]
+    return [main(argv) for argv in argvs]

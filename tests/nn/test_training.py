@@ -1,0 +1,67 @@
+"""Full-graph training with the communication reducers, and the full-graph example."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from conftest import EXAMPLE_EPOCHS
+
+WORLD2 = pytest.mark.parametrize("nn_run", [2], indirect=True, ids=["world2"])
+
+
+@WORLD2
+def test_exact_training_learns_the_sbm(nn_run: dict[str, Any]) -> None:
+    exact = nn_run["ranks"][0]["train"]["exact"]
+    assert exact["losses"][-1] < 0.3 * exact["losses"][0]
+    assert exact["acc"]["test_acc"] >= 0.85
+
+
+@WORLD2
+def test_boundary_sampling_p01_converges_with_a_tenth_of_the_bytes(
+        nn_run: dict[str, Any]) -> None:
+    train = nn_run["ranks"][0]["train"]
+    exact, bns = train["exact"], train["bns_p0.1"]
+    assert bns["acc"]["test_acc"] >= max(0.85, exact["acc"]["test_acc"] - 0.05)
+    assert 0.05 <= bns["halo_bytes"] / exact["halo_bytes"] <= 0.2
+
+
+@WORLD2
+def test_stale_halos_start_exact_and_converge(nn_run: dict[str, Any]) -> None:
+    train = nn_run["ranks"][0]["train"]
+    exact, stale = train["exact"], train["stale"]
+    assert stale["losses"][0] == exact["losses"][0]
+    assert stale["losses"][1] != exact["losses"][1]
+    assert stale["acc"]["test_acc"] >= max(0.85, exact["acc"]["test_acc"] - 0.05)
+    assert stale["halo_bytes"] == exact["halo_bytes"]
+
+
+@WORLD2
+def test_every_rank_reports_the_same_all_reduced_figures(nn_run: dict[str, Any]) -> None:
+    r0, r1 = (r["train"] for r in nn_run["ranks"])
+    for name in r0:
+        assert r0[name]["losses"] == r1[name]["losses"]
+        assert r0[name]["acc"] == r1[name]["acc"]
+
+
+@WORLD2
+def test_example_records_checkpoints_and_resumes_exactly(nn_run: dict[str, Any]) -> None:
+    root = nn_run["root"]
+    full, first, resumed = (json.loads((root / f"{n}.json").read_text())
+                            for n in ("full", "first", "resumed"))
+    assert nn_run["ranks"][0]["example"][0] == full
+    summary1 = dict(nn_run["ranks"][1]["example"][0]["summary"])
+    summary1.pop("mean_epoch_time_s")
+    assert summary1.items() <= full["summary"].items()
+    assert full["args"]["model"] == "sage" and full["env"]["world_size"] == 2
+    assert [e["epoch"] for e in full["epochs"]] == list(range(EXAMPLE_EPOCHS))
+    for e in full["epochs"]:
+        assert {"loss", "epoch_time_s", "train_acc", "val_acc", "test_acc"} <= e.keys()
+        assert e["comm_bytes"]["halo"] > 0 and e["comm_bytes"]["grad"] > 0
+    assert (root / "ckpt" / "state.json").is_file()
+    assert resumed["epochs"][:2] == first["epochs"]
+    for a, b in zip(full["epochs"][2:], resumed["epochs"][2:], strict=True):
+        assert abs(a["loss"] - b["loss"]) <= 1e-6
+        assert a["val_acc"] == b["val_acc"]
+    assert 0.0 < full["summary"]["best_val_acc"] <= 1.0

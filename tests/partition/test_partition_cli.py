@@ -1,0 +1,69 @@
+"""The gnnpar-partition CLI, run as a subprocess (partition, verify, info, errors)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gnnpar.datasets.synthetic import sbm
+
+SPEC = "synthetic:sbm?nodes=400&avg_degree=6&classes=4&feat_dim=4&seed=1"
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("gnnpar-partition")
+    cmd = [exe] if exe else [sys.executable, "-m", "gnnpar.partition"]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_partition_verify_info(tmp_path: Path) -> None:
+    out = tmp_path / "parts"
+    r = cli(SPEC, "--num-parts", "3", "--out", str(out), "--halo-hops", "2",
+            "--balance", "nodes,edges", "--seed", "5")
+    assert r.returncode == 0, r.stderr
+    assert "edge cut:" in r.stdout and "max/mean" in r.stdout
+    assert "assign (metis)" in r.stderr and "write" in r.stderr  # progress bars
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["num_parts"] == 3 and meta["halo_hops"] == 2
+    assert meta["partitioner"] == {"method": "metis", "seed": 5, "balance": ["nodes", "edges"]}
+
+    r = cli("verify", str(out), "--dataset", SPEC)
+    assert r.returncode == 0, r.stderr
+    assert "OK" in r.stdout and "edges" in r.stdout
+
+    r = cli("info", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "3 parts" in r.stdout and "edge cut:" in r.stdout
+
+    r = subprocess.run([sys.executable, "-m", "gnnpar.partition", "info", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "3 parts" in r.stdout
+
+
+def test_errors_exit_1_with_the_fix(tmp_path: Path) -> None:
+    out = tmp_path / "parts"
+    out.mkdir()
+    r = cli(SPEC, "--num-parts", "2", "--out", str(out), "--quiet")
+    assert r.returncode == 1
+    assert "already exists" in r.stderr and "--overwrite" in r.stderr
+    r = cli(SPEC, "--num-parts", "401", "--out", str(tmp_path / "other"), "--quiet")
+    assert r.returncode == 1 and "num_parts" in r.stderr and "1..400" in r.stderr
+    r = cli("verify", str(tmp_path / "missing"))
+    assert r.returncode == 1 and "does not exist" in r.stderr
+
+
+@pytest.mark.parametrize("method", ["random", "contiguous"])
+def test_dataset_directory_named_like_a_subcommand(tmp_path: Path, method: str) -> None:
+    sbm(num_nodes=200, avg_degree=4, num_classes=2, feat_dim=2, seed=0).save(tmp_path / "verify")
+    r = cli("verify", "--num-parts", "2", "--out", "parts", "--method", method, "--quiet",
+            cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "parts" / "meta.json").read_text())["partitioner"][
+        "method"] == method
+    r = cli("verify", "parts", "--dataset", "verify", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr

@@ -1,0 +1,148 @@
+"""Reading and verifying partition directories: damaged, foreign and tampered ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnnpar.datasets.synthetic import sbm
+from gnnpar.errors import PartitionError
+from gnnpar.io import sha256_file
+from gnnpar.partition import load_partition, partition_graph, verify_partition
+
+
+@pytest.fixture(scope="module")
+def dataset():  # type: ignore[no-untyped-def]
+    return sbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=4, seed=2)
+
+
+@pytest.fixture
+def out(tmp_path: Path, dataset) -> Path:  # type: ignore[no-untyped-def]
+    partition_graph(dataset, 3, tmp_path / "p", seed=1)
+    return tmp_path / "p"
+
+
+def rewrite(out: Path, rel: str, array: np.ndarray) -> None:
+    """Replace one array and its checksum, as a consistent but wrong writer would."""
+    np.save(out / rel, array)
+    meta = json.loads((out / "meta.json").read_text())
+    meta["files"][rel] = sha256_file(out / rel)
+    (out / "meta.json").write_text(json.dumps(meta))
+
+
+def test_a_valid_partition_verifies(out: Path, dataset) -> None:  # type: ignore[no-untyped-def]
+    report = verify_partition(out, dataset)
+    assert report.num_parts == 3 and report.files == 33
+    assert "edges" in report.checks and "features" in report.checks
+    assert "OK" in str(report)
+
+
+def test_other_format_version(out: Path) -> None:
+    meta = json.loads((out / "meta.json").read_text())
+    meta["format_version"] = 2
+    (out / "meta.json").write_text(json.dumps(meta))
+    for call in (lambda: load_partition(out, 0), lambda: verify_partition(out)):
+        with pytest.raises(PartitionError) as exc:
+            call()
+        assert exc.value.field == "format_version"
+        assert exc.value.path == str(out / "meta.json") and "re-partition" in exc.value.fix
+
+
+def test_checksum_mismatch_names_the_file(out: Path) -> None:
+    f = out / "part-1" / "indices.npy"
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 0xFF
+    f.write_bytes(bytes(data))
+    load_partition(out, 0)  # only the loaded part's files are checked
+    for call in (lambda: load_partition(out, 1), lambda: verify_partition(out)):
+        with pytest.raises(PartitionError, match="sha256 differs") as exc:
+            call()
+        assert exc.value.path == str(f) and "re-create" in exc.value.fix
+
+
+def test_truncated_npy_names_the_file(out: Path) -> None:
+    f = out / "part-0" / "feat.npy"
+    f.write_bytes(f.read_bytes()[:-10])
+    with pytest.raises(PartitionError, match="sha256 differs") as exc:
+        load_partition(out, 0)
+    assert exc.value.path == str(f)
+    for mmap in (True, False):
+        with pytest.raises(PartitionError, match="truncated") as exc:
+            load_partition(out, 0, mmap=mmap, verify=False)
+        assert exc.value.path == str(f)
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(PartitionError, match="does not exist") as exc:
+        verify_partition(tmp_path / "nope")
+    assert "gnnpar-partition" in exc.value.fix
+
+
+def test_dropped_edge_is_found(out: Path) -> None:
+    p = load_partition(out, 0, mmap=False)
+    rewrite(out, "part-0/indices.npy", np.asarray(p.indices)[:-1])
+    indptr = np.array(p.indptr)
+    indptr[p.num_owned:] -= 1
+    rewrite(out, "part-0/indptr.npy", indptr)
+    with pytest.raises(PartitionError, match="part 0 lists") as exc:
+        verify_partition(out)
+    meta = json.loads((out / "meta.json").read_text())
+    meta["parts"][0]["num_edges"] -= 1
+    (out / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(PartitionError, match="stored in-edges") as exc:
+        verify_partition(out)
+    assert exc.value.path == str(out / "part-0" / "in_degree.npy")
+
+
+def test_wrong_halo_is_found(out: Path) -> None:
+    p = load_partition(out, 2, mmap=False)
+    halo = np.array(p.halo_gids)
+    owned_elsewhere = np.setdiff1d(np.arange(p.first_gid), halo)
+    halo[0] = owned_elsewhere[0]  # a node not adjacent to this part, same count
+    rewrite(out, "part-2/halo_gids.npy", np.sort(halo))
+    with pytest.raises(PartitionError) as exc:
+        verify_partition(out)
+    # The swapped node's in-degree gives it away (the stored edges now point at it).
+    assert exc.value.path == str(out / "part-2" / "in_degree.npy")
+
+
+def test_changed_feature_is_found_only_with_the_dataset(out: Path, dataset) -> None:  # type: ignore[no-untyped-def]
+    p = load_partition(out, 1, mmap=False)
+    feat = np.array(p.feat)
+    feat[5, 2] += 1.0
+    rewrite(out, "part-1/feat.npy", feat)
+    verify_partition(out)
+    with pytest.raises(PartitionError) as exc:
+        verify_partition(out, dataset)
+    assert exc.value.path == str(out / "part-1" / "feat.npy") and exc.value.field == "feat"
+
+
+def test_partition_of_another_graph(out: Path) -> None:
+    other = sbm(num_nodes=301, avg_degree=6, num_classes=3, feat_dim=4, seed=2)
+    with pytest.raises(PartitionError, match="another graph"):
+        verify_partition(out, other)
+
+
+def test_extra_halo_node_is_found(out: Path) -> None:
+    p = load_partition(out, 0, mmap=False)
+    halo = np.asarray(p.halo_gids)
+    extra = int(np.setdiff1d(np.arange(p.num_owned, p.meta.num_nodes), halo)[0])
+    at = int(np.searchsorted(halo, extra))
+    indices = np.array(p.indices)
+    indices[indices >= p.num_owned + at] += 1  # later halo slots move up by one
+    rewrite(out, "part-0/halo_gids.npy", np.insert(halo, at, extra))
+    rewrite(out, "part-0/indices.npy", indices)
+    rewrite(out, "part-0/indptr.npy", np.append(p.indptr, p.indptr[-1]))
+    owner = load_partition(out, int(p.meta.owner(np.array([extra]))[0]))
+    degree = owner.in_degree[extra - owner.first_gid]
+    rewrite(out, "part-0/in_degree.npy", np.insert(p.in_degree, p.num_owned + at, degree))
+    rewrite(out, "part-0/adj_complete.npy", np.append(p.adj_complete, False))
+    meta = json.loads((out / "meta.json").read_text())
+    meta["parts"][0]["num_halo"] += 1
+    (out / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(PartitionError, match="within 1 hop") as exc:
+        verify_partition(out)
+    assert exc.value.path == str(out / "part-0" / "halo_gids.npy")

@@ -1,0 +1,165 @@
+"""partition_graph on hand-checked graphs: exact arrays, determinism, options, bad input."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gnnpar.partition.writer as writer
+from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.synthetic import sbm
+from gnnpar.errors import ConfigError, PartitionError
+from gnnpar.partition import load_partition, partition_graph
+
+
+def tiny() -> GraphDataset:
+    # 0 <-> 1 (0 -> 1 twice), 1 -> 2, 2 -> 2 (loop), 2 -> 3, 3 -> 4 -> 5 -> 3.
+    src = np.array([0, 1, 1, 2, 3, 4, 5, 2, 0])
+    dst = np.array([1, 0, 2, 3, 4, 5, 3, 2, 1])
+    return GraphDataset(num_nodes=6, src=src, dst=dst,
+                        x=np.arange(12, dtype=np.float32).reshape(6, 2),
+                        y=np.array([0, 1, 2, 0, 1, 2]), train_idx=np.array([0, 4]),
+                        val_idx=np.array([1]), test_idx=np.array([5]), name="tiny")
+
+
+def arrays(out: Path, k: int) -> dict[str, list]:
+    p = load_partition(out, k)
+    return {name: np.asarray(getattr(p, name)).tolist() for name in (
+        "orig_ids", "halo_gids", "indptr", "indices", "in_degree", "adj_complete", "label",
+        "train_idx", "val_idx", "test_idx")}
+
+
+def test_tiny_graph_contiguous_by_hand(tmp_path: Path) -> None:
+    meta = partition_graph(tiny(), 2, tmp_path / "p", method="contiguous")
+    assert meta.offsets == (0, 3, 6) and meta.num_edges == 9
+    assert meta.parts == ({"num_owned": 3, "num_halo": 0, "num_edges": 5},
+                          {"num_owned": 3, "num_halo": 1, "num_edges": 4})
+    assert arrays(tmp_path / "p", 0) == {
+        "orig_ids": [0, 1, 2], "halo_gids": [], "indptr": [0, 1, 3, 5],
+        "indices": [1, 0, 0, 1, 2], "in_degree": [1, 2, 2], "adj_complete": [True] * 3,
+        "label": [0, 1, 2], "train_idx": [0], "val_idx": [1], "test_idx": []}
+    # Node 3's in-edges come from 2 (halo, local 3) and 5 (local 2).
+    assert arrays(tmp_path / "p", 1) == {
+        "orig_ids": [3, 4, 5], "halo_gids": [2], "indptr": [0, 2, 3, 4, 4],
+        "indices": [3, 2, 0, 1], "in_degree": [2, 1, 1, 2],
+        "adj_complete": [True, True, True, False], "label": [0, 1, 2], "train_idx": [1],
+        "val_idx": [], "test_idx": [2]}
+    feat = np.load(tmp_path / "p" / "part-1" / "feat.npy")
+    assert feat.tolist() == [[6, 7], [8, 9], [10, 11]]
+    q = meta.quality
+    assert q["edge_cut"] == 1 and q["per_part"]["halo"] == [0, 1]
+    assert q["replication_factor"] == pytest.approx(7 / 6)
+
+
+def test_tiny_graph_two_hop_halo_by_hand(tmp_path: Path) -> None:
+    partition_graph(tiny(), 2, tmp_path / "p", method="contiguous", halo_hops=2)
+    # Halo of part 1: node 2 (1 hop, its in-edges 1 -> 2 and 2 -> 2 stored) and node 1.
+    got = arrays(tmp_path / "p", 1)
+    assert got["halo_gids"] == [1, 2]
+    assert got["indptr"] == [0, 2, 3, 4, 4, 6]
+    assert got["indices"] == [4, 2, 0, 1, 3, 4]
+    assert got["in_degree"] == [2, 1, 1, 2, 2]  # node 1 has 0 -> 1 twice
+    assert got["adj_complete"] == [True, True, True, False, True]
+
+
+def test_renumbering_follows_the_assignment(tmp_path: Path) -> None:
+    meta = partition_graph(tiny(), 3, tmp_path / "p", assignment=np.array([2, 0, 2, 1, 0, 1]))
+    assert meta.offsets == (0, 2, 4, 6)
+    assert [arrays(tmp_path / "p", k)["orig_ids"] for k in range(3)] == [[1, 4], [3, 5], [0, 2]]
+
+
+def test_reruns_are_byte_identical(tmp_path: Path) -> None:
+    ds = sbm(num_nodes=600, avg_degree=8, num_classes=4, feat_dim=8, seed=1)
+    for method in ("metis", "random"):
+        a, b = tmp_path / f"{method}-a", tmp_path / f"{method}-b"
+        partition_graph(ds, 3, a, method=method, seed=7)
+        partition_graph(ds, 3, b, method=method, seed=7)
+        files = sorted(str(f.relative_to(a)) for f in a.rglob("*") if f.is_file())
+        assert files == sorted(str(f.relative_to(b)) for f in b.rglob("*") if f.is_file())
+        assert len(files) == 1 + 3 * 11
+        _, mismatch, errors = filecmp.cmpfiles(a, b, files, shallow=False)
+        assert not mismatch and not errors
+    other = partition_graph(ds, 3, tmp_path / "random-c", method="random", seed=8)
+    assert other.offsets == partition_graph(ds, 3, tmp_path / "random-d", method="random",
+                                            seed=8).offsets
+    assert not filecmp.cmp(tmp_path / "random-a" / "part-0" / "orig_ids.npy",
+                           tmp_path / "random-c" / "part-0" / "orig_ids.npy", shallow=False)
+
+
+def test_graph_without_features_labels_or_training_nodes(tmp_path: Path) -> None:
+    ds = GraphDataset(num_nodes=40, src=np.arange(39), dst=np.arange(1, 40))
+    meta = partition_graph(ds, 4, tmp_path / "p")
+    assert meta.feat_dim == 0 and meta.num_classes == 0
+    # No training nodes: the "train" constraint is dropped, the rest balanced.
+    assert meta.partitioner == {"method": "metis", "seed": 0, "balance": ["nodes", "edges"]}
+    p = load_partition(tmp_path / "p", 2)
+    assert p.feat.shape == (p.num_owned, 0) and p.feat.dtype == np.float32
+    assert (np.asarray(p.label) == -1).all()
+
+
+def test_balance_choice_is_recorded(tmp_path: Path) -> None:
+    meta = partition_graph(tiny(), 2, tmp_path / "p", balance=["nodes", "nodes"])
+    assert meta.partitioner["balance"] == ["nodes"]
+
+
+@pytest.mark.parametrize("kwargs, error, field", [
+    ({"num_parts": 0}, ConfigError, "num_parts"),
+    ({"num_parts": 7}, ConfigError, "num_parts"),
+    ({"method": "kmeans"}, ConfigError, "method"),
+    ({"balance": ["nodes", "memory"]}, ConfigError, "balance"),
+    ({"balance": []}, ConfigError, "balance"),
+    ({"halo_hops": 0}, ConfigError, "halo_hops"),
+    ({"assignment": np.zeros(5, dtype=np.int64)}, PartitionError, "assignment"),
+    ({"assignment": np.array([0, 1, 2, 0, 1, 1])}, PartitionError, "assignment"),
+    ({"assignment": np.array([0, 0, 0, 0, 0, 0])}, PartitionError, "assignment"),
+    ({"assignment": np.array([0.0, 1, 0, 1, 0, 1])}, PartitionError, "assignment"),
+])
+def test_bad_arguments_raise_one_clear_error(tmp_path: Path, kwargs: dict, error: type,
+                                             field: str) -> None:
+    args = {"num_parts": 2, **kwargs}
+    with pytest.raises(error) as exc:
+        partition_graph(tiny(), out_dir=tmp_path / "p", **args)
+    assert exc.value.field == field and exc.value.fix
+    assert isinstance(exc.value, ValueError)
+    assert not (tmp_path / "p").exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_directory_needs_overwrite(tmp_path: Path) -> None:
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(PartitionError, match="already exists") as exc:
+        partition_graph(tiny(), 2, out)
+    assert exc.value.path == str(out) and "overwrite" in exc.value.fix
+    assert (out / "keep.txt").read_text() == "mine"
+
+
+def test_overwrite_keeps_the_old_directory_until_the_new_one_is_complete(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "p"
+    partition_graph(tiny(), 2, out, method="contiguous")
+    before = {f: f.read_bytes() for f in out.rglob("*") if f.is_file()}
+    real = writer.build_local_graph
+    calls = []
+
+    def fail_on_second_part(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("disk full (simulated)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(writer, "build_local_graph", fail_on_second_part)
+    with pytest.raises(OSError, match="simulated"):
+        partition_graph(tiny(), 3, out, method="contiguous", overwrite=True)
+    assert {f: f.read_bytes() for f in out.rglob("*") if f.is_file()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["p"]  # no temporary left behind
+    monkeypatch.setattr(writer, "build_local_graph", real)
+    meta = partition_graph(tiny(), 3, out, method="contiguous", overwrite=True)
+    assert json.loads((out / "meta.json").read_text())["num_parts"] == meta.num_parts == 3
+    assert not (out / "part-0" / "keep.txt").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["p"]
