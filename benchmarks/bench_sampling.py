@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.partition.writer import partition_graph
-
 from gnnpar.testing import run_multiproc
 
 ANCHORS = {"PyG NeighborLoader + pyg-lib": 6.0e6, "PyG NeighborLoader + torch-sparse": 1.9e6,

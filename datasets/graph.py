@@ -38,6 +38,18 @@ SPLITS = ("train_idx", "val_idx", "test_idx")
 _CHUNK_ROWS = 1 << 16
 
 
+def unique_sorted(a: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of a 1-D array.
+
+    Sort-based: numpy 2.4's hash-based ``np.unique`` is ~100x slower on large int64 arrays
+    (30 s instead of 0.2 s for 5M values).
+    """
+    s = np.sort(a)
+    keep = np.ones(len(s), dtype=bool)
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
 def _empty_idx() -> np.ndarray:
     return np.zeros(0, dtype=np.int64)
 
@@ -155,7 +167,7 @@ class GraphDataset:
             if len(self.y) and int(np.min(self.y)) < -1:
                 raise fail("y", f"holds label {int(np.min(self.y))} < -1.",
                            "use -1 for unlabelled nodes and 0..C-1 for classes.")
-            if len(self.y) and int(np.max(self.y)) >= max(self.num_classes, 1):
+            if len(self.y) and int(np.max(self.y)) >= max(self.num_classes or 0, 1):
                 raise fail("y", f"holds label {int(np.max(self.y))} >= num_classes "
                            f"{self.num_classes}.", "raise num_classes or fix the labels.")
         seen = np.zeros(n, dtype=np.int8)
@@ -192,7 +204,7 @@ class GraphDataset:
         if remove_self_loops:
             keep = s != d
             s, d = s[keep], d[keep]
-        key = np.unique(d * self.num_nodes + s)
+        key = unique_sorted(d * self.num_nodes + s)
         return replace(self, src=key % self.num_nodes, dst=key // self.num_nodes)
 
     def to_pyg(self) -> Data:
@@ -208,7 +220,7 @@ class GraphDataset:
             data.x = torch.from_numpy(np.array(self.x, dtype=np.float32))
         if self.y is not None:
             data.y = torch.from_numpy(np.array(self.y, dtype=np.int64))
-        for fld, mask in zip(SPLITS, ("train_mask", "val_mask", "test_mask")):
+        for fld, mask in zip(SPLITS, ("train_mask", "val_mask", "test_mask"), strict=True):
             m = torch.zeros(self.num_nodes, dtype=torch.bool)
             m[torch.from_numpy(np.array(getattr(self, fld), dtype=np.int64))] = True
             data[mask] = m

@@ -36,16 +36,16 @@ Where = str | os.PathLike[str]
 
 
 # ---------------------------------------------------------------------- array helpers
-def labels_to_int(y: Any, num_nodes: int, where: Where, field: str = "y") -> np.ndarray:
+def labels_to_int(labels: Any, num_nodes: int, where: Where, field: str = "y") -> np.ndarray:
     """Labels ``[N]`` or ``[N, 1]`` (int, or float with NaN = unlabelled) -> int64 ``[N]``, -1.
 
     Args:
-        y: Label array.
+        labels: Label array.
         num_nodes: Expected number of rows ``N``.
         where: File or object named in errors.
         field: Field named in errors.
     """
-    y = np.asarray(y)
+    y: np.ndarray = np.asarray(labels)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1 or len(y) != num_nodes:
@@ -65,9 +65,9 @@ def labels_to_int(y: Any, num_nodes: int, where: Where, field: str = "y") -> np.
     return y.astype(np.int64, copy=False)
 
 
-def features_to_float(x: Any, num_nodes: int, where: Where, field: str = "x") -> np.ndarray:
+def features_to_float(feat: Any, num_nodes: int, where: Where, field: str = "x") -> np.ndarray:
     """Features -> float32 ``[N, F]`` (a float32 memory map is kept as is)."""
-    x = x if isinstance(x, np.ndarray) else np.asarray(x)
+    x: np.ndarray = feat if isinstance(feat, np.ndarray) else np.asarray(feat)
     if x.ndim == 1:
         x = x[:, None]
     if x.ndim != 2 or x.shape[0] != num_nodes:
@@ -132,7 +132,7 @@ def _build(
     try:
         return ds.validate(where)
     except DatasetError as exc:
-        if exc.field not in files:
+        if exc.field is None or exc.field not in files:
             raise
         raise DatasetError(exc.message, path=files[exc.field], field=exc.field,
                            fix=exc.fix) from None
@@ -154,7 +154,7 @@ def from_pyg(data: Any, name: str = "pyg") -> GraphDataset:
         name: Dataset name.
 
     Returns:
-        The dataset (arrays copied out of the tensors).
+        The dataset (its arrays may share memory with CPU tensors).
     """
     if getattr(data, "edge_index", None) is None:
         raise DatasetError("has no edge_index.", path=name, field="edge_index",
@@ -299,7 +299,7 @@ def _edge_error(path: Path, delimiter: str | None, header: int, num_nodes: int |
             raise DatasetError(f"has {len(tokens)} columns {tokens!r}, expected 2.", path=loc,
                                field="src dst",
                                fix="write one edge per line as 'src dst' (or set delimiter).")
-        for col, tok in zip(("src", "dst"), tokens):
+        for col, tok in zip(("src", "dst"), tokens, strict=True):
             if not _is_number(tok, int):
                 raise DatasetError(f"{tok!r} is not an integer node id.", path=loc, field=col,
                                    fix="use integer ids 0..N-1 (map names to ids first).")
@@ -381,12 +381,13 @@ def from_edge_list(
     for fld, f, dtype in (("x", features, np.float32), ("y", labels, np.float64)):
         if f is not None:
             fields[fld], files[fld] = _read_table(f, fld, dtype), f
+    split_fields = {"train": "train_idx", "val": "val_idx", "valid": "val_idx",
+                    "test": "test_idx"}
     for key, f in (splits or {}).items():
-        fld = {"train": "train_idx", "val": "val_idx", "valid": "val_idx",
-               "test": "test_idx"}.get(key)
-        if fld is None:
+        if key not in split_fields:
             raise DatasetError(f"unknown split {key!r}.", path=f, field="splits",
                                fix="use the keys 'train', 'val' and 'test'.")
+        fld = split_fields[key]
         fields[fld], files[fld] = _read_table(f, fld, np.int64), f
     if num_nodes is None:
         num_nodes = _infer_num_nodes(edges[:, 0], edges[:, 1], fields.get("x"), fields.get("y"))

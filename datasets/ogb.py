@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import importlib.util
 import os
 import shutil
 import sys
@@ -39,16 +40,16 @@ _SPLIT_FILES = {"train": "train_idx", "valid": "val_idx", "test": "test_idx"}
 _REQUIRED_META = ("split", "add_inverse_edge", "binary", "is hetero")
 
 
-def ogb_names() -> list[str]:
-    """Names of the node-property datasets listed in ``ogb``'s ``master.csv``."""
-    return list(_master())
-
-
 def _master() -> dict[str, dict[str, str]]:
-    """``ogb/nodeproppred/master.csv`` as ``{dataset: {key: value}}`` (strings)."""
-    import ogb.nodeproppred
+    """``ogb/nodeproppred/master.csv`` as ``{dataset: {key: value}}`` (strings).
 
-    path = Path(ogb.nodeproppred.__file__).parent / "master.csv"
+    Located without importing ``ogb.nodeproppred`` (which imports torch_geometric).
+    """
+    spec = importlib.util.find_spec("ogb")
+    if spec is None or not spec.submodule_search_locations:
+        raise DatasetError("the ogb package is not installed.", field="ogb",
+                           fix="pip install 'ogb>=1.3.6'.")
+    path = Path(spec.submodule_search_locations[0]) / "nodeproppred" / "master.csv"
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
     names = rows[0][1:]

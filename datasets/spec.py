@@ -72,7 +72,8 @@ def parse_synthetic(spec: str) -> tuple[str, dict[str, Any]]:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True) if query else []
     except ValueError as exc:
         raise DatasetError(f"malformed query {query!r} ({exc}).", path=spec, field="query",
-                           fix=f"write key=value pairs joined by '&'; valid keys: {valid}.") from exc
+                           fix=f"write key=value pairs joined by '&'; valid keys: {valid}."
+                           ) from exc
     kwargs: dict[str, Any] = {}
     for key, text in pairs:
         name = KEY_ALIASES.get(key, key)

@@ -113,7 +113,8 @@ for kind in (["mlp", "transformer"] if args.model == "both" else [args.model]):
     config.validate(ctx.world_size, args.batch_size)
     mesh = config.build_mesh(ctx.device.type)
     n_params = sum(p.numel() for p in model.parameters())
-    pm = parallelize(model, config, mesh, loss_fn=loss_fn)
+    pm = parallelize(model, config, mesh, loss_fn=loss_fn,
+                     example_input=shard_batch(batch(0)[0], mesh["dp"]))
     opt = torch.optim.AdamW(pm.parameters(), lr=args.lr)
     log(f"[{kind}] {n_params:,} parameters, {config.degrees()}, dp_mode={config.dp_mode}, "
         f"{config.microbatches} micro-batch(es), world size {ctx.world_size}")
@@ -137,7 +138,7 @@ for kind in (["mlp", "transformer"] if args.model == "both" else [args.model]):
     grads = gradient_bytes(pm.parameters())
     optim = optimizer_state_bytes(opt)
     rows = zip(all_ranks(params), all_ranks(grads), all_ranks(optim),
-               all_ranks(peak_rss_bytes()), all_ranks(int(stats.total_bytes())))
+               all_ranks(peak_rss_bytes()), all_ranks(int(stats.total_bytes())), strict=True)
     log(f"[{kind}] rank  params(B)  grads(B)  optimiser(B)  peak RSS(MiB)  sent+recv/step(B)")
     for rank, (p, g, o, rss, c) in enumerate(rows):
         log(f"[{kind}] {rank:4d}  {p:9d}  {g:8d}  {o:12d}  {rss / 2**20:13.1f}  {c:17d}")

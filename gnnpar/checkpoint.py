@@ -28,10 +28,12 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 from torch import Tensor, nn
+from torch.distributed.checkpoint.filesystem import FileSystemReader
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
@@ -101,7 +103,7 @@ def save_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Mo
     state["extra"] = extra or {}
     tensors: dict[str, Tensor] = {}
     skeleton = _split(state, "state", tensors)
-    dcp.save(tensors, checkpoint_id=tmp, process_group=ctx.group)
+    dcp_save(tensors, checkpoint_id=tmp, process_group=ctx.group)
     if ctx.is_main:
         write_json(tmp / STATE_FILE, {"format": FORMAT, "format_version": FORMAT_VERSION,
                                       "world_size": ctx.world_size, "state": skeleton})
@@ -146,12 +148,12 @@ def load_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Mo
     if optimizer is not None and "optim" not in skeleton:
         raise ConfigError("the checkpoint holds no optimizer state.", path=ckpt,
                           field="optim", fix="load it without an optimizer.")
-    meta = dcp.FileSystemReader(ckpt).read_metadata().state_dict_metadata
+    meta = FileSystemReader(ckpt).read_metadata().state_dict_metadata
     tensors = {
         key: torch.empty(m.size, dtype=m.properties.dtype)
         for key, m in meta.items() if isinstance(m, TensorStorageMetadata)
     }
-    dcp.load(tensors, checkpoint_id=ckpt, process_group=ctx.group)
+    dcp_load(tensors, checkpoint_id=ckpt, process_group=ctx.group)
     state = _join(skeleton, tensors)
     try:
         if optimizer is None:

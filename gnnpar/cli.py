@@ -46,7 +46,7 @@ from gnnpar.datasets import load_dataset
 from gnnpar.distributed import init, shutdown
 from gnnpar.errors import ConfigError, DistributedError, GnnparError, PartitionError
 from gnnpar.faults import agreed
-from gnnpar.partition import PartitionMeta, partition_graph
+from gnnpar.partition import partition_graph
 from gnnpar.partition.format import META_FILE
 from gnnpar.trainer import Trainer
 
@@ -190,7 +190,7 @@ def launch(cfg: Config, nproc: int) -> dict[str, Any]:
                 message = message.get("message", message)
             lines.append(f"rank {rank} (exit code {failure.exitcode}): {message}")
         raise DistributedError("worker processes failed:\n  " + "\n  ".join(lines)) from None
-    first = results[0]
+    first: dict[str, Any] | None = results[0]
     if first is None or "error" in first:
         errors = [r["error"] for r in results.values() if r and "error" in r]
         raise DistributedError(errors[0] if errors else "rank 0 returned no run record.")

@@ -108,6 +108,9 @@ class TrainConfig:
     eval_batch_size: int = 4096
     """Seed nodes per step on each rank for the sampled validation and test accuracy."""
 
+    eval_every: int = 1
+    """Sampled validation and test accuracy every this many epochs (and after the last)."""
+
     prefetch: bool = True
     """Sample the next batch while the current one trains."""
 
@@ -169,7 +172,7 @@ class Config:
                 "layer aggregates one sampled hop.", field="train.fanouts",
                 fix=f"give one fan-out per layer (--fanouts with {m.layers} values) or "
                 f"--layers {len(t.fanouts)}.")
-        for name in ("batch_size", "epochs", "eval_batch_size"):
+        for name in ("batch_size", "epochs", "eval_batch_size", "eval_every"):
             _check_int(f"train.{name}", getattr(t, name), 1)
         _check_int("train.checkpoint_steps", t.checkpoint_steps, 0)
         if t.threads is not None:
@@ -231,7 +234,7 @@ def field_docs(cls: type) -> dict[str, str]:
         return {}
     body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
     docs: dict[str, str] = {}
-    for stmt, nxt in zip(body, body[1:]):
+    for stmt, nxt in zip(body, body[1:], strict=False):
         if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
                 and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
                 and isinstance(nxt.value.value, str)):

@@ -21,6 +21,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import HashStore
 
 from gnnpar.errors import ConfigError, DistributedError
 
@@ -97,7 +98,7 @@ def init(
             )
         elif world_size == 1:
             dist.init_process_group(
-                backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout
+                backend, store=HashStore(), rank=0, world_size=1, timeout=timeout
             )
         else:
             raise DistributedError(

@@ -14,8 +14,9 @@ peers waiting.  Two mechanisms turn that into an error on every rank:
   few keys in the launcher's key-value store (the torchrun agent's store at
   ``MASTER_ADDR:MASTER_PORT``, which outlives the workers): a failing rank posts its
   error there before it leaves, and a rank whose collective failed reads the board to
-  name the cause — the first rank that posted an error of its own, or, when none has
-  after a grace period, the ranks that never posted (killed, ``os._exit``, crashed).
+  name the cause — the first rank that posted an error of its own; else a rank of the
+  same machine whose process is gone (killed, ``os._exit``, crashed); else, after the
+  collective timeout, the ranks that never posted.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -30,6 +32,7 @@ from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
+from torch.distributed import Store, TCPStore  # type: ignore[attr-defined]
 
 from gnnpar import errors
 from gnnpar.comm import all_gather_ints
@@ -75,7 +78,7 @@ def agree(ctx: DistContext, error: BaseException | None) -> None:
         return
     width = int(lengths.max())
     mine = torch.zeros(width, dtype=torch.uint8)
-    mine[: len(report)] = torch.frombuffer(bytearray(report), dtype=torch.uint8)
+    mine[: len(report)] = torch.tensor(list(report), dtype=torch.uint8)
     rows = [mine]
     if ctx.world_size > 1:
         mine = mine.to(ctx.device)
@@ -110,34 +113,57 @@ def is_comm_error(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(p in text for p in _COMM_PATTERNS)
 
 
+def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine runs (a zombie counts as dead)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError, IndexError):
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    return True
+
+
 class FailureBoard:
     """Failure notices of one run in the launcher's key-value store.
+
+    Each rank also registers its host and process id, so that a rank whose collective
+    failed can tell, without waiting, which peers on its own machine have died.
 
     Args:
         ctx: Distributed context.
         store: The store (``None`` for a single rank, or without a launcher store:
             errors then pass through unchanged).
-        grace_s: How long a rank whose collective failed waits for the others to post.
+        grace_s: Longest wait of a rank whose collective failed for the others to post
+            (default: the collective timeout plus 5 s, by which every live rank's
+            collective has failed too).
     """
 
-    def __init__(self, ctx: DistContext, store: dist.Store | None, grace_s: float) -> None:
+    def __init__(self, ctx: DistContext, store: Store | None,
+                 grace_s: float | None = None) -> None:
         self.ctx = ctx
         self.store = store
-        self.grace_s = grace_s
+        self.grace_s = ctx.timeout.total_seconds() + 5.0 if grace_s is None else grace_s
         self.prefix = ""
+        self.host = socket.gethostname()
         if store is not None:
             # Every rank opens the same sequence of boards, so per-rank counters agree.
             run = store.add(f"gnnpar/boards/{ctx.rank}", 1)
             self.prefix = f"gnnpar/board-{run}/"
+            store.set(f"{self.prefix}process/{ctx.rank}",
+                      json.dumps({"host": self.host, "pid": os.getpid()}))
 
     @classmethod
-    def connect(cls, ctx: DistContext, grace_s: float = 10.0) -> FailureBoard:
+    def connect(cls, ctx: DistContext, grace_s: float | None = None) -> FailureBoard:
         """A board in the store at ``MASTER_ADDR:MASTER_PORT`` (none for a single rank)."""
         store = None
         if ctx.world_size > 1 and "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
-            store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+            store = TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
                                   is_master=False, timeout=timedelta(seconds=30))
-        return cls(ctx, store, min(grace_s, ctx.timeout.total_seconds()))
+        return cls(ctx, store, grace_s)
 
     def post(self, exc: BaseException) -> None:
         """Publish this rank's failure (best effort: the store may be gone too)."""
@@ -148,24 +174,33 @@ class FailureBoard:
             notice = {"seq": seq, "comm": is_comm_error(exc), "text": _describe(exc)["text"]}
             self.store.set(f"{self.prefix}failed/{self.ctx.rank}", json.dumps(notice))
 
-    def read(self) -> dict[int, dict[str, Any]]:
-        """The notices posted so far, by rank."""
+    def _read(self, kind: str) -> dict[int, dict[str, Any]]:
         out: dict[int, dict[str, Any]] = {}
         if self.store is None:
             return out
         for r in range(self.ctx.world_size):
-            key = f"{self.prefix}failed/{r}"
+            key = f"{self.prefix}{kind}/{r}"
             with contextlib.suppress(Exception):
                 if self.store.check([key]):
                     out[r] = json.loads(self.store.get(key).decode())
         return out
 
+    def read(self) -> dict[int, dict[str, Any]]:
+        """The failure notices posted so far, by rank."""
+        return self._read("failed")
+
+    def dead_here(self) -> list[int]:
+        """Ranks on this machine whose process has exited."""
+        return sorted(r for r, p in self._read("process").items()
+                      if p["host"] == self.host and not _process_alive(int(p["pid"])))
+
     def explain(self, exc: BaseException) -> BaseException:
         """Post ``exc``; return it, or for a failed collective an error naming the cause.
 
         A rank whose own code raised gets its exception back (it is the cause).  A rank
-        whose collective failed waits up to :attr:`grace_s` for a rank to post an error
-        of its own, or for every rank to post, and names what it learned.
+        whose collective failed waits until a rank has posted an error of its own, a
+        rank of this machine is seen dead, every rank has posted, or :attr:`grace_s` is
+        up, and names what it learned.
         """
         self.post(exc)
         if self.store is None or not is_comm_error(exc):
@@ -175,21 +210,27 @@ class FailureBoard:
         while True:
             notices = self.read()
             causes = sorted((n["seq"], r) for r, n in notices.items() if not n["comm"])
-            if causes or len(notices) == world or time.monotonic() >= deadline:
+            dead = [r for r in self.dead_here() if r not in notices]
+            if causes or dead or len(notices) == world or time.monotonic() >= deadline:
                 break
-            time.sleep(0.1)
+            time.sleep(0.2)
         here = f"rank {self.ctx.rank}'s collective failed: {str(exc).splitlines()[0][:300]}"
         if causes:
             r = causes[0][1]
             return DistributedError(f"rank {r} of {world} failed: {notices[r]['text']} "
                                     f"({here})")
+        fix = "look at the failed rank's own output (its last lines)."
+        if dead:
+            return DistributedError(
+                f"rank{'s' if len(dead) > 1 else ''} {', '.join(map(str, dead))} of {world} "
+                f"died without reporting an error (killed, exited or crashed) ({here})",
+                fix=fix)
         silent = [r for r in range(world) if r not in notices]
         if silent:
             return DistributedError(
                 f"rank{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))} of "
-                f"{world} stopped without reporting an error (killed, exited or crashed), "
-                f"or hung for more than {self.grace_s:.0f} s ({here})",
-                fix="look at the failed rank's own output (its last lines).")
+                f"{world} did not report within {self.grace_s:.0f} s: died (on another "
+                f"machine) or hung ({here})", fix=fix)
         return exc
 
     @contextlib.contextmanager

@@ -7,8 +7,9 @@ returns the rows of any global ids in request order: owned rows are read locally
 cached from an earlier fill are read from the cache, and the rest are fetched from their
 owners in **one** round trip — the distinct ids go out in one ``all_to_all``, the rows
 come back in a second, all requested arrays packed into one byte row so that features and
-labels share the trip.  Every rank serves its peers' requests in the same collective, so
-every gather is collective: all ranks call it equally often, with the same ``names``.
+labels share the trip (and are unpacked as views, without a copy).  Every rank serves its
+peers' requests in the same collective, so every gather is collective: all ranks call it
+equally often, with the same ``names``.
 
 The optional cache holds the rows of the halo nodes that most owned nodes point to (the
 in-edges stored in this rank's part: how often a one-hop sample can reach them), then,
@@ -28,13 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gnnpar.comm import (
-    CommStats,
-    PendingExchange,
-    all_to_all_v,
-    bucket_by_owner,
-    start_all_to_all_v,
-)
+from gnnpar.comm import CommStats, PendingExchange, all_to_all_v, start_all_to_all_v
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.graph import DistGraph
@@ -50,11 +45,26 @@ def _from_mmap(a: np.ndarray) -> Tensor:
         return torch.from_numpy(a)
 
 
-def _pack(rows: list[Tensor]) -> Tensor:
-    """Rows of several arrays as one ``uint8`` row each: ``[n, sum(row bytes)]``."""
-    flat = [r.reshape(r.shape[0], r[0].numel() if r.shape[0] else int(np.prod(r.shape[1:])))
-            .contiguous().view(torch.uint8) for r in rows]
-    return flat[0] if len(flat) == 1 else torch.cat(flat, dim=1)
+def _row_layout(arrays: dict[str, Tensor]) -> tuple[dict[str, tuple[int, int]], int]:
+    """Byte offset and width of each array in a packed row, and the row width.
+
+    Arrays go widest element first and the row is padded to a multiple of 8 bytes, so
+    every array's columns of a packed ``[n, width]`` ``uint8`` tensor can be viewed in
+    its own dtype without a copy.
+    """
+    layout, offset = {}, 0
+    for name, a in sorted(arrays.items(), key=lambda kv: -kv[1].element_size()):
+        width = a.element_size() * int(np.prod(a.shape[1:]))
+        layout[name] = (offset, width)
+        offset += width
+    return layout, -(-offset // 8) * 8
+
+
+def _unpack(packed: Tensor, layout: dict[str, tuple[int, int]],
+            protos: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Views of each array's rows inside a packed ``uint8`` tensor (no copy)."""
+    return {name: packed[:, off:off + width].view(protos[name].dtype).reshape(
+        packed.shape[0], *protos[name].shape[1:]) for name, (off, width) in layout.items()}
 
 
 class DistFeatureStore:
@@ -73,6 +83,8 @@ class DistFeatureStore:
 
     Attributes:
         placement: Where owned rows live: ``"device"``, ``"pinned"`` or ``"mmap"``.
+        row_bytes: Bytes of one node's ``x`` and ``y`` packed for the wire (padded to a
+            multiple of 8); the cache holds ``cache_bytes // row_bytes`` rows.
         cache_gids: ``[C]`` sorted global ids whose rows the cache holds.
     """
 
@@ -94,7 +106,7 @@ class DistFeatureStore:
         self.stats = stats
         arrays = {name: getattr(graph.part, src) for name, src in ARRAYS.items()}
         self.placement, self._owned = self._place(arrays, device_budget_bytes)
-        self.row_bytes = sum(a.dtype.itemsize * int(np.prod(a.shape[1:])) for a in arrays.values())
+        self.row_bytes = _row_layout(self._owned)[1]
         self.cache_gids = self._choose_cache(cache_bytes // max(self.row_bytes, 1))
         self._cache: dict[str, Tensor] | None = None
 
@@ -138,37 +150,30 @@ class DistFeatureStore:
         a = self._owned[name]
         return a.index_select(0, local.to(a.device)).to(self.device, non_blocking=True)
 
-    def _request(self, gids: Tensor, names: tuple[str, ...],
-                 kind: str) -> tuple[PendingExchange, Tensor]:
-        """Ask the owners for the rows of distinct remote ``gids``; serve the peers.
+    def _request(self, gids: Tensor, names: tuple[str, ...], kind: str) -> PendingExchange:
+        """Ask the owners for the rows of remote ``gids``; serve the peers' requests.
+
+        ``gids`` are distinct and ascending, hence already grouped by owner (parts own
+        contiguous id ranges), so the rows arrive in the order of ``gids``.
 
         Returns:
-            The exchange of rows in flight, and the order (by owner) it follows.
+            The exchange of packed rows in flight.
         """
         ctx, g = self.ctx, self.graph
-        perm, counts = bucket_by_owner(g.owner(gids), ctx.world_size)
-        req, req_counts = all_to_all_v(ctx, gids[perm].to(ctx.device), counts,
+        counts = torch.bincount(g.owner(gids), minlength=ctx.world_size)
+        req, req_counts = all_to_all_v(ctx, gids.to(ctx.device), counts,
                                        stats=self.stats, kind="feature_ids")
         local = req.cpu() - g.first_gid
-        served = _pack([self._local_rows(n, local).to(ctx.device) for n in names])
-        pending = start_all_to_all_v(ctx, served, req_counts, counts, stats=self.stats,
-                                     kind=kind)
-        return pending, perm
+        layout, width = _row_layout({n: self._owned[n] for n in names})
+        served = torch.empty((local.numel(), width), dtype=torch.uint8, device=ctx.device)
+        for n, view in _unpack(served, layout, self._owned).items():
+            view[:] = self._local_rows(n, local).to(ctx.device)
+        return start_all_to_all_v(ctx, served, req_counts, counts, stats=self.stats, kind=kind)
 
-    def _receive(self, pending: PendingExchange, perm: Tensor,
-                 names: tuple[str, ...]) -> dict[str, Tensor]:
-        """Wait for the rows of :meth:`_request`; unpack them in request order."""
-        got = pending.wait().to(self.device)
-        rows = torch.empty_like(got)
-        rows[perm.to(self.device)] = got
-        out, col = {}, 0
-        for n in names:
-            proto = self._owned[n]
-            width = proto.element_size() * int(np.prod(proto.shape[1:]))
-            out[n] = rows[:, col:col + width].contiguous().view(proto.dtype).reshape(
-                rows.shape[0], *proto.shape[1:])
-            col += width
-        return out
+    def _receive(self, pending: PendingExchange, names: tuple[str, ...]) -> dict[str, Tensor]:
+        """Wait for the rows of :meth:`_request`: a view of each array's rows."""
+        layout, _ = _row_layout({n: self._owned[n] for n in names})
+        return _unpack(pending.wait().to(self.device), layout, self._owned)
 
     def _lookup_cache(self, gids: Tensor) -> tuple[Tensor, Tensor]:
         """Whether each id's row is cached, and its cache slot (valid where cached)."""
@@ -180,8 +185,9 @@ class DistFeatureStore:
 
     def fill_cache(self) -> None:
         """Fetch the rows of :attr:`cache_gids` (collective; run by the first gather)."""
-        self._cache = self._receive(
-            *self._request(self.cache_gids, self.names, "cache_fill"), self.names)
+        rows = self._receive(self._request(self.cache_gids, self.names, "cache_fill"),
+                             self.names)
+        self._cache = {n: rows[n].contiguous() for n in self.names}
 
     def gather_many(self, gids: Tensor, names: tuple[str, ...] = ("x", "y")) -> dict[str, Tensor]:
         """Rows of ``gids`` of each array in ``names``, in request order (collective).
@@ -212,8 +218,8 @@ class DistFeatureStore:
         remote = torch.nonzero(~owned).squeeze(1)
         hit, slot = self._lookup_cache(gids[remote])
         miss = remote[~hit]
-        want, inv = torch.unique(gids[miss], return_inverse=True)
-        pending, perm = self._request(want, names, "feature")
+        want, inv = torch.unique(gids[miss], return_inverse=True)  # sorted: see _request
+        pending = self._request(want, names, "feature")
         out = {n: torch.empty((gids.numel(), *self._owned[n].shape[1:]),
                               dtype=self._owned[n].dtype, device=self.device) for n in names}
         pos = torch.nonzero(owned).squeeze(1)
@@ -221,9 +227,10 @@ class DistFeatureStore:
         for n in names:
             out[n][pos.to(self.device)] = self._local_rows(n, gids[pos] - g.first_gid)
             out[n][cached] = self._cache[n][slot]
-        rows = self._receive(pending, perm, names)
+        rows = self._receive(pending, names)
+        where = inv.to(self.device)
         for n in names:
-            out[n][miss.to(self.device)] = rows[n][inv.to(self.device)]
+            out[n][miss.to(self.device)] = rows[n][where]
         return out
 
     def gather(self, gids: Tensor) -> Tensor:

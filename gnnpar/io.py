@@ -124,10 +124,10 @@ def save_npy_blocks(
     with open(path, "wb") as f:
         f.write(header.getvalue())
         for block in blocks:
-            data = np.ascontiguousarray(block, dtype=dt).reshape(-1).view(np.uint8)
+            data = np.ascontiguousarray(block, dtype=dt).reshape(-1).view(np.uint8).data
             h.update(data)
             f.write(data)
-            written += len(data)
+            written += data.nbytes
     expected = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     if written != expected:
         raise ValueError(f"{path}: blocks hold {written} bytes, shape {shape} needs {expected}.")

@@ -16,10 +16,26 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from multiprocessing.reduction import ForkingPickler
+from torch.utils._pytree import tree_map
 
 from gnnpar.errors import DistributedError
+
+
+class _ByValue:
+    """A tensor sent to the parent as a numpy copy: shared-memory tensors from a child
+    become unreadable once the child exits."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+
+def _tensors_to(tree: Any, kind: type, convert: Callable[[Any], Any]) -> Any:
+    return tree_map(lambda v: convert(v) if isinstance(v, kind) else v, tree)
 
 
 def _child(
@@ -43,11 +59,13 @@ def _child(
         TORCHELASTIC_RESTART_COUNT="0",
         OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
     )
-    import torch
-
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     try:
-        out = fn(*args)
+        out = _tensors_to(fn(*args), torch.Tensor, lambda t: _ByValue(t.detach().cpu().numpy()))
+        try:
+            ForkingPickler.dumps(out)
+        except Exception as exc:  # noqa: BLE001 - reported instead of a silent hang
+            raise TypeError(f"the worker's return value cannot be sent to the parent: {exc}")
         results.put((rank, True, out))
     except BaseException as exc:  # noqa: BLE001 - forwarded to the parent verbatim
         results.put((rank, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
@@ -131,6 +149,10 @@ def run_multiproc(
             p.kill()
             p.join()
     del store
+    outcomes = {
+        r: (ok, _tensors_to(v, _ByValue, lambda b: torch.from_numpy(b.array)))
+        for r, (ok, v) in outcomes.items()
+    }
     if expect_failure:
         return [outcomes.get(r) for r in range(world_size)]
     # dicts keep arrival order: the first rank to fail is usually the root cause, and

@@ -41,7 +41,7 @@ class InEdges:
 
     def in_degree(self) -> np.ndarray:
         """int64 ``[N]`` number of in-edges of each node."""
-        return np.diff(self.matrix.indptr).astype(np.int64, copy=False)
+        return np.asarray(np.diff(self.matrix.indptr), dtype=np.int64)
 
     def rows(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The in-edges of ``nodes``, as a CSC over their positions in ``nodes``.

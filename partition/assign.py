@@ -21,6 +21,7 @@ quantities actually balanced.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 import numpy as np
@@ -107,7 +108,7 @@ def metis_assignment(in_edges: InEdges, num_parts: int, vweights: np.ndarray | N
     result = pymetis.part_graph(num_parts, pymetis.CSRAdjacency(xadj, adjncy),
                                 vweights=vweights, options=pymetis.Options(seed=int(seed)))
     del xadj, adjncy
-    part = np.frombuffer(result.vertex_part, dtype=np.int64).copy()
+    part = np.array(result.vertex_part, dtype=np.int64)
     return _fill_empty_parts(part, num_parts)
 
 
@@ -117,12 +118,18 @@ def _fill_empty_parts(part: np.ndarray, num_parts: int) -> np.ndarray:
     METIS may leave parts empty when ``K`` is close to ``N``.
     """
     sizes = np.bincount(part, minlength=num_parts)
-    for k in np.flatnonzero(sizes == 0):
-        donor = int(np.argmax(sizes))
-        node = int(np.flatnonzero(part == donor)[-1])
-        part[node] = k
+    empty = np.flatnonzero(sizes == 0)
+    if not len(empty):
+        return part
+    members = np.argsort(part, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    largest = [(-int(size), k) for k, size in enumerate(sizes)]
+    heapq.heapify(largest)
+    for k in empty.tolist():
+        neg_size, donor = heapq.heappop(largest)
         sizes[donor] -= 1
-        sizes[k] += 1
+        part[members[starts[donor] + sizes[donor]]] = k
+        heapq.heappush(largest, (neg_size + 1, donor))
     return part
 
 

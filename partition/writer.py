@@ -167,12 +167,12 @@ def _write_part(tmp: Path, k: int, dataset: GraphDataset, in_edges: InEdges,
         save("label", np.full(len(owned), -1, dtype=np.int64))
     else:
         save("label", np.asarray(dataset.y[owned], dtype=np.int64))
+    owned_in_split: dict[str, int] = {}
     for split, gids in splits.items():
         a, b = np.searchsorted(gids, [lo, hi])
         save(split, gids[a:b] - lo)
-    train = splits["train_idx"]
-    stats = PartStats(owned=len(owned), train=int(np.searchsorted(train, hi)
-                                                  - np.searchsorted(train, lo)),
+        owned_in_split[split] = int(b - a)
+    stats = PartStats(owned=len(owned), train=owned_in_split["train_idx"],
                       edges=local.owned_edges, halo=len(local.halo_gids), cut=local.cut_edges)
     return stats, {"num_owned": len(owned), "num_halo": len(local.halo_gids),
                    "num_edges": len(local.indices)}

@@ -6,15 +6,18 @@ output at a node depends only on the node's own row and its in-edges (``SAGEConv
 rows (:class:`~gnnpar.nn.halo.HaloExchange`), runs the layer on the local graph (the
 in-edges of the owned nodes, whose sources are owned or halo nodes) and keeps the owned
 rows of the output.  Every owned node has all its in-edges locally, so the result equals
-the layer on the whole graph.
+the layer on the whole graph.  Layers that accept ``(x_src, x_dst)`` (``SAGEConv``,
+``GraphConv``, ``GINConv``) are called bipartitely, so their destination-side transforms
+run on owned rows only.
 
-``GCNConv`` also weights each edge by the degrees of its *source*: a halo node's degree is
-not visible locally, so :meth:`HaloGraph.gcn_norm` computes the owned nodes' degrees with
-PyG's own self-loop rule, fetches the halo nodes' degrees from their owners once, and the
-layer runs with these global weights and ``normalize`` switched off.  (The partition's
-``in_degree`` alone is not enough: whether a halo node has a self-loop, which
-``add_self_loops`` replaces, is only known to its owner.)  Layers that propagate several
-hops or read source degrees in other ways are refused.
+``GCNConv`` weights each edge by the degrees of its *source* as well: a halo node's degree
+is not visible locally, so :meth:`HaloGraph.gcn_norm` computes the owned nodes' degrees
+with PyG's own self-loop rule and fetches the halo nodes' degrees from their owners once.
+(The partition's ``in_degree`` alone is not enough: whether a halo node has a self-loop,
+which ``add_self_loops`` replaces, is only known to its owner.)  Its linear map commutes
+with the aggregation, so the halo rows are exchanged *after* it (``F_out`` numbers per
+row).  Layers that propagate several hops or read source degrees in other ways are
+refused.
 
 Usage (the model's own ``forward`` is unchanged)::
 
@@ -25,13 +28,11 @@ Usage (the model's own ``forward`` is unchanged)::
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch_geometric.nn import GCNConv, MessagePassing
+from torch_geometric.nn import GCNConv, GINConv, GraphConv, MessagePassing, SAGEConv
 from torch_geometric.utils import add_remaining_self_loops, scatter
 
 from gnnpar.comm import CommStats
@@ -40,6 +41,9 @@ from gnnpar.errors import ConfigError
 from gnnpar.graph import DistGraph
 from gnnpar.nn.halo import HaloExchange, HaloPlan, PipelineState
 
+# Layers taking (x_src, x_dst) and size=: their destination-side transforms (root
+# weights, the linear map after aggregation) then run on owned rows only.
+_BIPARTITE = (SAGEConv, GraphConv, GINConv)
 # Layers that read more than one hop, or source-node degrees computed from edge_index.
 _INEXACT = ("ChebConv", "SGConv", "SSGConv", "APPNP", "TAGConv", "ARMAConv", "LGConv",
             "GCN2Conv", "FAConv", "MixHopConv")
@@ -135,15 +139,6 @@ class HaloGraph:
         return self._gcn[key]
 
 
-@contextlib.contextmanager
-def _normalize_off(conv: GCNConv) -> Iterator[None]:
-    conv.normalize = False
-    try:
-        yield
-    finally:
-        conv.normalize = True
-
-
 class DistConv(nn.Module):
     """A PyG ``MessagePassing`` layer run on owned + halo rows of a partitioned graph.
 
@@ -186,24 +181,38 @@ class DistConv(nn.Module):
             *args: Further arguments of the wrapped layer.
             **kwargs: Further keyword arguments of the wrapped layer.
         """
-        x_all = self.graph.exchange(x, training=self.training, state=self.pipeline)
         conv = self.conv
-        if isinstance(conv, GCNConv) and conv.normalize:
-            if (edge_index is not self.graph.edge_index or args
-                    or kwargs.get("edge_weight") is not None):
+        if isinstance(conv, GCNConv):
+            return self._gcn(conv, x, edge_index, *args, **kwargs)
+        n = self.graph.num_owned
+        x_all = self.graph.exchange(x, training=self.training, state=self.pipeline)
+        if isinstance(conv, _BIPARTITE):  # destination-side work on owned rows only
+            return conv((x_all, x), edge_index, *args, size=(x_all.size(0), n), **kwargs)
+        out = conv(x_all, edge_index, *args, **kwargs)
+        if isinstance(out, tuple):
+            return (out[0][:n], *out[1:])
+        return out[:n]
+
+    def _gcn(self, conv: GCNConv, x: Tensor, edge_index: Tensor,
+             edge_weight: Tensor | None = None) -> Tensor:
+        """``GCNConv.forward`` with global degrees, exchanging ``lin(x)``, not ``x``.
+
+        The linear map commutes with the aggregation, so the halo rows are exchanged
+        after it: ``F_out`` numbers per row instead of ``F_in``, and no rank transforms
+        another rank's rows.
+        """
+        if conv.normalize:
+            if edge_index is not self.graph.edge_index or edge_weight is not None:
                 raise ConfigError("a normalising GCNConv needs graph.edge_index and no edge "
                                   "weights: its global normalisation is computed for them.",
                                   field="edge_index",
                                   fix="call the model with graph.edge_index.")
-            edges, weight = self.graph.gcn_norm(conv.add_self_loops, conv.improved, x.dtype)
-            with _normalize_off(conv):
-                out = conv(x_all, edges, weight)
-        else:
-            out = conv(x_all, edge_index, *args, **kwargs)
-        n = self.graph.num_owned
-        if isinstance(out, tuple):
-            return (out[0][:n], *out[1:])
-        return out[:n]
+            edge_index, edge_weight = self.graph.gcn_norm(conv.add_self_loops, conv.improved,
+                                                          x.dtype)
+        h = self.graph.exchange(conv.lin(x), training=self.training, state=self.pipeline)
+        out: Tensor = conv.propagate(edge_index, x=h, edge_weight=edge_weight,
+                                     size=(h.size(0), self.graph.num_owned))
+        return out + conv.bias if conv.bias is not None else out
 
     def __repr__(self) -> str:
         return f"DistConv({self.conv})"

@@ -60,7 +60,8 @@ def shard_columns(ctx: DistContext, x_owned: Tensor, stats: CommStats | None = N
     counts = torch.tensor([x_owned.size(0) * (b - a) for a, b in blocks], dtype=torch.int64)
     recv, recv_counts = all_to_all_v(ctx, send, counts, stats=stats, kind="fp_shard")
     a, b = blocks[ctx.rank]
-    return torch.cat([part.view(-1, b - a) for part in recv.split(recv_counts.tolist())])
+    parts = recv.split_with_sizes(recv_counts.tolist())
+    return torch.cat([part.view(-1, b - a) for part in parts])
 
 
 class _SumToOwners(torch.autograd.Function):
@@ -76,7 +77,7 @@ class _SumToOwners(torch.autograd.Function):
         return recv.view(ctx.world_size, num_rows, recv.size(1)).sum(0)
 
     @staticmethod
-    def backward(fctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
+    def backward(fctx: torch.autograd.function.FunctionCtx,
                  grad: Tensor) -> tuple[Tensor | None, ...]:
         ctx: DistContext = fctx.ctx  # type: ignore[attr-defined]
         n: int = fctx.num_rows  # type: ignore[attr-defined]
@@ -159,9 +160,11 @@ class FeatureParallelLinear(nn.Module):
             torch.full((world,), m, dtype=torch.int64), stats=self.stats, kind="fp_ids")
         rows = x_cols[all_ids.to(x_cols.device)].to(self.weight.device, self.weight.dtype)
         partial = rows @ self.weight[:, a:b].t()
-        out = _SumToOwners.apply(partial, counts, m, self.ctx, self.stats)
+        out: Tensor = _SumToOwners.apply(  # type: ignore[no-untyped-call]
+            partial, counts, m, self.ctx, self.stats)
         return out + self.bias if self.bias is not None else out
 
     def extra_repr(self) -> str:
+        """Widths, this rank's columns and the bias switch, for ``repr``."""
         return (f"{self.in_channels}, {self.out_channels}, columns={self.cols[0]}..{self.cols[1]}"
                 f", bias={self.bias is not None}")

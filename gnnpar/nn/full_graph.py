@@ -99,7 +99,7 @@ def train_epoch(model: nn.Module, graph: HaloGraph, data: NodeData,
     out = model(data.x, graph.edge_index)
     idx = data.splits["train"]
     loss = F.cross_entropy(out[idx], data.y[idx], reduction="sum") / data.num_global["train"]
-    loss.backward()
+    loss.backward()  # type: ignore[no-untyped-call]
     all_reduce_gradients(model, ctx, stats=stats)
     optimizer.step()
     return float(all_reduce_sum(ctx, loss.detach().to(torch.float64).reshape(1)))

@@ -32,15 +32,35 @@ Evaluation (``training=False``) is always exact.  Byte counters go to
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from gnnpar.comm import CommStats, PendingExchange, all_to_all_v, start_all_to_all_v
+from gnnpar.comm import (
+    CommStats,
+    PendingExchange,
+    all_reduce_sum,
+    all_to_all_v,
+    start_all_to_all_v,
+)
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.graph import DistGraph
+
+
+def _raise_together(ctx: DistContext, bad: bool, message: str, fix: str) -> None:
+    """Raise the same :class:`PartitionError` on every rank when any rank found ``bad``.
+
+    Collective, so that no rank is left waiting in the next exchange for one that raised.
+    """
+    flags = torch.zeros(ctx.world_size, dtype=torch.int64)
+    flags[ctx.rank] = int(bad)
+    parts = torch.nonzero(all_reduce_sum(ctx, flags)).flatten().tolist()
+    if parts:
+        raise PartitionError(f"{message} (parts {parts})", path=f"part-{parts[0]}",
+                             field="halo_gids", fix=fix)
 
 
 @dataclass(frozen=True)
@@ -75,25 +95,20 @@ class HaloPlan:
             The plan of this rank.
         """
         halo = graph.halo_gids
-        where = f"part-{graph.rank}/halo_gids.npy"
-        if halo.numel() > 1 and bool((halo[1:] <= halo[:-1]).any()):
-            raise PartitionError("halo ids are not sorted and unique.", path=where,
-                                 field="halo_gids",
-                                 fix="re-create the partition with gnnpar-partition.")
         owner = graph.owner(halo)
-        if bool(((owner < 0) | (owner >= ctx.world_size) | (owner == graph.rank)).any()):
-            raise PartitionError("a halo id is owned by this part or outside the graph.",
-                                 path=where, field="halo_gids",
-                                 fix="re-create the partition with gnnpar-partition.")
+        bad = bool(halo.numel() > 1 and (halo[1:] <= halo[:-1]).any()) or bool(
+            ((owner < 0) | (owner >= ctx.world_size) | (owner == graph.rank)).any())
+        _raise_together(ctx, bad, "halo ids are not sorted and unique, or name nodes the "
+                        "part owns itself or nodes outside the graph.",
+                        "re-create the partition with gnnpar-partition.")
         recv_counts = torch.bincount(owner, minlength=ctx.world_size)
         requested, send_counts = all_to_all_v(ctx, halo, recv_counts, stats=stats,
                                               kind="halo_setup")
         send_idx = requested - graph.first_gid
-        if bool(((send_idx < 0) | (send_idx >= graph.num_owned)).any()):
-            raise PartitionError("a peer lists as halo a node this part does not own: the "
-                                 "parts come from different partitions.", path=where,
-                                 field="halo_gids",
-                                 fix="load every part from the same partition directory.")
+        bad = bool(((send_idx < 0) | (send_idx >= graph.num_owned)).any())
+        _raise_together(ctx, bad, "a peer lists as halo a node this part does not own: the "
+                        "parts come from different partitions.",
+                        "load every part from the same partition directory.")
         return cls(graph.num_owned, graph.num_halo, send_idx, send_counts, recv_counts)
 
     def gather_halo(self, ctx: DistContext, values: Tensor,
@@ -193,6 +208,12 @@ def _start_grad_return(ctx: DistContext, grad: Tensor, route: _Route,
                               route.send_counts, stats=stats, kind="halo_grad")
 
 
+def _apply(fn: type[torch.autograd.Function], *args: Any) -> Tensor:
+    """``fn.apply(*args)``, typed (``Function.apply`` is untyped in torch's stubs)."""
+    out: Tensor = fn.apply(*args)  # type: ignore[no-untyped-call]
+    return out
+
+
 class _ExchangeFn(torch.autograd.Function):
     """Owned rows -> owned + halo rows; backward returns halo gradients to their owners."""
 
@@ -207,7 +228,7 @@ class _ExchangeFn(torch.autograd.Function):
         return _fill_halo(out, pending.wait(), route)
 
     @staticmethod
-    def backward(fctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
+    def backward(fctx: torch.autograd.function.FunctionCtx,
                  grad: Tensor) -> tuple[Tensor | None, ...]:
         route: _Route = fctx.route  # type: ignore[attr-defined]
         back = _start_grad_return(fctx.ctx, grad, route, fctx.stats)  # type: ignore[attr-defined]
@@ -249,7 +270,7 @@ class _StaleFn(torch.autograd.Function):
         return _fill_halo(_owned_part(x, route), halo, route)
 
     @staticmethod
-    def backward(fctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
+    def backward(fctx: torch.autograd.function.FunctionCtx,
                  grad: Tensor) -> tuple[Tensor | None, ...]:
         route: _Route = fctx.route  # type: ignore[attr-defined]
         state: PipelineState = fctx.state  # type: ignore[attr-defined]
@@ -317,12 +338,12 @@ class HaloExchange:
             return x
         if not (training and self.stale):
             route = self._train if training else self._exact
-            return _ExchangeFn.apply(x, route, self.ctx, self.stats)
+            return _apply(_ExchangeFn, x, route, self.ctx, self.stats)
         if state is None:
             raise ConfigError("stale halos need the layer's PipelineState.", field="state",
                               fix="pass the calling layer's PipelineState.")
         if state.halo is None:  # first iteration: exact, and its halo serves the next one
-            out = _ExchangeFn.apply(x, self._exact, self.ctx, self.stats)
+            out = _apply(_ExchangeFn, x, self._exact, self.ctx, self.stats)
             halo = out[self.plan.num_owned:].detach().clone()
             state.halo = PendingExchange(halo, self.plan.recv_counts)
             return out
@@ -330,4 +351,4 @@ class HaloExchange:
         state.halo = start_all_to_all_v(
             self.ctx, x.detach().index_select(0, self.plan.send_idx.to(x.device)),
             self.plan.send_counts, self.plan.recv_counts, stats=self.stats, kind="halo")
-        return _StaleFn.apply(x, halo, self._exact, self.ctx, self.stats, state)
+        return _apply(_StaleFn, x, halo, self._exact, self.ctx, self.stats, state)

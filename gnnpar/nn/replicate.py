@@ -40,7 +40,8 @@ def broadcast_parameters(module: nn.Module, ctx: DistContext, src: int = 0) -> N
     for group in _by_dtype(tensors).values():
         flat = torch.cat([t.reshape(-1) for t in group])
         dist.broadcast(flat, src=src, group=ctx.group)
-        for t, part in zip(group, flat.split([t.numel() for t in group]), strict=True):
+        for t, part in zip(group, flat.split_with_sizes([t.numel() for t in group]),
+                           strict=True):
             t.copy_(part.view_as(t))
 
 
@@ -69,7 +70,8 @@ def all_reduce_gradients(module: nn.Module, ctx: DistContext, *,
         dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=ctx.group)
         if average:
             flat /= ctx.world_size
-        for g, part in zip(group, flat.split([g.numel() for g in group]), strict=True):
+        for g, part in zip(group, flat.split_with_sizes([g.numel() for g in group]),
+                           strict=True):
             g.copy_(part.view_as(g))
         if stats is not None:
             w = ctx.world_size

@@ -38,7 +38,6 @@ from gnnpar.parallel.tensor_parallel import (
 )
 
 
-
 def __getattr__(name: str) -> object:
     # The GNN helpers import torch_geometric (a second of start-up per process): only
     # when asked for.

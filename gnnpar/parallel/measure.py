@@ -32,7 +32,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.distributed_c10d import _resolve_process_group
+from torch.distributed.distributed_c10d import (  # type: ignore[attr-defined]
+    _resolve_process_group,  # functional collectives name their group; torch has no public map
+)
 from torch.distributed.tensor import DTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -61,7 +63,6 @@ _KINDS = {
     "recv_": "recv",
     "recv_any_source_": "recv",
 }
-_GATHER_LIKE = ("all_gather",)  # S is the output, the largest tensor argument
 
 
 def _tensors(obj: Any) -> list[torch.Tensor]:
@@ -78,11 +79,11 @@ def _group_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
             return dist.ProcessGroup.unbox(a).size()
     names = [a for a in (*args, *kwargs.values()) if isinstance(a, str)]
     if names:  # functional collectives name their group last
-        return _resolve_process_group(names[-1]).size()
+        return int(_resolve_process_group(names[-1]).size())  # type: ignore[arg-type]
     return None
 
 
-class CollectiveCounter(TorchDispatchMode):
+class CollectiveCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Count the wire bytes of every collective run inside ``with CollectiveCounter(...)``.
 
     Args:
@@ -96,7 +97,7 @@ class CollectiveCounter(TorchDispatchMode):
     """
 
     def __init__(self, stats: CommStats) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.stats = stats
 
     def __torch_dispatch__(  # noqa: D105
@@ -118,8 +119,13 @@ class CollectiveCounter(TorchDispatchMode):
         if kind == "recv":
             self.stats.record(kind, 0, 0, 0, sum(nbytes))
             return
-        size = max(nbytes) if kind in _GATHER_LIKE or kind == "reduce_scatter" else nbytes[0]
         g = _group_size(args, kwargs) or 1
+        if kind == "all_gather" and len(tensors) == 1:  # functional form: input only
+            size = nbytes[0] * g
+        elif kind in ("all_gather", "reduce_scatter"):  # the larger of input and output
+            size = max(nbytes)
+        else:
+            size = nbytes[0]
         factor = 2 * (g - 1) / g if kind == "all_reduce" else (g - 1) / g
         wire = round(factor * size)
         self.stats.record(kind, 0, 0, wire, wire)
@@ -166,7 +172,10 @@ class _Held:
     def __init__(self, meter: SavedActivationMeter, t: torch.Tensor) -> None:
         self.meter, self.tensor = meter, t
         local = t.to_local() if isinstance(t, DTensor) else t
-        self.key = local.untyped_storage().data_ptr() if local.numel() else id(local)
+        try:
+            self.key = local.untyped_storage().data_ptr() if local.numel() else id(local)
+        except RuntimeError:  # a wrapper subclass (an async collective's result): no storage
+            self.key = id(local)
         self.nbytes = tensor_bytes(t)
         meter._acquire(self.key, self.nbytes)
 
@@ -191,7 +200,7 @@ class SavedActivationMeter(torch.autograd.graph.saved_tensors_hooks):
         self._refs: dict[int, list[int]] = {}
         super().__init__(self._pack, self._unpack)
 
-    def __enter__(self) -> SavedActivationMeter:  # noqa: D105
+    def __enter__(self) -> SavedActivationMeter:  # type: ignore[override]  # noqa: D105
         super().__enter__()
         return self
 

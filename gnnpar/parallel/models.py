@@ -97,7 +97,8 @@ class Embeddings(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # noqa: D102
         positions = torch.arange(tokens.shape[1], device=tokens.device)
-        return self.tok(tokens) + self.pos(positions)
+        out: torch.Tensor = self.tok(tokens) + self.pos(positions)
+        return out
 
 
 class Attention(nn.Module):
@@ -121,7 +122,8 @@ class Attention(nn.Module):
         q, k, v = (w(x).view(b, t, -1, self.head_dim).transpose(1, 2)
                    for w in (self.wq, self.wk, self.wv))
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.wo(out.transpose(1, 2).reshape(b, t, -1))
+        y: torch.Tensor = self.wo(out.transpose(1, 2).reshape(b, t, -1))
+        return y
 
 
 class FeedForward(nn.Module):
@@ -137,7 +139,8 @@ class FeedForward(nn.Module):
         self.w2 = nn.Linear(cfg.ffn_dim, cfg.dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        return self.w2(F.gelu(self.w1(x)))
+        y: torch.Tensor = self.w2(F.gelu(self.w1(x)))
+        return y
 
 
 class TransformerBlock(nn.Module):
@@ -155,8 +158,9 @@ class TransformerBlock(nn.Module):
         self.feed_forward = FeedForward(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        h = x + self.attention(self.attention_norm(x))
-        return h + self.feed_forward(self.ffn_norm(h))
+        h: torch.Tensor = x + self.attention(self.attention_norm(x))
+        out: torch.Tensor = h + self.feed_forward(self.ffn_norm(h))
+        return out
 
 
 class TransformerLM(nn.Module):

@@ -36,6 +36,7 @@ from gnnpar.parallel.pipeline_parallel import (
     stage_units_of,
     units_or_empty,
 )
+from gnnpar.parallel.profile import profile_model
 from gnnpar.parallel.tensor_parallel import (
     TensorParallelPlan,
     apply_tensor_parallel,
@@ -98,7 +99,8 @@ class ParallelModel:
                 field="pp",
                 fix="train with .step(inputs, targets), or use pp=1.",
             )
-        return self.runner(inputs)
+        out: torch.Tensor = self.runner(inputs)
+        return out
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Forward and backward of one batch; gradients end up in the parameters.
@@ -123,7 +125,7 @@ class ParallelModel:
             )
         if self.schedule is None:
             loss = self.loss_fn(self.runner(inputs), targets)
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             local = loss.detach()
         else:
             micro = self.config.microbatches
@@ -180,6 +182,40 @@ def _check_mesh(config: ParallelConfig, mesh: DeviceMesh) -> None:
         )
 
 
+def _check_stage_units(stages: list[list[str]], units: list[str], pp: int) -> None:
+    if len(stages) != pp or [u for s in stages for u in s] != units or not all(stages):
+        raise ConfigError(
+            f"stage_units={stages} is not {pp} non-empty runs of the units {units}, in order.",
+            field="stage_units",
+            fix="give one list of consecutive unit names per stage, covering every unit once.",
+        )
+
+
+def _cut_to_stage(
+    model: nn.Module,
+    config: ParallelConfig,
+    mesh: DeviceMesh,
+    units: list[str],
+    plan: TensorParallelPlan | None,
+    stage_units: Sequence[Sequence[str]] | None,
+    example_input: torch.Tensor | None,
+) -> tuple[torch.Tensor, list[torch.Tensor]] | None:
+    """Prune ``model`` to this rank's stage; return the stage shapes if they can be known."""
+    if stage_units is None:
+        stages = stage_units_of(model, config.pp)
+    else:
+        stages = [list(s) for s in stage_units]
+        _check_stage_units(stages, units, config.pp)
+    boundaries = None
+    if example_input is not None:
+        micro = example_input[: max(1, example_input.shape[0] // config.microbatches)]
+        profile = profile_model(model, micro, units, plan if config.tp > 1 else None)
+        outputs = stage_boundaries(profile, stages, config.tp, mesh["tp"].get_local_rank())
+        boundaries = (micro, outputs)
+    prune_to_stage(model, stages[mesh["pp"].get_local_rank()], units)
+    return boundaries
+
+
 def parallelize(
     model: nn.Module,
     config: ParallelConfig,
@@ -225,21 +261,11 @@ def parallelize(
         plan = plan if plan is not None else default_plan(model, config.tp)
         check_plan(model, plan)
     units = units_or_empty(model)
-    boundaries = None
     device = next(model.parameters()).device
     stage_index = mesh["pp"].get_local_rank()
+    boundaries = None
     if config.pp > 1:
-        stages = [list(s) for s in stage_units] if stage_units else stage_units_of(model, config.pp)
-        if len(stages) != config.pp:
-            raise ConfigError(
-                f"stage_units lists {len(stages)} stages but pp={config.pp}.",
-                field="stage_units",
-                fix="give one list of unit names per pipeline stage.",
-            )
-        if example_input is not None:
-            micro = example_input[: max(1, example_input.shape[0] // config.microbatches)]
-            boundaries = stage_boundaries(model, stages, micro)
-        prune_to_stage(model, stages[stage_index], units)
+        boundaries = _cut_to_stage(model, config, mesh, units, plan, stage_units, example_input)
     if config.tp > 1 and plan:
         apply_tensor_parallel(model, mesh["tp"], plan)
     runner: nn.Module = model

@@ -15,17 +15,17 @@ micro-batches, so a step's gradients equal those of one pass over the whole batc
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 from torch import nn
-from torch.func import functional_call
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 from torch.distributed.pipelining.schedules import PipelineScheduleSingle
 
 from gnnpar.errors import ConfigError
 from gnnpar.parallel.config import ParallelConfig
+from gnnpar.parallel.profile import ModelProfile
+from gnnpar.parallel.tensor_parallel import shard_size
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -152,38 +152,32 @@ def prune_to_stage(model: nn.Module, keep: Sequence[str], units: Sequence[str]) 
 
 
 def stage_boundaries(
-    model: nn.Module, stages: Sequence[Sequence[str]], microbatch: torch.Tensor
+    profile: ModelProfile, stages: Sequence[Sequence[str]], tp: int, tp_rank: int
 ) -> list[torch.Tensor]:
-    """Meta tensors flowing between stages for one micro-batch (a meta-device forward).
+    """Meta tensors this rank's pipeline passes between stages, for one micro-batch.
 
     Args:
-        model: The whole model (not modified; run with meta copies of its parameters).
+        profile: :func:`~gnnpar.parallel.profile.profile_model` of the whole model at
+            one micro-batch, with the tensor-parallel plan in use.
         stages: Units of each stage.
-        microbatch: One micro-batch of model input (any device; only shape and dtype
-            are used).
+        tp: Tensor-parallel degree.
+        tp_rank: This rank's position in its tensor-parallel group: a stage output that
+            tensor parallelism splits is sent as this rank's slice of its last dimension.
 
     Returns:
-        ``pp + 1`` meta tensors: the model input, then each stage's output.
+        ``pp`` meta tensors: each stage's output, as this rank sends it.
     """
-    modules = dict(model.named_modules())
-    outputs: dict[str, torch.Tensor] = {}
-
-    def keep(name: str) -> Callable[..., None]:
-        def hook(mod: nn.Module, args: Any, out: torch.Tensor) -> None:
-            outputs[name] = out
-
-        return hook
-
-    handles = [modules[s[-1]].register_forward_hook(keep(s[-1])) for s in stages]
-    params = {n: torch.empty_like(p, device="meta").requires_grad_(p.requires_grad)
-              for n, p in model.named_parameters()}
-    x = torch.empty_like(microbatch, device="meta")
-    try:
-        functional_call(model, params, (x,))
-    finally:
-        for h in handles:
-            h.remove()
-    return [x, *(outputs[s[-1]].detach() for s in stages)]
+    units = {u.name: u for u in profile.units}
+    out = []
+    for stage in stages:
+        last = units[stage[-1]]
+        assert last.output is not None, "profile the model before asking for its boundaries"
+        shape = list(last.output.shape)
+        if last.output_split and tp > 1:
+            shape[-1] = shard_size(shape[-1], tp, tp_rank)
+        out.append(torch.empty(shape, dtype=last.output.dtype, device="meta",
+                               requires_grad=True))
+    return out
 
 
 def build_schedule(
@@ -193,7 +187,7 @@ def build_schedule(
     config: ParallelConfig,
     loss_fn: LossFn,
     device: torch.device,
-    boundaries: Sequence[torch.Tensor] | None = None,
+    boundaries: tuple[torch.Tensor, Sequence[torch.Tensor]] | None = None,
 ) -> PipelineScheduleSingle:
     """Wrap a stage in a ``PipelineStage`` and the configured schedule.
 
@@ -204,20 +198,22 @@ def build_schedule(
         config: Degrees, schedule and micro-batch count.
         loss_fn: ``loss_fn(output, target)`` of one micro-batch, a mean over it.
         device: Device of the stage.
-        boundaries: :func:`stage_boundaries` of the model; given, the stage knows its
-            input and output shapes up front, otherwise torch infers them with an extra
-            forward on the first step and exchanges them between ranks.
+        boundaries: ``(micro_batch, stage_outputs)``: one micro-batch of model input and
+            :func:`stage_boundaries`.  Given, the stage knows its input and output shapes
+            up front; otherwise torch infers them with an extra forward on the first step
+            and exchanges them between ranks.
 
     Returns:
         The schedule; call ``step(inputs)`` on the first stage, ``step(target=...,
         losses=[])`` on the last, ``step()`` on the others.
     """
-    static: dict[str, torch.Tensor] = {}
+    inputs = outputs = None
     if boundaries is not None:
-        static["input_args"] = boundaries[stage_index].requires_grad_(stage_index > 0)
-        static["output_args"] = boundaries[stage_index + 1]
-    stage = PipelineStage(
-        stage_module, stage_index, config.pp, device, group=pp_mesh.get_group(), **static
-    )
+        micro, stage_outputs = boundaries
+        first = torch.empty_like(micro, device="meta")
+        inputs = stage_outputs[stage_index - 1] if stage_index > 0 else first
+        outputs = stage_outputs[stage_index]
+    stage = PipelineStage(stage_module, stage_index, config.pp, device, input_args=inputs,
+                          output_args=outputs, group=pp_mesh.get_group())
     cls = ScheduleGPipe if config.schedule == "gpipe" else Schedule1F1B
     return cls(stage, n_microbatches=config.microbatches, loss_fn=loss_fn)

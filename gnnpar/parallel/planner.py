@@ -27,7 +27,7 @@ stages than units, a batch that does not split), and proposes the fastest of the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -35,8 +35,8 @@ from torch import nn
 from gnnpar.errors import ConfigError
 from gnnpar.parallel.config import ParallelConfig
 from gnnpar.parallel.pipeline_parallel import stage_units_of, units_or_empty
-from gnnpar.parallel.profile import ModelProfile, ParamInfo, profile_model
-from gnnpar.parallel.tensor_parallel import TensorParallelPlan, default_plan
+from gnnpar.parallel.profile import ModelProfile, ParamInfo, UnitProfile, profile_model
+from gnnpar.parallel.tensor_parallel import TensorParallelPlan, default_plan, shard_size
 
 
 @dataclass(frozen=True)
@@ -111,17 +111,11 @@ class Plan:
     rejected: list[Rejection] = field(default_factory=list)
 
 
-def _chunk(n: int, parts: int, index: int) -> int:
-    """Size of chunk ``index`` of ``torch.chunk`` over ``n`` elements in ``parts``."""
-    size = -(-n // parts)
-    return max(0, min(size, n - index * size))
-
-
 def _tp_shape(p: ParamInfo, tp: int, t: int) -> list[int]:
     """Shape of tensor-parallel rank ``t``'s slice of ``p``."""
     shape = list(p.shape)
     if tp > 1 and p.tp_dim is not None:
-        shape[p.tp_dim] = _chunk(shape[p.tp_dim], tp, t)
+        shape[p.tp_dim] = shard_size(shape[p.tp_dim], tp, t)
     return shape
 
 
@@ -138,7 +132,7 @@ def _rank_bytes(params: Sequence[ParamInfo], config: ParallelConfig, t: int, d: 
     for p in params:
         shape = _tp_shape(p, config.tp, t)
         if config.dp > 1 and config.dp_mode == "fsdp" and shape:
-            shape[0] = _chunk(shape[0], config.dp, d)
+            shape[0] = shard_size(shape[0], config.dp, d)
         total += _numel(shape) * p.element_size
     return total
 
@@ -147,6 +141,11 @@ def _ring(kind: str, nbytes: float, g: int) -> float:
     if g <= 1:
         return 0.0
     return nbytes * (2 * (g - 1) / g if kind == "all_reduce" else (g - 1) / g)
+
+
+def _boundary_bytes(unit: UnitProfile, tp: int) -> float:
+    """Bytes a stage ending with ``unit`` sends per step share: its output, or a slice."""
+    return unit.output_bytes / tp if unit.output_split else unit.output_bytes
 
 
 def _data_parallel_traffic(
@@ -211,8 +210,8 @@ def estimate(
         for u in stage:
             for kind, nbytes in units[u].tp_collectives:
                 shared[kind] = shared.get(kind, 0.0) + _ring(kind, nbytes * scale, tp)
-        sends = (units[stage[-1]].output_bytes if s < pp - 1 else 0) + (
-            units[stages[s - 1][-1]].output_bytes if s > 0 else 0)
+        sends = (_boundary_bytes(units[stage[-1]], tp) if s < pp - 1 else 0) + (
+            _boundary_bytes(units[stages[s - 1][-1]], tp) if s > 0 else 0)
         if sends:
             shared["send"] = sends * scale
         loss = _ring("all_reduce", 4, pp) + _ring("all_reduce", 4, dp)
@@ -226,8 +225,8 @@ def estimate(
                 transient = 2 * (sum(tp_local) if pp > 1 else max(tp_local))
             kinds = dict(shared)
             wrapped = set(units) - {""}
-            for kind, nbytes in _data_parallel_traffic(params, config, t, wrapped).items():
-                kinds[kind] = kinds.get(kind, 0.0) + nbytes
+            for kind, amount in _data_parallel_traffic(params, config, t, wrapped).items():
+                kinds[kind] = kinds.get(kind, 0.0) + amount
             for d in range(dp):
                 local = _rank_bytes(params, config, t, d)
                 param_bytes[(s * dp + d) * tp + t] = local

@@ -62,7 +62,10 @@ class UnitProfile:
         tp_flops: Forward matmul FLOPs that tensor parallelism divides by ``tp``.
         saved: Activation bytes saved for backward that each tp rank holds whole.
         tp_saved: Activation bytes saved for backward that tensor parallelism splits.
-        output_bytes: Bytes of the unit's output activation.
+        output_bytes: Bytes of the unit's output activation (whole).
+        output: The output as a meta tensor (shape and dtype), ``None`` before profiling.
+        output_split: Whether tensor parallelism splits the output over its last
+            dimension (a pipeline stage then sends ``1/tp`` of it).
         tp_collectives: ``(kind, bytes)`` of each tensor-parallel collective of one
             forward plus backward, ``kind`` in ``"all_reduce"``, ``"all_gather"``.
     """
@@ -73,6 +76,8 @@ class UnitProfile:
     saved: int = 0
     tp_saved: int = 0
     output_bytes: int = 0
+    output: torch.Tensor | None = None
+    output_split: bool = False
     tp_collectives: list[tuple[str, int]] = field(default_factory=list)
 
 
@@ -95,11 +100,11 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-class _Tracker(TorchDispatchMode):
+class _Tracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Propagates "split by tensor parallelism" and counts matmul FLOPs per unit."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.split: dict[int, torch.Tensor] = {}  # id -> tensor (kept alive: ids stay unique)
         self.unit: UnitProfile | None = None
 
@@ -198,21 +203,8 @@ def profile_model(
         meta_params[name] = meta
         infos.append(ParamInfo(name, tuple(p.shape), p.element_size(), owner.get(name, ""), dim))
 
+    # Planned-module hooks first: a unit's own hook then sees its final split state.
     handles = []
-    for u in units:
-        if modules.get(u) is None:
-            continue
-
-        def enter(mod: nn.Module, args: Any, u: str = u) -> None:
-            tracker.unit = profiles[u]
-
-        def leave(mod: nn.Module, args: Any, out: Any, u: str = u) -> None:
-            profiles[u].output_bytes = sum(
-                _nbytes(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor)
-            )
-
-        handles += [modules[u].register_forward_pre_hook(enter),
-                    modules[u].register_forward_hook(leave)]
     for name, style in plan.items():
 
         def planned(mod: nn.Module, args: Any, out: Any, style: ParallelStyle = style) -> None:
@@ -225,6 +217,20 @@ def profile_model(
                     tracker.mark(t, split)
 
         handles.append(modules[name].register_forward_hook(planned))
+    for u in units:
+        if modules.get(u) is None:
+            continue
+
+        def enter(mod: nn.Module, args: Any, u: str = u) -> None:
+            tracker.unit = profiles[u]
+
+        def leave(mod: nn.Module, args: Any, out: torch.Tensor, u: str = u) -> None:
+            profiles[u].output_bytes = _nbytes(out)
+            profiles[u].output = out.detach()
+            profiles[u].output_split = tracker.is_split(out)
+
+        handles += [modules[u].register_forward_pre_hook(enter),
+                    modules[u].register_forward_hook(leave)]
 
     seen: dict[int, torch.Tensor] = {}
 

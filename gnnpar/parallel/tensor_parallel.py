@@ -192,6 +192,16 @@ def check_plan(model: nn.Module, plan: TensorParallelPlan) -> None:
             )
 
 
+def shard_size(n: int, parts: int, index: int) -> int:
+    """Length of shard ``index`` of ``n`` elements split in ``parts`` (``torch.chunk`` sizes).
+
+    DTensor ``Shard`` and FSDP2 both split this way: ``ceil(n / parts)`` per shard, the
+    last ones shorter or empty.
+    """
+    size = -(-n // parts)
+    return max(0, min(size, n - index * size))
+
+
 def sharded_dims(module: nn.Module, style: ParallelStyle) -> dict[str, int | None]:
     """Which dimension of each direct parameter ``style`` splits (``None``: replicated).
 

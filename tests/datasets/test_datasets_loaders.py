@@ -34,10 +34,14 @@ def assert_error(exc: pytest.ExceptionInfo[DatasetError], where: str, field: str
 
 
 # ---------------------------------------------------------------------- edge lists
+def rows(sep: str) -> str:
+    return "".join(f"{s}{sep}{d}\n" for s, d in zip(SRC, DST, strict=True))
+
+
 @pytest.mark.parametrize(("name", "text"), [
-    ("e.csv", "src,dst\n" + "".join(f"{s},{d}\n" for s, d in zip(SRC, DST))),
-    ("e.tsv", "# comment\n" + "".join(f"{s}\t{d}\n" for s, d in zip(SRC, DST))),
-    ("e.txt", "% konect header\n\n" + "".join(f"{s}  {d}\n" for s, d in zip(SRC, DST))),
+    ("e.csv", "src,dst\n" + rows(",")),
+    ("e.tsv", "# comment\n" + rows("\t")),
+    ("e.txt", "% konect header\n\n" + rows("  ")),
 ])
 def test_edge_list_formats(tmp_path: Path, name: str, text: str) -> None:
     ds = from_edge_list(write(tmp_path / name, text))
@@ -47,7 +51,7 @@ def test_edge_list_formats(tmp_path: Path, name: str, text: str) -> None:
 
 def test_edge_list_gz_with_features_labels_splits(tmp_path: Path) -> None:
     with gzip.open(tmp_path / "g.csv.gz", "wt") as f:
-        f.write("".join(f"{s}, {d}\n" for s, d in zip(SRC, DST)))
+        f.write(rows(", "))
     np.save(tmp_path / "x.npy", X)
     write(tmp_path / "y.txt", "\n".join(str(v) for v in Y))
     write(tmp_path / "train.txt", "0\n1\n")

@@ -62,7 +62,7 @@ def meta(dir_path: str, *, binary: bool, add_inverse_edge: bool, **extra: str) -
 
 
 def pairs(src: np.ndarray, dst: np.ndarray) -> list[tuple[int, int]]:
-    return sorted(zip(np.asarray(src).tolist(), np.asarray(dst).tolist()))
+    return sorted(zip(np.asarray(src).tolist(), np.asarray(dst).tolist(), strict=True))
 
 
 def check_loaded(ds, edges: np.ndarray, labels: np.ndarray) -> None:

@@ -12,11 +12,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from gnnpar.datasets.graph import GraphDataset
 from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 from torch_geometric.nn.models import GCN
-
-from gnnpar.datasets.graph import GraphDataset
 
 FEAT = 6
 HIDDEN = 8
@@ -215,26 +214,25 @@ def _feature_parallel(ctx: Any, part_dir: str, seed: int) -> dict[str, Any]:
 def _train(ctx: Any, part_dir: str, epochs: int,
            configs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Train a 2-layer GCN under each halo configuration; losses and accuracies."""
+    import gnnpar.nn as gnn
     from gnnpar.comm import CommStats
     from gnnpar.graph import DistGraph
-    from gnnpar.nn import (HaloGraph, NodeData, broadcast_parameters, distribute_convs,
-                           evaluate, flush_pipelines, train_epoch)
 
     g = DistGraph.load(part_dir, ctx)
-    data = NodeData.load(g, ctx)
+    data = gnn.NodeData.load(g, ctx)
     out: dict[str, Any] = {}
     for name, cfg in configs.items():
         stats = CommStats()
-        graph = HaloGraph.build(g, ctx, stats=stats, **cfg)
+        graph = gnn.HaloGraph.build(g, ctx, stats=stats, **cfg)
         torch.manual_seed(0)
         model = GCN(g.meta.feat_dim, 32, 2, g.meta.num_classes)
-        broadcast_parameters(model, ctx)
-        model = distribute_convs(model, graph)
+        gnn.broadcast_parameters(model, ctx)
+        model = gnn.distribute_convs(model, graph)
         opt = torch.optim.Adam(model.parameters(), lr=0.02)
         stats.reset()
-        losses = [train_epoch(model, graph, data, opt, ctx, epoch=e) for e in range(epochs)]
-        flush_pipelines(model)
-        out[name] = {"losses": losses, "acc": evaluate(model, graph, data, ctx),
+        losses = [gnn.train_epoch(model, graph, data, opt, ctx, epoch=e) for e in range(epochs)]
+        gnn.flush_pipelines(model)
+        out[name] = {"losses": losses, "acc": gnn.evaluate(model, graph, data, ctx),
                      "halo_bytes": stats.counters["halo"].bytes_sent / epochs}
     return out
 

@@ -23,7 +23,7 @@ from gnnpar.parallel import (
     split_units,
 )
 from gnnpar.parallel.pipeline_parallel import prune_to_stage, stage_units_of
-from gnnpar.parallel.tensor_parallel import check_plan
+from gnnpar.parallel.tensor_parallel import check_plan, shard_size
 
 
 def test_layouts_of_four_ranks():
@@ -134,6 +134,14 @@ def test_stages_compose_to_the_whole_model(kind, pp):
 
 
 # ---------------------------------------------------------------- tensor-parallel plans
+
+
+def test_shard_size_follows_torch_chunk():
+    for n in range(0, 13):
+        for parts in range(1, 6):
+            chunks = torch.arange(n).chunk(parts) if n else ()
+            want = [len(c) for c in chunks] + [0] * (parts - len(chunks))
+            assert [shard_size(n, parts, i) for i in range(parts)] == want
 
 
 def test_mlp_plan_pairs_linears_across_elementwise_modules():

@@ -45,7 +45,7 @@ def check_partition(out: Path, ds: GraphDataset) -> None:
     """Assert every invariant of the partition ``out`` of ``ds`` by brute force."""
     meta, parts = read_parts(out)
     n, k_parts, hops = ds.num_nodes, meta["num_parts"], meta["halo_hops"]
-    edges = list(zip(np.asarray(ds.src).tolist(), np.asarray(ds.dst).tolist()))
+    edges = list(zip(np.asarray(ds.src).tolist(), np.asarray(ds.dst).tolist(), strict=True))
     offsets = meta["offsets"]
     # Ownership: offsets cover 0..N monotonically, every part non-empty, orig ids a permutation.
     assert offsets[0] == 0 and offsets[-1] == n and len(offsets) == k_parts + 1

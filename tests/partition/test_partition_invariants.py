@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from _partition_reference import check_partition
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,9 +21,9 @@ from gnnpar.partition import load_partition, partition_graph, verify_partition
 
 
 @st.composite
-def graphs(draw: st.DrawFn) -> GraphDataset:
-    n = draw(st.integers(1, 30))
-    num_edges = draw(st.integers(0, 90))
+def graphs(draw: st.DrawFn, max_nodes: int = 30, max_edges: int = 90) -> GraphDataset:
+    n = draw(st.integers(1, max_nodes))
+    num_edges = draw(st.integers(0, max_edges))
     ids = st.integers(0, n - 1)
     src = np.array(draw(st.lists(ids, min_size=num_edges, max_size=num_edges)), dtype=np.int64)
     dst = np.array(draw(st.lists(ids, min_size=num_edges, max_size=num_edges)), dtype=np.int64)
@@ -76,3 +77,10 @@ def test_precomputed_assignment_is_respected(ds: GraphDataset, data: st.DataObje
             orig = np.load(out / f"part-{p}" / "orig_ids.npy")
             assert orig.tolist() == np.flatnonzero(assignment == p).tolist()
         check_partition(out, ds)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ds=graphs(max_nodes=120, max_edges=600), data=st.data())
+def test_every_invariant_on_larger_random_graphs(ds: GraphDataset, data: st.DataObject) -> None:
+    test_every_invariant_on_random_graphs.hypothesis.inner_test(ds, data)  # type: ignore[attr-defined]

@@ -32,9 +32,9 @@ def brute_force_quality(ds: GraphDataset, part: np.ndarray, k: int) -> dict:
     owned = [int((part == p).sum()) for p in range(k)]
     train = [sum(1 for v in np.asarray(ds.train_idx).tolist() if part[v] == p) for p in range(k)]
     edges = [sum(1 for d in dst if part[d] == p) for p in range(k)]
-    halo = [len({s for s, d in zip(src, dst) if part[d] == p and part[s] != p})
+    halo = [len({s for s, d in zip(src, dst, strict=True) if part[d] == p and part[s] != p})
             for p in range(k)]
-    cut = sum(1 for s, d in zip(src, dst) if part[s] != part[d])
+    cut = sum(1 for s, d in zip(src, dst, strict=True) if part[s] != part[d])
     return {"owned": owned, "train": train, "edges": edges, "halo": halo, "cut": cut}
 
 

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition.writer import partition_graph
-
 from gnnpar.errors import ConfigError
+from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 
 FANOUTS = [10, 5]

@@ -15,16 +15,15 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch_geometric.data import Data
-from torch_geometric.nn.models import MLP
-
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
+from torch_geometric.data import Data
+from torch_geometric.nn.models import MLP
 
 
 def accuracy_graph() -> GraphDataset:
     """An SBM on which a 2-layer GNN clearly beats a features-only MLP."""
-    return sbm(num_nodes=6000, avg_degree=12.0, num_classes=8, feat_dim=32, seed=1,
+    return sbm(num_nodes=4000, avg_degree=12.0, num_classes=8, feat_dim=32, seed=1,
                homophily=0.8, feature_noise=3.0)
 
 

@@ -7,11 +7,14 @@ import zlib
 from dataclasses import replace
 from typing import Any
 
-import torch
+import numpy as np
 from torch_geometric.data import Data
 
 from gnnpar.config import Config, DataConfig, ModelConfig, TrainConfig
 from gnnpar.errors import GnnparError
+
+ACCURACY = {"epochs": 3, "batch_size": 128, "fanouts": (10, 5), "lr": 0.01}
+"""Hyper-parameters of the accuracy comparison (hidden size: ``small_config``'s)."""
 
 
 class Stop(Exception):
@@ -25,8 +28,23 @@ def small_config(out: str, **train: Any) -> Config:
     return Config(data=DataConfig(), model=ModelConfig(hidden=32), train=TrainConfig(**t))
 
 
-def _params(trainer: Any) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+def _params(trainer: Any) -> dict[str, np.ndarray]:
+    # numpy, not tensors: torch would share tensors through file descriptors that close
+    # when the rank's process exits.
+    return {k: v.detach().cpu().numpy().copy() for k, v in trainer.model.state_dict().items()}
+
+
+def jobs(todo: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
+    """Run several of this module's rank functions one after another on the same ranks.
+
+    Args:
+        todo: ``{name: (function name, arguments)}``; each function calls ``init()``,
+            which joins the process group once and then returns the same context.
+
+    Returns:
+        ``{name: result}``.
+    """
+    return {name: globals()[fn](*args) for name, (fn, args) in todo.items()}
 
 
 def train(part_dir: str, cfg: Config) -> dict[str, Any]:
@@ -118,3 +136,4 @@ def bad_inputs(cases: dict[str, tuple[str, Config]]) -> dict[str, str]:
         except GnnparError as exc:
             out[name] = f"{type(exc).__name__}: {exc}"
     return out
+
