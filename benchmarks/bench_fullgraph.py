@@ -8,7 +8,10 @@ Three tables, every figure next to its reference from the same run:
 
 1. **Epoch time**: a 2-layer GCN trained full-graph by single-process PyG with 2 torch
    threads vs by 2 ranks (1 thread each, the same two cores) on METIS parts with exact
-   and with stale (PipeGCN) halos; bytes per epoch by kind.
+   and with stale (PipeGCN) halos; bytes per epoch by kind.  PyG with one thread and
+   gnnpar on one rank separate gnnpar's kernels (GCN aggregates with one sparse-dense
+   product instead of PyG's gather-scatter) and the threading of a shared 2-core machine
+   from the gain of the partitioning.
 2. **Halo bytes and accuracy**: halo bytes per epoch on METIS vs random parts, boundary
    sampling (BNS, p=0.1) vs exact; test accuracy after ``--acc-epochs`` epochs of exact,
    BNS and stale training on random parts of a smaller SBM (the largest boundary); halo
@@ -31,14 +34,15 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch_geometric.nn.models import GCN
+
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.partition.writer import partition_graph
-from torch_geometric.nn.models import GCN
-
 from gnnpar.testing import run_multiproc
 
 HALO_KINDS = ("halo", "halo_grad")
+ENV = {"OMP_NUM_THREADS": "1"}  # one torch thread per rank: 2 ranks use the 2 cores
 SWEEP_HOMOPHILY = (0.9, 0.95, 0.98)
 
 
@@ -146,6 +150,12 @@ def rank_epoch_time(metis_dir: str, random_dir: str, hidden: int, epochs: int
     return res
 
 
+def rank_one(part_dir: str, hidden: int, epochs: int) -> dict[str, Any]:
+    """gnnpar's layers on one rank, one thread: the kernels without the parallelism."""
+    ctx, graph, data = _setup(part_dir, threads=1)
+    return _train(ctx, graph, data, hidden, epochs)
+
+
 def rank_accuracy(part_dir: str, hidden: int, epochs: int) -> dict[str, Any]:
     ctx, graph, data = _setup(part_dir, threads=1)
     configs = {"exact": {}, "bns_p0.1": {"boundary_p": 0.1}, "stale": {"stale": True}}
@@ -233,39 +243,61 @@ def main() -> None:
 
 def run(args: argparse.Namespace, work: Path, report: dict[str, Any]) -> None:
     """Every table; partitions go to ``work`` (removed afterwards)."""
-    env = {"OMP_NUM_THREADS": "1"}
+    ranks = epoch_time_table(args, work, report)
+    halo_table(args, work, report, ranks)
+    feature_parallel_table(args, work, report)
 
-    # 1 + 2a. Epoch time and bytes on the main graph.
+
+def epoch_time_table(args: argparse.Namespace, work: Path,
+                     report: dict[str, Any]) -> dict[str, Any]:
+    """Table 1: epoch time of PyG vs gnnpar at 1 and 2 ranks, on the main graph."""
     ds = make_graph(args.nodes, args.feat_dim, args.homophily)
+    partition_graph(ds, 1, work / "main-1", method="contiguous")
     for method in ("metis", "random"):
         partition_graph(ds, 2, work / f"main-{method}", method=method, seed=0)
     single = single_process_epochs(ds, args.hidden, args.epochs, threads=2)
+    single_1t = single_process_epochs(ds, args.hidden, args.epochs, threads=1)
     del ds
     gc.collect()
+    one_rank = run_multiproc(rank_one, 1, str(work / "main-1"), args.hidden, args.epochs,
+                             env=ENV, timeout=3600)[0]
     ranks = run_multiproc(rank_epoch_time, 2, str(work / "main-metis"),
                           str(work / "main-random"), args.hidden, args.epochs,
-                          env=env, timeout=3600)[0]
-    report["epoch_time"] = {"single_process": single, **ranks}
+                          env=ENV, timeout=3600)[0]
+    report["epoch_time"] = {"pyg_2_threads": single, "pyg_1_thread": single_1t,
+                            "gnnpar_1_rank_1_thread": one_rank, **ranks}
     print(f"\n== 1. full-graph epoch, {args.nodes:,}-node SBM (homophily {args.homophily}), "
-          f"2-layer GCN hidden {args.hidden}")
-    print(f"{'run':34} {'epoch s':>9} {'vs 1-proc':>10} {'halo+grad bytes/epoch':>22}")
-    print(f"{'PyG, 1 process x 2 threads':34} {single['epoch_s']:9.3f} {1.0:10.2f}")
-    for name in ("exact", "stale"):
-        r = ranks[name]
-        b = r["bytes_per_epoch"]
-        print(f"{'gnnpar, 2 ranks x 1 thread, ' + name:34} {r['epoch_s']:9.3f} "
-              f"{r['epoch_s'] / single['epoch_s']:10.2f} "
-              f"{_mb(b['halo'] + b['halo_grad'])} + {_mb(b['grad'])}")
+          f"2-layer GCN hidden {args.hidden}; fastest of {args.epochs} epochs")
+    print(f"{'run':36} {'epoch s':>8} {'vs PyG':>7} {'halo bytes/epoch':>17} "
+          f"{'grad bytes/epoch':>17}")
+    rows = [("PyG, 1 process x 2 threads", single), ("PyG, 1 process x 1 thread", single_1t),
+            ("gnnpar, 1 rank x 1 thread", one_rank),
+            ("gnnpar, 2 ranks x 1 thread, exact", ranks["exact"]),
+            ("gnnpar, 2 ranks x 1 thread, stale", ranks["stale"])]
+    for name, r in rows:
+        b = r.get("bytes_per_epoch", {"halo": 0, "halo_grad": 0, "grad": 0})
+        print(f"{name:36} {r['epoch_s']:8.3f} {r['epoch_s'] / single['epoch_s']:7.2f} "
+              f"{_mb(b['halo'] + b['halo_grad']):>17} {_mb(b['grad']):>17}")
+    return ranks
 
-    # 2. Halo bytes: METIS vs random, BNS vs exact; accuracy of the reducers.
+
+def halo_table(args: argparse.Namespace, work: Path, report: dict[str, Any],
+               ranks: dict[str, Any]) -> None:
+    """Table 2: halo bytes by partitioner and reducer, the reducers' accuracy, a sweep."""
     halo = {name: sum(ranks[name]["bytes_per_epoch"][k] for k in HALO_KINDS)
             for name in ("exact", "bns_p0.1", "random_parts")}
     acc_ds = sbm(num_nodes=args.acc_nodes, feat_dim=args.feat_dim, seed=1)  # GCN ~72%
     partition_graph(acc_ds, 2, work / "acc-random", method="random", seed=0)
     del acc_ds
     acc = run_multiproc(rank_accuracy, 2, str(work / "acc-random"), args.hidden,
-                        args.acc_epochs, env=env, timeout=3600)[0]
-    report["halo"] = {"bytes_per_epoch": halo, "accuracy": acc}
+                        args.acc_epochs, env=ENV, timeout=3600)[0]
+    sweep = {}
+    for h in SWEEP_HOMOPHILY:  # halo rows from the partitions' quality reports
+        sds = make_graph(args.sweep_nodes, 1, h, seed=3)
+        rows = {m: sum(partition_graph(sds, 2, work / f"sweep-{h}-{m}", method=m, seed=0)
+                       .quality["per_part"]["halo"]) for m in ("metis", "random")}
+        sweep[str(h)] = {**rows, "ratio": rows["metis"] / rows["random"]}
+    report["halo"] = {"bytes_per_epoch": halo, "accuracy": acc, "homophily_sweep": sweep}
     print("\n== 2. halo bytes per epoch (both ranks, forward + backward), same graph")
     print(f"{'METIS parts, exact':34} {_mb(halo['exact'])}  1.00")
     print(f"{'random parts, exact':34} {_mb(halo['random_parts'])}  "
@@ -278,22 +310,15 @@ def run(args: argparse.Namespace, work: Path, report: dict[str, Any]) -> None:
     for name, r in acc.items():
         b = sum(r["bytes_per_epoch"][k] for k in HALO_KINDS)
         print(f"   {name:12} test acc {r['test_acc']:.4f}  halo {_mb(b)}/epoch")
-
-    # 2b. How METIS/random halo volume depends on the community strength (halo rows from
-    # the partition's quality report; bytes are rows x widths, the same for both).
-    sweep = {}
-    for h in SWEEP_HOMOPHILY:
-        sds = make_graph(args.sweep_nodes, 1, h, seed=3)
-        rows = {m: sum(partition_graph(sds, 2, work / f"sweep-{h}-{m}", method=m, seed=0)
-                       .quality["per_part"]["halo"]) for m in ("metis", "random")}
-        sweep[str(h)] = {**rows, "ratio": rows["metis"] / rows["random"]}
-    report["halo"]["homophily_sweep"] = sweep
     print(f"   halo rows, METIS vs random parts, {args.sweep_nodes:,}-node SBMs:")
     for h, r in sweep.items():
         print(f"   homophily {h:5}  METIS {r['metis']:9,}  random {r['random']:9,}  "
               f"ratio {r['ratio']:.3f}")
 
-    # 3. Feature-parallel first layer vs fetching rows, on METIS and on random parts.
+
+def feature_parallel_table(args: argparse.Namespace, work: Path,
+                           report: dict[str, Any]) -> None:
+    """Table 3: feature-parallel first layer vs fetching rows, METIS and random parts."""
     fp_dirs = {}
     for width in (128, 1024):
         fds = make_graph(args.fp_nodes, width, args.homophily, seed=2)
@@ -302,7 +327,7 @@ def run(args: argparse.Namespace, work: Path, report: dict[str, Any]) -> None:
             partition_graph(fds, 2, fp_dirs[f"{width}/{method}"], method=method, seed=0)
         del fds
     fp = run_multiproc(rank_feature_parallel, 2, fp_dirs, 128, args.fp_steps, 1024,
-                       env=env, timeout=3600)
+                       env=ENV, timeout=3600)
     report["feature_parallel"] = {key: {k: sum(r[key][k] for r in fp) / 2 for k in fp[0][key]}
                                   for key in fp_dirs}
     print(f"\n== 3. first layer per minibatch step (1024 seeds/rank, fan-outs 10,5; "
@@ -312,7 +337,6 @@ def run(args: argparse.Namespace, work: Path, report: dict[str, Any]) -> None:
     for key, r in report["feature_parallel"].items():
         print(f"{key:14} {r['nodes_per_step']:11.0f} {_mb(r['fetch_bytes'])} "
               f"{_mb(r['fp_bytes'])} {r['fp_bytes'] / r['fetch_bytes']:9.2f}")
-
 
 if __name__ == "__main__":
     main()

@@ -135,9 +135,8 @@ def _read_split(split_dir: Path) -> dict[str, np.ndarray]:
 def _read_raw(
     meta: dict[str, str], dataset_dir: Path, name: str,
 ) -> GraphDataset:
-    from ogb.io.read_graph_raw import read_binary_graph_raw, read_csv_graph_raw
-
     import pandas as pd
+    from ogb.io.read_graph_raw import read_binary_graph_raw, read_csv_graph_raw
 
     raw = dataset_dir / "raw"
     add_inverse = meta["add_inverse_edge"] == "True"

@@ -25,13 +25,13 @@ import argparse
 from pathlib import Path
 
 import torch
-from gnnpar.datasets import load_dataset
-from gnnpar.partition import partition_graph
 
 import gnnpar.distributed as gdist
 from gnnpar.cli import format_summary
 from gnnpar.config import add_config_arguments, config_from_args
+from gnnpar.datasets import load_dataset
 from gnnpar.faults import agreed
+from gnnpar.partition import partition_graph
 from gnnpar.trainer import Trainer
 
 

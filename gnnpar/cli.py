@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a GNN on a graph split over several processes: distributed "
         "neighbour sampling, DDP, exact full-neighbour inference.",
         epilog="Examples:\n  gnnpar-train --nproc 2\n"
-        "  gnnpar-train ogbn-arxiv --nproc 4 --model gat --fanouts 10,10 --epochs 20\n"
+        "  gnnpar-train ogbn-products --nproc 4 --model gat --fanouts 10,10 --epochs 20\n"
         "  torchrun --nproc-per-node 2 -m gnnpar.cli parts/sbm-2 --out runs/sbm")
     parser.add_argument("--nproc", type=int, default=None,
                         help="launch this many worker processes on this machine (default: "

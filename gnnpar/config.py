@@ -130,7 +130,8 @@ class TrainConfig:
     """``cpu`` or ``cuda`` (default: the GPU of the local rank when there is one)."""
 
     threads: int | None = None
-    """Torch threads per process (default: what the launcher set)."""
+    """Torch threads per process (default: cores / processes under --nproc, else what
+    the launcher set)."""
 
 
 @dataclass
@@ -189,14 +190,14 @@ class Config:
         return dataclasses.asdict(self)
 
 
-def _flag(section: str, f: dataclasses.Field[Any]) -> str:
+def _flag(f: dataclasses.Field[Any]) -> str:
     return str(f.metadata.get(_FLAG, f.name.replace("_", "-")))
 
 
 def _error(path: str, value: Any, need: str, example: str) -> ConfigError:
     section, name = path.split(".")
     cls = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}[section]
-    flag = next(_flag(section, f) for f in fields(cls) if f.name == name)
+    flag = next(_flag(f) for f in fields(cls) if f.name == name)
     where = "the positional argument" if flag == "dataset" else f"--{flag}"
     return ConfigError(f"got {value!r}; {need}.", field=path,
                        fix=f"pass {where} {example}.")
@@ -292,7 +293,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         docs = field_docs(cls)
         defaults = cls()
         for f in fields(cls):
-            _argument(group, f"{section}.{f.name}", _flag(section, f), hints[f.name],
+            _argument(group, f"{section}.{f.name}", _flag(f), hints[f.name],
                       getattr(defaults, f.name), docs.get(f.name, ""))
 
 

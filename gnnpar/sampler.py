@@ -6,8 +6,12 @@ halo nodes with a complete adjacency when the partition has ``halo_hops > 1``) a
 sampled locally; the others are sent to their owners in **one** ``all_to_all`` and sampled
 there, each rank serving its peers' requests in the same step as its own, and the sampled
 neighbours come back in a second exchange (counts, then neighbour ids).  Every rank runs
-the same four collectives per hop whether or not it has anything to send, so ranks stay
-in lockstep.  The result, :class:`SamplerOutput`, uses PyG's ``NeighborLoader`` layout
+the same collectives per hop whether or not it has anything to send, so ranks stay in
+lockstep: an all-gather of the request counts, then — unless no rank requests anything —
+the requests, reply counts and neighbours; rows stored here are sampled while the
+requests travel.  New nodes are numbered in first-appearance order by scatters into a
+per-sampler table indexed by global id (4 bytes per graph node, reset after each batch),
+not by a sort.  The result, :class:`SamplerOutput`, uses PyG's ``NeighborLoader`` layout
 (seeds first, then the new nodes of each hop; edges hop by hop), so ``trim_to_layer``
 works on it.
 
@@ -45,7 +49,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gnnpar.comm import CommStats, all_to_all_v, bucket_by_owner
+from gnnpar.comm import (
+    CommStats,
+    all_gather_ints,
+    all_to_all_v,
+    bucket_by_owner,
+    start_all_to_all_v,
+)
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.graph import DistGraph
@@ -107,8 +117,20 @@ def _expand(lengths: Tensor) -> tuple[Tensor, Tensor]:
     seg = torch.repeat_interleave(
         torch.arange(lengths.numel(), device=lengths.device), lengths, output_size=total
     )
-    within = torch.arange(total, device=lengths.device) - _cumsum0(lengths)[:-1][seg]
+    within = torch.arange(total, device=lengths.device) - torch.repeat_interleave(
+        _cumsum0(lengths)[:-1], lengths, output_size=total)
     return seg, within
+
+
+def _padded(count: Tensor, nbr: Tensor, width: int) -> Tensor:
+    """Segments ``nbr`` of lengths ``count <= width`` as rows of a -1-padded table.
+
+    Shapes:
+        count: ``[n]``; nbr: ``[sum(count)]``; returns ``[n, width]``.
+    """
+    filled = torch.arange(width, device=nbr.device) < count[:, None]
+    out = torch.full((count.numel(), width), -1, dtype=nbr.dtype, device=nbr.device)
+    return out.masked_scatter_(filled, nbr)
 
 
 def sample_neighbors(
@@ -139,54 +161,65 @@ def sample_neighbors(
     Shapes:
         count: ``[n]``; nbr: ``[sum(count)]``.
     """
-    start = indptr[nodes]
-    deg = indptr[nodes + 1] - start
+    dev = keys.device
+    start = indptr.index_select(0, nodes)
+    deg = indptr.index_select(0, nodes + 1) - start
     if replace:
         has = torch.nonzero(deg > 0).squeeze(1)
-        draws = torch.arange(fanout, device=keys.device) * _signed(_GOLDEN)
-        pos = (mix(keys[has, None] + draws) & _MASK62) % deg[has, None]
+        draws = torch.arange(fanout, device=dev) * _signed(_GOLDEN)
+        pos = (mix(keys.index_select(0, has)[:, None] + draws) & _MASK62) % deg[has, None]
         count = torch.where(deg > 0, fanout, 0)
-        return count, indices[start[has, None] + pos].reshape(-1)
+        return count, indices.index_select(0, (start[has, None] + pos).view(-1))
     count = deg.clamp(max=fanout)
     ptr = _cumsum0(count)
     total = int(ptr[-1])
     # Output slot o of node i reads in-edge start[i] + (o - ptr[i]): right as it stands
     # for nodes with d <= k (all in-edges); the others overwrite their slots below.
     src = torch.repeat_interleave(start - ptr[:-1], count, output_size=total)
-    src += torch.arange(total, device=nodes.device)
+    src += torch.arange(total, device=dev)
+    slots = torch.arange(fanout, device=dev)
     # Mid-degree nodes: keep the k smallest random keys of each in-edge list (one sort).
     hub = deg > max(hub_factor, 1) * fanout
     sel = torch.nonzero((deg > fanout) & ~hub).squeeze(1)
-    seg, within = _expand(deg[sel])
-    edge_key = (mix(keys[sel][seg] + within * _signed(_GOLDEN)) >> 33) & _MASK31
-    perm = torch.sort((seg << 31) | edge_key, stable=True).indices
-    # Sorting keeps segments in place, so sorted slot p has rank within[p] in seg[p].
-    keep = torch.nonzero(within < fanout).squeeze(1)
-    node = sel[seg[keep]]
-    src[ptr[node] + within[keep]] = start[node] + within[perm[keep]]
+    if sel.numel():
+        d = deg.index_select(0, sel)
+        seg, within = _expand(d)
+        node_key = torch.repeat_interleave(keys.index_select(0, sel), d, output_size=seg.numel())
+        edge_key = mix(node_key + within * _signed(_GOLDEN))
+        perm = torch.sort((seg << 31) | ((edge_key >> 33) & _MASK31), stable=True).indices
+        # Sorting keeps segments in place, so the first k sorted slots of segment s are
+        # its k smallest keys; perm minus the segment start is the in-edge position.
+        seg_start = _cumsum0(d)[:-1, None]
+        first_k = perm.index_select(0, (seg_start + slots).view(-1)).view(-1, fanout)
+        src[(ptr.index_select(0, sel)[:, None] + slots).view(-1)] = (
+            start.index_select(0, sel)[:, None] - seg_start + first_k).view(-1)
     # Hubs: Floyd's algorithm, k rounds independent of the degree.
     sel = torch.nonzero(hub).squeeze(1)
     if sel.numel():
-        d = deg[sel]
-        draws = mix(keys[sel, None] + torch.arange(1, fanout + 1, device=keys.device)
-                    * _signed(_GOLDEN)) & _MASK62
-        pick = torch.empty((sel.numel(), fanout), dtype=torch.int64, device=keys.device)
+        d = deg.index_select(0, sel)
+        draws = mix(keys.index_select(0, sel)[:, None] + (slots + 1) * _signed(_GOLDEN)) & _MASK62
+        pick = torch.empty((sel.numel(), fanout), dtype=torch.int64, device=dev)
         for j in range(fanout):
             top = d - fanout + j
             r = draws[:, j] % (top + 1)
             seen = (pick[:, :j] == r[:, None]).any(1)
             pick[:, j] = torch.where(seen, top, r)
-        slots = ptr[sel, None] + torch.arange(fanout, device=keys.device)
-        src[slots] = start[sel, None] + pick
-    return count, indices[src]
+        src[(ptr.index_select(0, sel)[:, None] + slots).view(-1)] = (
+            start.index_select(0, sel)[:, None] + pick).view(-1)
+    return count, indices.index_select(0, src)
 
 
-def relabel(n_id: Tensor, src: Tensor) -> tuple[Tensor, Tensor]:
+def relabel(n_id: Tensor, src: Tensor, table: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Append the new nodes of ``src`` to ``n_id`` in first-appearance order.
+
+    Works by scatters into a lookup table indexed by global id (``O(E)``, no sort).
 
     Args:
         n_id: ``[N]`` distinct global ids already in the batch.
         src: ``[E]`` global ids of sampled neighbours.
+        table: int32 or int64 lookup table, longer than the largest id, holding ``i``
+            at ``n_id[i]`` and ``-1`` elsewhere; updated in place to map the new nodes
+            too (the caller resets it).  Built here when ``None``.
 
     Returns:
         ``(new, src_local)``: the global ids not yet in ``n_id``, in order of first
@@ -194,18 +227,19 @@ def relabel(n_id: Tensor, src: Tensor) -> tuple[Tensor, Tensor]:
         into ``cat([n_id, new])``).
     """
     n_old, dev = n_id.numel(), n_id.device
-    both = torch.cat([n_id, src])
-    uniq, inv = torch.unique(both, return_inverse=True)
-    first = torch.full_like(uniq, both.numel()).scatter_reduce_(
-        0, inv, torch.arange(both.numel(), device=dev), "amin")
-    # New nodes ordered by first appearance: a scatter over positions instead of a sort.
-    new = torch.nonzero(first >= n_old).squeeze(1)
-    at = torch.full((src.numel(),), -1, dtype=torch.int64, device=dev)
-    at[first[new] - n_old] = new
-    new = at[at >= 0]
-    local = first  # an old node's first appearance is its position in n_id
-    local[new] = n_old + torch.arange(new.numel(), device=dev)
-    return uniq[new], local[inv[n_old:]]
+    if table is None:
+        size = 1 + max(int(n_id.max()) if n_old else 0, int(src.max()) if src.numel() else 0)
+        table = torch.full((size,), -1, dtype=torch.int64, device=dev)
+        table[n_id] = torch.arange(n_old, device=dev)
+    unseen = torch.nonzero(table.index_select(0, src) < 0).squeeze(1)
+    cand = src.index_select(0, unseen)
+    # First appearance of each unseen id: the smallest position that scatters to it.
+    table.index_fill_(0, cand, src.numel())
+    table.scatter_reduce_(0, cand, unseen.to(table.dtype), "amin")
+    first = unseen[table.index_select(0, cand) == unseen]
+    new = src.index_select(0, first)
+    table[new] = torch.arange(n_old, n_old + new.numel(), dtype=table.dtype, device=dev)
+    return new, table.index_select(0, src).long()
 
 
 @dataclass
@@ -253,6 +287,8 @@ class DistNeighborSampler:
 
     Every method that takes a batch is collective: all ranks of ``ctx`` call it the same
     number of times, in the same order (a rank without seeds passes an empty tensor).
+    A sampler works on one batch at a time (its slot table holds the batch's nodes), so
+    concurrent threads use one sampler each.
 
     Args:
         graph: This rank's part.
@@ -286,6 +322,11 @@ class DistNeighborSampler:
         self._gid_of_local = self.graph.local_to_global(
             torch.arange(graph.num_owned + graph.num_halo, device=self.device))
         self._halo_rows = bool(graph.adj_complete[graph.num_owned:].any())
+        # Batch-local id of every global id in the current batch, -1 elsewhere: relabel
+        # by scatters instead of a sort, for 4 bytes per graph node; reset after each batch.
+        n = graph.meta.num_nodes
+        self._slot = torch.full((n,), -1, dtype=torch.int32 if n < 2**31 else torch.int64,
+                                device=self.device)
 
     def _sampleable_here(self, gids: Tensor) -> Tensor:
         """Local id of each global id whose in-edges this rank stores, else ``-1``."""
@@ -296,48 +337,55 @@ class DistNeighborSampler:
         complete = self.graph.adj_complete[local.clamp(min=0)]
         return torch.where(complete, local, -1)
 
-    def _sample_rows(self, local: Tensor, gids: Tensor, requester: Tensor, hop_keys: Tensor,
+    def _sample_rows(self, local: Tensor, gids: Tensor, hop_key: Tensor,
                      fanout: int) -> tuple[Tensor, Tensor]:
-        keys = mix(gids * _signed(_C2) + hop_keys[requester])
+        """``(count, nbr)`` of rows ``local`` (global ids ``gids``); nbr as global ids."""
+        keys = mix(gids * _signed(_C2) + hop_key)
         count, nbr = sample_neighbors(self.graph.indptr, self.graph.indices, local, keys,
                                       fanout, self.replace)
-        return count, self._gid_of_local[nbr]
+        return count, self._gid_of_local.index_select(0, nbr)
 
     def _hop(self, frontier: Tensor, fanout: int, hop_keys: Tensor) -> tuple[Tensor, Tensor]:
-        """Sample one hop; return ``(count, nbr)`` in frontier order (nbr as global ids)."""
-        ctx, world = self.ctx, self.ctx.world_size
+        """Sample one hop; return ``(count, nbr)`` in frontier order (nbr as global ids).
+
+        Four collectives: all-gather of request counts, requests, reply counts, sampled
+        neighbours (only the first when no rank requests anything).  Rows stored here are sampled
+        while the requests travel, and put in place while the neighbours travel.
+        """
+        ctx, world, dev = self.ctx, self.ctx.world_size, self.device
         local = self._sampleable_here(frontier)
         here = torch.nonzero(local >= 0).squeeze(1)
         away = torch.nonzero(local < 0).squeeze(1)
         perm, send_counts = bucket_by_owner(self.graph.owner(frontier[away]), world)
-        away = away[perm]
-        recv, recv_counts = all_to_all_v(ctx, frontier[away], send_counts,
-                                         stats=self.stats, kind="sample")
-        requester = torch.repeat_interleave(
-            torch.arange(world, device=self.device), recv_counts.to(self.device)
-        )
-        rows_local = torch.cat([local[here], recv - self.graph.first_gid])
-        rows_gid = torch.cat([frontier[here], recv])
-        rows_req = torch.cat([torch.full_like(here, ctx.rank), requester])
-        count, nbr = self._sample_rows(rows_local, rows_gid, rows_req, hop_keys, fanout)
-        n_here = here.numel()
-        e_here = int(count[:n_here].sum())
-        served = count[n_here:]
-        got_count, _ = all_to_all_v(ctx, served, recv_counts, send_counts,
-                                    stats=self.stats, kind="sample")
-        served_ptr = _cumsum0(served)[_cumsum0(recv_counts.to(self.device))]
-        got_ptr = _cumsum0(got_count)[_cumsum0(send_counts.to(self.device))]
-        got_nbr, _ = all_to_all_v(ctx, nbr[e_here:], served_ptr.diff(), got_ptr.diff(),
-                                  stats=self.stats, kind="sample")
-        # Segments arrive as [here..., away by owner...]; put them back in frontier order.
-        order = torch.cat([here, away])
-        seg_count = torch.cat([count[:n_here], got_count])
-        count_f = torch.empty_like(seg_count)
-        count_f[order] = seg_count
-        seg, within = _expand(seg_count)
-        nbr_f = nbr.new_empty(int(seg_count.sum()))
-        nbr_f[_cumsum0(count_f)[order[seg]] + within] = torch.cat([nbr[:e_here], got_nbr])
-        return count_f, nbr_f
+        away = away.index_select(0, perm)
+        # Row r: what rank r requests from each rank.  Every rank sees the whole matrix,
+        # so all agree to skip the other exchanges when nobody requests anything (e.g.
+        # the first hop of seeds that their own rank owns).
+        counts = all_gather_ints(ctx, send_counts.tolist())
+        if not bool(counts.any()):
+            return self._sample_rows(local, frontier, hop_keys[ctx.rank], fanout)
+        send_counts, recv_counts = counts[ctx.rank], counts[:, ctx.rank]
+        requests = start_all_to_all_v(ctx, frontier.index_select(0, away), send_counts,
+                                      recv_counts, stats=self.stats, kind="sample")
+        mine = self._sample_rows(local.index_select(0, here), frontier.index_select(0, here),
+                                 hop_keys[ctx.rank], fanout)
+        recv = requests.wait()
+        requester = torch.repeat_interleave(torch.arange(world, device=dev), recv_counts.to(dev),
+                                            output_size=recv.numel())
+        served, served_nbr = self._sample_rows(recv - self.graph.first_gid, recv,
+                                               hop_keys.index_select(0, requester), fanout)
+        got = all_to_all_v(ctx, served, recv_counts, send_counts, stats=self.stats,
+                           kind="sample")[0]
+        served_sizes = _cumsum0(served)[_cumsum0(recv_counts.to(dev))].diff()
+        got_sizes = _cumsum0(got)[_cumsum0(send_counts.to(dev))].diff()
+        replies = start_all_to_all_v(ctx, served_nbr, served_sizes, got_sizes,
+                                     stats=self.stats, kind="sample")
+        # Rows go back in frontier order through a [frontier, fanout] table padded with -1.
+        table = torch.empty((frontier.numel(), fanout), dtype=torch.int64, device=dev)
+        table[here] = _padded(*mine, fanout)
+        table[away] = _padded(got, replies.wait(), fanout)
+        filled = table >= 0
+        return filled.sum(1), table.masked_select(filled)
 
     def sample(self, seeds: Tensor, batch_key: int) -> SamplerOutput:
         """Sample the computation graph of ``seeds`` (collective).
@@ -355,22 +403,29 @@ class DistNeighborSampler:
         rows, cols = [], []
         num_nodes, num_edges = [seeds.numel()], []
         frontier_start = 0
-        for hop, fanout in enumerate(self.fanouts):
-            hop_keys = torch.tensor(
-                [mix_int(self.seed, batch_key, hop, r) for r in range(self.ctx.world_size)],
-                dtype=torch.int64, device=self.device,
-            )
-            frontier = node[frontier_start:]
-            count, nbr = self._hop(frontier, fanout, hop_keys)
-            new, src = relabel(node, nbr)
-            cols.append(frontier_start + torch.repeat_interleave(
-                torch.arange(frontier.numel(), device=self.device), count,
-                output_size=nbr.numel()))
-            rows.append(src)
-            num_edges.append(nbr.numel())
-            num_nodes.append(new.numel())
-            frontier_start = node.numel()
-            node = torch.cat([node, new])
+        slot = self._slot
+        slot[seeds] = torch.arange(seeds.numel(), dtype=slot.dtype, device=self.device)
+        try:  # on an error, reset the whole slot table (relabel may have left marks)
+            for hop, fanout in enumerate(self.fanouts):
+                hop_keys = torch.tensor(
+                    [mix_int(self.seed, batch_key, hop, r) for r in range(self.ctx.world_size)],
+                    dtype=torch.int64, device=self.device,
+                )
+                frontier = node[frontier_start:]
+                count, nbr = self._hop(frontier, fanout, hop_keys)
+                new, src = relabel(node, nbr, slot)
+                cols.append(frontier_start + torch.repeat_interleave(
+                    torch.arange(frontier.numel(), device=self.device), count,
+                    output_size=nbr.numel()))
+                rows.append(src)
+                num_edges.append(nbr.numel())
+                num_nodes.append(new.numel())
+                frontier_start = node.numel()
+                node = torch.cat([node, new])
+        except BaseException:
+            slot.fill_(-1)
+            raise
+        slot.index_fill_(0, node, -1)
         return SamplerOutput(
             node=node, row=torch.cat(rows), col=torch.cat(cols), batch_size=seeds.numel(),
             num_sampled_nodes=num_nodes, num_sampled_edges=num_edges,

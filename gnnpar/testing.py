@@ -14,21 +14,23 @@ import queue
 import time
 import traceback
 from collections.abc import Callable
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from multiprocessing.reduction import ForkingPickler
 from torch.utils._pytree import tree_map
 
 from gnnpar.errors import DistributedError
 
 
 class _ByValue:
-    """A tensor sent to the parent as a numpy copy: shared-memory tensors from a child
-    become unreadable once the child exits."""
+    """A tensor sent to the parent as a numpy copy.
+
+    Tensors sent through a queue live in shared memory that vanishes when the child exits.
+    """
 
     def __init__(self, array: np.ndarray) -> None:
         self.array = array
@@ -64,8 +66,10 @@ def _child(
         out = _tensors_to(fn(*args), torch.Tensor, lambda t: _ByValue(t.detach().cpu().numpy()))
         try:
             ForkingPickler.dumps(out)
-        except Exception as exc:  # noqa: BLE001 - reported instead of a silent hang
-            raise TypeError(f"the worker's return value cannot be sent to the parent: {exc}")
+        except Exception as exc:  # reported instead of a silent hang
+            raise TypeError(
+                f"the worker's return value cannot be sent to the parent: {exc}"
+            ) from exc
         results.put((rank, True, out))
     except BaseException as exc:  # noqa: BLE001 - forwarded to the parent verbatim
         results.put((rank, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))

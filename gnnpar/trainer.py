@@ -16,10 +16,10 @@ model is replicated and wrapped in ``DistributedDataParallel``.  Per epoch:
   after the last);
 * **record and checkpoint** — rank 0 appends the epoch to the JSON run record
   (``OUT/record.json``: loss, accuracies, epoch time, sampled edges per second, rows
-  and bytes sent by kind) and every rank takes part in a ``torch.distributed.checkpoint``
-  of the model, the optimizer and the loader's position (``OUT/checkpoint``), also every
-  ``checkpoint_steps`` steps within an epoch.  ``resume`` continues from it with the
-  same batches as an uninterrupted run.
+  and bytes that the training steps sent, by kind) and every rank takes part in a
+  ``torch.distributed.checkpoint`` of the model, the optimizer and the loader's
+  position (``OUT/checkpoint``), also every ``checkpoint_steps`` steps within an epoch.
+  ``resume`` continues from it with the same batches as an uninterrupted run.
 
 At the end, **full-neighbour inference** runs the trained layers on the whole
 partitioned graph — each ``MessagePassing`` layer wrapped in the halo-exchange
@@ -57,7 +57,7 @@ from gnnpar.faults import FailureBoard, agreed
 from gnnpar.feature_store import DistFeatureStore
 from gnnpar.graph import DistGraph
 from gnnpar.loader import DistNeighborLoader
-from gnnpar.models import build_model, forward_batch
+from gnnpar.models import SampledGNN, build_model, forward_batch
 from gnnpar.nn import HaloGraph, NodeData, distribute_convs, evaluate
 from gnnpar.run_record import RunRecord
 from gnnpar.sampler import mix_int
@@ -130,7 +130,7 @@ class Trainer:
 
     Attributes:
         graph: This rank's part.
-        model: The PyG model (unwrapped); ``ddp`` is its DDP wrapper.
+        model: The PyG model; ``sampled`` runs it on batches, ``ddp`` wraps ``sampled``.
         loader: The training loader (its position is part of every checkpoint).
         stats: Communication counters of this rank (reset each epoch).
         record: The run record (written by rank 0).
@@ -171,7 +171,8 @@ class Trainer:
         meta = graph.meta
         torch.manual_seed(t.seed)  # the same initial weights on every rank
         self.model = build_model(cfg.model, meta.feat_dim, meta.num_classes).to(ctx.device)
-        self.ddp = DistributedDataParallel(self.model, process_group=ctx.group)
+        self.sampled = SampledGNN(self.model)
+        self.ddp = DistributedDataParallel(self.sampled, process_group=ctx.group)
         self.ddp.register_comm_hook(_GradCounter(self.stats, ctx.world_size, ctx.group),
                                     _counted_allreduce)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.lr,
@@ -235,12 +236,13 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             (loss * (ctx.world_size / n_global)).backward()  # type: ignore[no-untyped-call]
             self.optimizer.step()
-            acc["loss"] += float(loss.detach())
+            loss_sum = float(loss.detach())
+            acc["loss"] += loss_sum
             acc["correct"] += float((logits.argmax(-1) == y).sum())
             acc["seeds"] += batch.batch_size
             acc["edges"] += sum(batch.num_sampled_edges)
             bar.update()
-            bar.set_postfix(loss=f"{float(loss.detach()) / max(batch.batch_size, 1):.4f}")
+            bar.set_postfix(loss=f"{loss_sum / max(batch.batch_size, 1):.4f}")
             if t.checkpoint_steps and (step + 1) % t.checkpoint_steps == 0 \
                     and step + 1 < len(self.loader):
                 self._save({**acc, "time": acc["time"] + time.perf_counter() - t0})
@@ -265,7 +267,7 @@ class Trainer:
                 continue
             loader.set_epoch(0)  # the same sampled neighbourhoods at every evaluation
             for batch in loader:
-                pred = forward_batch(self.model, batch.to(self.ctx.device)).argmax(-1)
+                pred = forward_batch(self.sampled, batch.to(self.ctx.device)).argmax(-1)
                 counts[2 * i] += float((pred == batch.y[: batch.batch_size]).sum())
                 counts[2 * i + 1] += batch.batch_size
         counts = all_reduce_sum(self.ctx, counts.to(self.ctx.device)).cpu()
@@ -298,7 +300,13 @@ class Trainer:
                 (the newest checkpoint stays, for ``resume``).
 
         Returns:
-            The run record's summary (also written to :attr:`record_path` by rank 0).
+            The run record's summary (also written to :attr:`record_path` by rank 0):
+            ``epochs``; ``val_acc_sampled`` / ``test_acc_sampled`` of the last epoch;
+            ``train_acc_full`` / ``val_acc_full`` / ``test_acc_full`` of full-neighbour
+            inference; ``epoch_time_s`` and ``sampled_edges_per_s`` (all ranks), means
+            over the epochs after the first; ``comm_per_epoch`` (``{kind: {"rows",
+            "bytes"}}`` sent by all ranks in the training steps, same mean);
+            ``comm_full_inference``; ``wall_time_s``; ``record`` (its path).
         """
         with self.board.guard():
             return self._fit(hook)

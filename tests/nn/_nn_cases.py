@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from gnnpar.datasets.graph import GraphDataset
 from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 from torch_geometric.nn.models import GCN
+
+from gnnpar.datasets.graph import GraphDataset
 
 FEAT = 6
 HIDDEN = 8

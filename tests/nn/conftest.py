@@ -18,10 +18,10 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).parent))
 
 import _nn_cases as cases  # noqa: E402
-from gnnpar.datasets.synthetic import sbm  # noqa: E402
-from gnnpar.partition.writer import partition_graph  # noqa: E402
 
 import gnnpar.distributed as gdist  # noqa: E402
+from gnnpar.datasets.synthetic import sbm  # noqa: E402
+from gnnpar.partition.writer import partition_graph  # noqa: E402
 from gnnpar.testing import run_multiproc  # noqa: E402
 
 FP_SEED = 11

@@ -14,6 +14,7 @@ import _nn_cases as cases
 import numpy as np
 import pytest
 import torch
+
 from gnnpar.partition.format import PartitionMeta, load_partition
 
 GRAPHS = ("directed", "feedforward")

@@ -9,8 +9,6 @@ import _nn_cases as cases
 import numpy as np
 import pytest
 import torch
-from gnnpar.partition.format import load_partition
-from gnnpar.partition.writer import partition_graph
 from torch_geometric.nn import ChebConv, GCNConv, SAGEConv
 
 from gnnpar.distributed import DistContext
@@ -24,6 +22,8 @@ from gnnpar.nn import (
     HaloPlan,
     shard_columns,
 )
+from gnnpar.partition.format import load_partition
+from gnnpar.partition.writer import partition_graph
 
 CTX = DistContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"),
                   backend="gloo")

@@ -8,10 +8,10 @@ import _nn_cases as cases
 import numpy as np
 import torch
 from conftest import FP_SEED
-from gnnpar.partition.format import load_partition
 from torch import nn
 
 from gnnpar.nn import column_ranges
+from gnnpar.partition.format import load_partition
 
 
 def test_column_ranges_are_balanced_and_cover_every_column() -> None:

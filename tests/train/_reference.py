@@ -15,10 +15,11 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 import torch.nn.functional as F
-from gnnpar.datasets.graph import GraphDataset
-from gnnpar.datasets.synthetic import sbm
 from torch_geometric.data import Data
 from torch_geometric.nn.models import MLP
+
+from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.synthetic import sbm
 
 
 def accuracy_graph() -> GraphDataset:

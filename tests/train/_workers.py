@@ -13,7 +13,7 @@ from torch_geometric.data import Data
 from gnnpar.config import Config, DataConfig, ModelConfig, TrainConfig
 from gnnpar.errors import GnnparError
 
-ACCURACY = {"epochs": 3, "batch_size": 128, "fanouts": (10, 5), "lr": 0.01}
+ACCURACY = {"epochs": 5, "batch_size": 128, "fanouts": (10, 5), "lr": 0.01}
 """Hyper-parameters of the accuracy comparison (hidden size: ``small_config``'s)."""
 
 

@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _reference  # noqa: E402
 import _workers  # noqa: E402
+
 from gnnpar.datasets.graph import GraphDataset  # noqa: E402
 from gnnpar.datasets.synthetic import sbm  # noqa: E402
 from gnnpar.partition import partition_graph  # noqa: E402
-
 from gnnpar.testing import run_multiproc  # noqa: E402
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
+
 from gnnpar.datasets.synthetic import sbm
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_ogbn.py"
@@ -41,7 +41,6 @@ def write_ogb_layout(d: Path) -> Path:
     return path
 
 
-@pytest.mark.slow
 def test_train_ogbn_example_under_torchrun(tmp_path: Path) -> None:
     meta = write_ogb_layout(tmp_path / "ogbn_tiny")
     run = tmp_path / "run"
