@@ -80,7 +80,8 @@ def partition_cache_dir(data: DataConfig, num_parts: int) -> Path:
     path = Path(data.dataset).expanduser()
     if path.exists():
         ident = f"{path.resolve()}@{path.stat().st_mtime_ns}"
-    digest = hashlib.sha256(f"{ident}|{num_parts}|{data.partitioner}".encode()).hexdigest()
+    key = f"{ident}|{num_parts}|{data.partitioner}" + ("|undirected" if data.undirected else "")
+    digest = hashlib.sha256(key.encode()).hexdigest()
     slug = re.sub(r"[^A-Za-z0-9]+", "-", data.dataset).strip("-")[:40]
     return Path(data.root) / "partitions" / f"{slug}-{num_parts}p-{data.partitioner}-{digest[:10]}"
 
@@ -112,6 +113,8 @@ def resolve_partition(data: DataConfig, world_size: int, create: bool,
     if not create or (out / META_FILE).is_file():
         return out
     dataset = load_dataset(data.dataset, data.root)
+    if data.undirected:
+        dataset = dataset.to_undirected()
     try:
         partition_graph(dataset, world_size, out, method=data.partitioner, progress=progress)
     except PartitionError:
@@ -232,8 +235,8 @@ def format_summary(record: dict[str, Any]) -> str:
     for kind, c in s["comm_per_epoch"].items():
         lines.append(f"  {kind:<12} {c['rows']:>14,} rows {_size(c['bytes']):>12}")
     total = sum(c["bytes"] for c in s["comm_full_inference"].values())
-    lines.append(f"full-neighbour inference: {_size(total)} halo exchange; "
-                 f"wall time {s['wall_time_s']:.1f} s")
+    lines.append(f"full-neighbour inference: {_size(total)} halo exchange")
+    lines.append(f"total wall time:   {s['wall_time_s']:.1f} s")
     lines.append(f"run record: {s['record']}")
     return "\n".join(lines)
 

@@ -56,6 +56,10 @@ class DataConfig:
     partitioner: str = "metis"
     """How a dataset spec is partitioned: ``metis``, ``random`` or ``contiguous``."""
 
+    undirected: bool = False
+    """Add every reverse edge (deduplicated) before partitioning a dataset spec, as usual
+    for directed citation graphs such as ogbn-arxiv and ogbn-papers100M."""
+
     root: str = "data"
     """Directory of downloaded datasets and of cached partitions (``ROOT/partitions``)."""
 

@@ -224,7 +224,8 @@ class Trainer:
         self.ddp.train()  # type: ignore[no-untyped-call]
         bar = tqdm(total=len(self.loader), initial=start, leave=False, unit="step",
                    desc=f"epoch {epoch + 1}/{t.epochs}",
-                   disable=not (ctx.is_main and t.progress))
+                   # None: tqdm shows the bar only on a terminal, not in logs.
+                   disable=None if ctx.is_main and t.progress else True)
         t0 = time.perf_counter()
         for step, batch in enumerate(self.loader, start):
             torch.manual_seed(mix_int(t.seed, epoch, step, ctx.rank) & ((1 << 63) - 1))

@@ -64,6 +64,9 @@ def _partition_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out (only once the new one is complete)")
     p.add_argument("--root", default="data", help="directory of OGB datasets (default: data)")
+    p.add_argument("--undirected", action="store_true",
+                   help="add every reverse edge (deduplicated) first, as usual for directed "
+                   "citation graphs such as ogbn-arxiv")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     return p
 
@@ -74,6 +77,9 @@ def _verify_parser() -> argparse.ArgumentParser:
         "every invariant; with --dataset also that every value and edge round-trips.")
     p.add_argument("dir", metavar="DIR", help="partition directory")
     p.add_argument("--dataset", help="spec of the source dataset")
+    p.add_argument("--undirected", action="store_true",
+                   help="add every reverse edge (deduplicated) to the source dataset, as when "
+                   "it was partitioned with --undirected")
     p.add_argument("--root", default="data", help="directory of OGB datasets (default: data)")
     return p
 
@@ -85,11 +91,13 @@ def _info_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load(spec: str, root: str, progress: bool) -> GraphDataset:
+def _load(spec: str, root: str, progress: bool, undirected: bool) -> GraphDataset:
     from gnnpar.datasets import load_dataset
 
     with tqdm(total=1, desc=f"load {spec}", disable=not progress) as bar:
         dataset = load_dataset(spec, root)
+        if undirected:
+            dataset = dataset.to_undirected()
         bar.update()
     return dataset
 
@@ -101,7 +109,7 @@ def _run_partition(args: argparse.Namespace) -> int:
     if Path(args.out).exists() and not args.overwrite:
         raise PartitionError("the output directory already exists.", path=args.out,
                              fix="pass --overwrite or choose another --out.")
-    dataset = _load(args.dataset, args.root, progress)
+    dataset = _load(args.dataset, args.root, progress, args.undirected)
     meta = partition_graph(
         dataset, args.num_parts, args.out, method=args.method, halo_hops=args.halo_hops,
         balance=tuple(b.strip() for b in args.balance.split(",") if b.strip()),
@@ -115,7 +123,8 @@ def _run_partition(args: argparse.Namespace) -> int:
 def _run_verify(args: argparse.Namespace) -> int:
     from gnnpar.partition.verify import verify_partition
 
-    dataset = None if args.dataset is None else _load(args.dataset, args.root, True)
+    dataset = (None if args.dataset is None
+               else _load(args.dataset, args.root, True, args.undirected))
     print(verify_partition(args.dir, dataset))
     return 0
 

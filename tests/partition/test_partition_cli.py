@@ -67,3 +67,18 @@ def test_dataset_directory_named_like_a_subcommand(tmp_path: Path, method: str) 
         "method"] == method
     r = cli("verify", "parts", "--dataset", "verify", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+
+
+def test_undirected_flag_adds_reverse_edges(tmp_path: Path) -> None:
+    # A directed edge list with a duplicate and a self-loop; the undirected edge set,
+    # counted by hand: {0-1, 1-2, 2-3} both ways plus the loop 3->3 once = 7 edges.
+    edges = tmp_path / "edges.txt"
+    edges.write_text("0 1\n1 2\n1 2\n2 3\n3 3\n")
+    out = tmp_path / "parts"
+    r = cli(str(edges), "--num-parts", "2", "--out", str(out), "--undirected", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "meta.json").read_text())["num_edges"] == 7
+    r = cli("verify", str(out), "--dataset", str(edges), "--undirected")
+    assert r.returncode == 0, r.stderr
+    r = cli("verify", str(out), "--dataset", str(edges))
+    assert r.returncode == 1  # the directed source no longer matches

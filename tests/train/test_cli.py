@@ -88,6 +88,17 @@ def test_partition_cache_is_reused(tmp_path: Path) -> None:
     assert resolve_partition(DataConfig(dataset=str(out)), 2, create=True) == out
 
 
+def test_undirected_partition_is_cached_apart(tmp_path: Path) -> None:
+    edges = tmp_path / "edges.txt"
+    edges.write_text("0 1\n1 2\n2 3\n3 0\n")  # a directed 4-cycle
+    directed = resolve_partition(DataConfig(dataset=str(edges), root=str(tmp_path)), 2, True)
+    data = DataConfig(dataset=str(edges), root=str(tmp_path), undirected=True)
+    undirected = resolve_partition(data, 2, create=True)
+    assert undirected != directed
+    assert json.loads((directed / "meta.json").read_text())["num_edges"] == 4
+    assert json.loads((undirected / "meta.json").read_text())["num_edges"] == 8
+
+
 def test_gnnpar_train_nproc_2(tmp_path: Path) -> None:
     exe = shutil.which("gnnpar-train")
     cmd = [exe] if exe else [sys.executable, "-m", "gnnpar.cli"]
