@@ -88,17 +88,17 @@ class DistGraph:
     @property
     def rank(self) -> int:
         """Part id (= owning rank)."""
-        return self.part.part_id
+        return int(self.part.part_id)
 
     @property
     def num_owned(self) -> int:
         """Nodes owned by this rank."""
-        return self.part.num_owned
+        return int(self.part.num_owned)
 
     @property
     def num_halo(self) -> int:
         """Halo nodes of this rank."""
-        return self.part.num_halo
+        return int(self.part.num_halo)
 
     @property
     def first_gid(self) -> int:

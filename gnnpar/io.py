@@ -78,7 +78,8 @@ def load_npy(
     if not p.is_file():
         raise error("file is missing.", path=p, fix="re-create the directory that holds it.")
     try:
-        return np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
+        array: np.ndarray = np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
+        return array
     except ValueError as exc:
         raise error(
             f"not a readable .npy array ({exc}); it may be truncated or hold Python objects.",

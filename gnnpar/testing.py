@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch._C._distributed_c10d import TCPStore
 from torch.utils._pytree import tree_map
 
 from gnnpar.errors import DistributedError
@@ -108,7 +109,7 @@ def run_multiproc(
         ``fn``'s return value of each rank, in rank order.
     """
     ctx = mp.get_context("spawn")
-    store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False)
+    store = TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False)
     results = ctx.Queue()
     procs = [
         ctx.Process(

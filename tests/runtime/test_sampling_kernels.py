@@ -18,16 +18,19 @@ def _csc(degrees: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     return indptr, indices
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("hub_factor", [1, 4, 100])
 @pytest.mark.parametrize("replace", [False, True])
-def test_sample_neighbors_brute_force(replace: bool, hub_factor: int) -> None:
+def test_sample_neighbors_brute_force(replace: bool, hub_factor: int, device: str) -> None:
     # Degrees 0 .. 3 (all taken), 6 .. 12 (sort path) and 200 (Floyd path with factor 4).
     degrees = [0, 1, 3, 6, 7, 12, 200, 2, 200, 0]
-    indptr, indices = _csc(degrees)
-    nodes = torch.tensor([6, 0, 5, 5, 1, 2, 3, 4, 8, 9, 7, 6])
+    indptr, indices = (t.to(device) for t in _csc(degrees))
+    nodes = torch.tensor([6, 0, 5, 5, 1, 2, 3, 4, 8, 9, 7, 6], device=device)
     k = 3
-    count, nbr = sample_neighbors(indptr, indices, nodes, mix(torch.arange(12) + 5), k,
-                                  replace, hub_factor)
+    count, nbr = sample_neighbors(indptr, indices, nodes,
+                                  mix(torch.arange(12, device=device) + 5), k, replace,
+                                  hub_factor)
+    count, nbr, nodes = count.cpu(), nbr.cpu(), nodes.cpu()
     assert count.tolist() == [
         (k if degrees[v] else 0) if replace else min(k, degrees[v]) for v in nodes.tolist()]
     ptr = np.concatenate([[0], np.cumsum(count.numpy())])
