@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ds = load_dataset(args.spec, args.root)
         print(format_table(ds.summary()))
         if args.save:
-            out = ds.save(args.save, overwrite=args.overwrite)
+            out = ds.save(args.save, overwrite=args.overwrite, validate=False)  # just loaded
             print(f"saved to {out}")
     except GnnparError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -50,6 +50,31 @@ def unique_sorted(a: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
+def symmetrise(num_nodes: int, src: np.ndarray, dst: np.ndarray,
+               remove_self_loops: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Every edge in both directions, without duplicates, sorted by ``(dst, src)``.
+
+    Args:
+        num_nodes: ``N``; ids are in ``[0, N)``.
+        src: ``[E]`` integer source ids.
+        dst: ``[E]`` integer destination ids.
+        remove_self_loops: Also drop edges ``v -> v``.
+
+    Returns:
+        ``(src, dst)``, int64 ``[E']``.
+
+    Shapes:
+        ``E' <= 2 * E``.
+    """
+    s = np.concatenate([src, dst]).astype(np.int64, copy=False)
+    d = np.concatenate([dst, src]).astype(np.int64, copy=False)
+    if remove_self_loops:
+        keep = s != d
+        s, d = s[keep], d[keep]
+    key = unique_sorted(d * num_nodes + s)
+    return key % num_nodes, key // num_nodes
+
+
 def _empty_idx() -> np.ndarray:
     return np.zeros(0, dtype=np.int64)
 
@@ -180,7 +205,7 @@ class GraphDataset:
                 continue
             if int(idx.min()) < 0 or int(idx.max()) >= n:
                 raise fail(fld, f"holds ids outside [0, {n}).", f"use ids 0..{n - 1}.")
-            if int(np.bincount(idx, minlength=n).max()) > 1:  # np.unique is slow on numpy 2.4
+            if len(unique_sorted(idx)) != len(idx):
                 raise fail(fld, "holds a node id twice.", "deduplicate the split.")
             if seen[idx].any():
                 dup = int(idx[seen[idx] > 0][0])
@@ -199,13 +224,8 @@ class GraphDataset:
         Args:
             remove_self_loops: Also drop edges ``v -> v``.
         """
-        s = np.concatenate([self.src, self.dst]).astype(np.int64)
-        d = np.concatenate([self.dst, self.src]).astype(np.int64)
-        if remove_self_loops:
-            keep = s != d
-            s, d = s[keep], d[keep]
-        key = unique_sorted(d * self.num_nodes + s)
-        return replace(self, src=key % self.num_nodes, dst=key // self.num_nodes)
+        src, dst = symmetrise(self.num_nodes, self.src, self.dst, remove_self_loops)
+        return replace(self, src=src, dst=dst)
 
     def to_pyg(self) -> Data:
         """A PyG ``Data`` with ``x``, ``edge_index``, ``y`` and boolean split masks."""
@@ -245,17 +265,21 @@ class GraphDataset:
         }
 
     # ------------------------------------------------------------------ disk
-    def save(self, out_dir: str | os.PathLike[str], overwrite: bool = False) -> Path:
+    def save(self, out_dir: str | os.PathLike[str], overwrite: bool = False,
+             validate: bool = True) -> Path:
         """Validate, then write to ``out_dir`` atomically (temporary sibling, then rename).
 
         Args:
             out_dir: Directory to create.
             overwrite: Replace an existing directory (only once the new one is complete).
+            validate: Check every invariant first; pass ``False`` only for a dataset
+                that was just validated.
 
         Returns:
             The directory written.
         """
-        self.validate()
+        if validate:
+            self.validate()
         out = Path(out_dir)
         with atomic_directory(out, overwrite, DatasetError) as tmp:
             save_npy(tmp / "src.npy", np.asarray(self.src, dtype=np.int64))
@@ -278,12 +302,15 @@ class GraphDataset:
         return out
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], mmap: bool = True) -> GraphDataset:
+    def load(cls, path: str | os.PathLike[str], mmap: bool = True,
+             validate: bool = True) -> GraphDataset:
         """Read a directory written by :meth:`save`, memory-mapped by default, and validate.
 
         Args:
             path: Directory holding ``dataset.json``.
             mmap: Memory-map the arrays read-only.
+            validate: Check every invariant; pass ``False`` only for a directory this
+                process has just written from a validated dataset.
         """
         d = Path(path)
         meta = read_json(d / "dataset.json", DatasetError)
@@ -315,4 +342,4 @@ class GraphDataset:
             raise DatasetError(f"src.npy has {ds.num_edges} edges but dataset.json says "
                                f"{meta['num_edges']}.", path=d, field="num_edges",
                                fix="re-save the dataset; a file was replaced or truncated.")
-        return ds.validate(d)
+        return ds.validate(d) if validate else ds

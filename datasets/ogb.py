@@ -213,9 +213,9 @@ def load_ogb(
         return GraphDataset.load(cache)
     if not _has_raw(dataset_dir / "raw", meta["binary"] == "True"):
         _download(meta, dataset_dir, name)
-    ds = _read_raw(meta, dataset_dir, name)
+    ds = _read_raw(meta, dataset_dir, name)  # validated
     try:
-        ds.save(cache)
+        ds.save(cache, validate=False)
     except OSError as exc:
         warnings.warn(f"{cache}: cannot write gnnpar's cache ({exc}); the next load reads "
                       "the raw files again.", stacklevel=2)
@@ -223,4 +223,5 @@ def load_ogb(
     except DatasetError:
         if not (cache / "dataset.json").is_file():  # not a concurrent writer's result
             raise
-    return GraphDataset.load(cache)
+        return GraphDataset.load(cache)  # another process's cache: check it
+    return GraphDataset.load(cache, validate=False)

@@ -111,14 +111,15 @@ def load_dataset(spec: str, root: str | os.PathLike[str] = "data") -> GraphDatas
         root: Directory holding OGB datasets (downloaded there when missing and online).
 
     Returns:
-        The dataset, validated.
+        The dataset, validated on every path (synthetic graphs too), so callers need not
+        validate it again.
 
     Raises:
         DatasetError: The spec matches no accepted form, or the data behind it is bad.
     """
     if spec.startswith(SYNTHETIC_PREFIX):
         gen_name, kwargs = parse_synthetic(spec)
-        return GENERATORS[gen_name](**kwargs)
+        return GENERATORS[gen_name](**kwargs).validate(spec)
     path = Path(spec).expanduser()
     if _OGB_NAME.fullmatch(spec) and not path.exists():
         return load_ogb(spec, root)

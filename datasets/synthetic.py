@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from gnnpar.datasets.graph import GraphDataset, unique_sorted
+from gnnpar.datasets.graph import GraphDataset, symmetrise, unique_sorted
 from gnnpar.errors import DatasetError
 
 _FEAT_ROWS = 1 << 16  # feature rows drawn at a time
@@ -83,10 +83,7 @@ def _undirected_edges(
         ask = min(int((num_pairs - len(keys)) * ask / gained * 1.1) + 1024, 4 * num_pairs)
     if len(keys) > num_pairs:
         keys = keys[np.sort(rng.choice(len(keys), num_pairs, replace=False))]
-    lo, hi = keys // num_nodes, keys % num_nodes
-    both = np.concatenate([hi * num_nodes + lo, lo * num_nodes + hi])
-    both.sort()
-    return both % num_nodes, both // num_nodes
+    return symmetrise(num_nodes, keys // num_nodes, keys % num_nodes)
 
 
 def _features(

@@ -18,10 +18,9 @@ import time
 import warnings
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
-from gnnpar.comm import CommStats
+from gnnpar.comm import CommStats, all_gather_ints
 from gnnpar.distributed import init, shutdown
 from gnnpar.parallel import (
     CollectiveCounter,
@@ -88,14 +87,6 @@ def build(kind: str):
     return TransformerLM(cfg), batch, lm_loss
 
 
-def all_ranks(value: int) -> list[int]:
-    """One integer from every rank, gathered everywhere (no pickling)."""
-    t = torch.tensor([value], dtype=torch.int64)
-    out = torch.empty(ctx.world_size, dtype=torch.int64)
-    dist.all_gather_single(out, t)
-    return out.tolist()
-
-
 for kind in (["mlp", "transformer"] if args.model == "both" else [args.model]):
     model, batch, loss_fn = build(kind)
     if args.plan:
@@ -137,8 +128,8 @@ for kind in (["mlp", "transformer"] if args.model == "both" else [args.model]):
     params = parameter_bytes(pm.parameters())
     grads = gradient_bytes(pm.parameters())
     optim = optimizer_state_bytes(opt)
-    rows = zip(all_ranks(params), all_ranks(grads), all_ranks(optim),
-               all_ranks(peak_rss_bytes()), all_ranks(int(stats.total_bytes())), strict=True)
+    rows = all_gather_ints(ctx, [params, grads, optim, peak_rss_bytes(),
+                                 stats.total_bytes()]).tolist()
     log(f"[{kind}] rank  params(B)  grads(B)  optimiser(B)  peak RSS(MiB)  sent+recv/step(B)")
     for rank, (p, g, o, rss, c) in enumerate(rows):
         log(f"[{kind}] {rank:4d}  {p:9d}  {g:8d}  {o:12d}  {rss / 2**20:13.1f}  {c:17d}")

@@ -29,13 +29,14 @@ import time
 from typing import Any
 
 import torch
-from torch_geometric.nn.models import GAT, GCN, GraphSAGE
 from tqdm import tqdm
 
 import gnnpar.distributed as gdist
 from gnnpar.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
-from gnnpar.comm import CommStats, all_reduce_sum
+from gnnpar.comm import CommStats, comm_totals
+from gnnpar.config import ModelConfig
 from gnnpar.graph import DistGraph
+from gnnpar.models import MODELS, build_model
 from gnnpar.nn import (
     HaloGraph,
     NodeData,
@@ -48,8 +49,6 @@ from gnnpar.nn import (
 from gnnpar.run_record import RunRecord
 
 log = logging.getLogger("train_fullgraph")
-MODELS = {"gcn": GCN, "sage": GraphSAGE, "gat": GAT}
-COMM_KINDS = ("halo", "halo_grad", "grad")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -82,14 +81,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def comm_bytes(stats: CommStats, ctx: gdist.DistContext) -> dict[str, int]:
-    """Bytes sent by all ranks together, by kind."""
-    counters = stats.counters
-    sent = torch.tensor([counters[k].bytes_sent if k in counters else 0 for k in COMM_KINDS],
-                        dtype=torch.int64)
-    return dict(zip(COMM_KINDS, all_reduce_sum(ctx, sent).tolist(), strict=True))
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     started = not torch.distributed.is_initialized()
@@ -112,9 +103,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     # A PyG model, replicated; its message-passing layers run on the partitioned graph.
     torch.manual_seed(args.seed)
-    kwargs: dict[str, Any] = {"heads": args.heads} if args.model == "gat" else {}
-    model = MODELS[args.model](meta.feat_dim, args.hidden, args.layers, meta.num_classes,
-                               dropout=args.dropout, **kwargs).to(ctx.device)
+    model_cfg = ModelConfig(name=args.model, hidden=args.hidden, layers=args.layers,
+                            dropout=args.dropout, heads=args.heads)
+    model = build_model(model_cfg, meta.feat_dim, meta.num_classes).to(ctx.device)
     broadcast_parameters(model, ctx)
     model = distribute_convs(model, graph)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr,
@@ -135,8 +126,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         t0 = time.perf_counter()
         loss = train_epoch(model, graph, data, optimizer, ctx, epoch=epoch, stats=stats)
         epoch_time = time.perf_counter() - t0
-        metrics: dict[str, Any] = {"loss": loss, "epoch_time_s": epoch_time,
-                                   "comm_bytes": comm_bytes(stats, ctx)}
+        sent = {kind: c["bytes"] for kind, c in comm_totals(stats, ctx).items()}
+        metrics: dict[str, Any] = {"loss": loss, "epoch_time_s": epoch_time, "comm_bytes": sent}
         stats.reset()
         if (epoch + 1) % args.eval_every == 0 or epoch + 1 == args.epochs:
             metrics.update(evaluate(model, graph, data, ctx))
@@ -154,12 +145,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     flush_pipelines(model)
 
     times = [e["epoch_time_s"] for e in record.epochs]
+    kinds = sorted({kind for e in record.epochs for kind in e["comm_bytes"]})
     record.summary = {
         "best_val_acc": best["val_acc"], "test_acc_at_best_val": best["test_acc"],
         "best_epoch": best["epoch"],
         "mean_epoch_time_s": sum(times) / len(times) if times else float("nan"),
-        "comm_bytes_per_epoch": {k: sum(e["comm_bytes"][k] for e in record.epochs)
-                                 / max(len(record.epochs), 1) for k in COMM_KINDS},
+        "comm_bytes_per_epoch": {k: sum(e["comm_bytes"].get(k, 0) for e in record.epochs)
+                                 / max(len(record.epochs), 1) for k in kinds},
     }
     record.write(args.record, ctx)
     log.info("best val %.4f (epoch %d), test %.4f; record: %s", best["val_acc"],

@@ -37,7 +37,7 @@ from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.io import read_json, write_json
+from gnnpar.io import read_json, replace_directory, write_json
 
 STATE_FILE = "state.json"
 FORMAT = "gnnpar-checkpoint"
@@ -107,12 +107,7 @@ def save_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Mo
     if ctx.is_main:
         write_json(tmp / STATE_FILE, {"format": FORMAT, "format_version": FORMAT_VERSION,
                                       "world_size": ctx.world_size, "state": skeleton})
-        old = out.parent / f".{out.name}.old"
-        shutil.rmtree(old, ignore_errors=True)
-        if out.exists():
-            os.rename(out, old)
-        os.rename(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
+        replace_directory(tmp, out)
     _barrier(ctx)
 
 

@@ -10,6 +10,7 @@ cluster.
 
 from __future__ import annotations
 
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -17,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from gnnpar.distributed import DistContext
+from gnnpar.errors import DistributedError
 
 
 @dataclass
@@ -58,6 +60,41 @@ class CommStats:
     def total_bytes(self) -> int:
         """Bytes sent plus received over all kinds."""
         return sum(c.bytes_sent + c.bytes_recv for c in self.counters.values())
+
+
+def ring_bytes(nbytes: float, group_size: int, kind: str = "all_reduce") -> float:
+    """Bytes each rank sends (and receives) in a ring collective of ``nbytes``.
+
+    The ring algorithms of gloo and NCCL: an all-reduce sends ``2 (g - 1) / g`` of the
+    tensor per rank (reduce-scatter, then all-gather); an all-gather, reduce-scatter,
+    all-to-all or broadcast ``(g - 1) / g``.  Integer counters round the result.
+
+    Args:
+        nbytes: Size of the tensor (for all-gather the gathered output, for
+            reduce-scatter the input); element counts work the same way.
+        group_size: Ranks in the group (``g``); 0 bytes for one rank.
+        kind: ``"all_reduce"``, or any other collective for the ``(g - 1) / g`` factor.
+
+    Returns:
+        The bytes per rank, unrounded.
+    """
+    if group_size <= 1:
+        return 0.0
+    factor = 2 * (group_size - 1) / group_size if kind == "all_reduce" else (
+        (group_size - 1) / group_size)
+    return nbytes * factor
+
+
+def record_all_reduce(stats: CommStats, kind: str, tensor: torch.Tensor,
+                      group_size: int) -> None:
+    """Count one ring all-reduce of ``tensor`` over ``group_size`` ranks as ``kind``.
+
+    Rows are the elements sent (the tensor is flat), each way:
+    ``round(ring_bytes(numel, g))`` rows and ``round(ring_bytes(nbytes, g))`` bytes.
+    """
+    rows = round(ring_bytes(tensor.numel(), group_size))
+    nbytes = round(ring_bytes(tensor.numel() * tensor.element_size(), group_size))
+    stats.record(kind, rows, rows, nbytes, nbytes)
 
 
 def exchange_counts(ctx: DistContext, send_counts: torch.Tensor) -> torch.Tensor:
@@ -224,3 +261,26 @@ def all_gather_ints(ctx: DistContext, values: list[int]) -> torch.Tensor:
     rows = [torch.empty_like(mine) for _ in range(ctx.world_size)]
     dist.all_gather(rows, mine, group=ctx.group)
     return torch.stack(rows).cpu()
+
+
+def comm_totals(stats: CommStats, ctx: DistContext) -> dict[str, dict[str, int]]:
+    """Rows and bytes sent by all ranks together, by kind (collective).
+
+    Args:
+        stats: This rank's counters.
+        ctx: Distributed context.
+
+    Returns:
+        ``{kind: {"rows": ..., "bytes": ...}}``; what was sent equals what was received.
+    """
+    kinds = sorted(stats.counters)
+    check = all_gather_ints(ctx, [len(kinds), zlib.crc32(",".join(kinds).encode())])
+    if bool((check != check[0]).any()):
+        raise DistributedError(f"ranks counted different kinds of exchange ({kinds} here); "
+                               "the communication totals cannot be summed.")
+    if not kinds:
+        return {}
+    sent = torch.tensor([[stats.counters[k].rows_sent, stats.counters[k].bytes_sent]
+                         for k in kinds], dtype=torch.int64)
+    total = all_reduce_sum(ctx, sent.to(ctx.device)).cpu().tolist()
+    return {k: {"rows": r, "bytes": b} for k, (r, b) in zip(kinds, total, strict=True)}

@@ -30,6 +30,7 @@ from typing import Any
 from gnnpar.datasets.spec import DEFAULT_SPEC
 from gnnpar.errors import ConfigError
 from gnnpar.partition import METHODS
+from gnnpar.sampler import check_fanouts
 
 MODEL_NAMES = ("sage", "gcn", "gat")
 _FLAG = "flag"
@@ -166,11 +167,11 @@ class Config:
         if m.name == "gat" and m.hidden % m.heads:
             raise _error("model.hidden", m.hidden, f"GAT needs hidden divisible by heads="
                          f"{m.heads}", str(m.heads * max(1, m.hidden // m.heads)))
-        if (not isinstance(t.fanouts, (tuple, list)) or not t.fanouts
-                or any(isinstance(k, bool) or not isinstance(k, int) or k < 1
-                       for k in t.fanouts)):
+        try:
+            check_fanouts(t.fanouts)
+        except ConfigError:
             raise _error("train.fanouts", t.fanouts, "every fan-out must be an int >= 1",
-                         "15,10")
+                         "15,10") from None
         if len(t.fanouts) != m.layers:
             raise ConfigError(
                 f"{len(t.fanouts)} fan-outs {list(t.fanouts)} for {m.layers} layers; each "

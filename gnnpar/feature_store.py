@@ -236,7 +236,3 @@ class DistFeatureStore:
     def gather(self, gids: Tensor) -> Tensor:
         """Feature rows ``[n, F]`` of ``gids`` in request order (collective)."""
         return self.gather_many(gids, ("x",))["x"]
-
-    def gather_labels(self, gids: Tensor) -> Tensor:
-        """Labels ``[n]`` of ``gids`` in request order (collective)."""
-        return self.gather_many(gids, ("y",))["y"]

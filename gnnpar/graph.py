@@ -14,8 +14,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from gnnpar.comm import all_reduce_sum
 from gnnpar.distributed import DistContext, check_world_matches_parts
+from gnnpar.errors import PartitionError
 from gnnpar.partition.format import Partition, PartitionMeta, load_partition
+
+SPLITS = ("train", "val", "test")
+"""Node splits of a partition, each stored per part as ``part-K/{split}_idx.npy``."""
 
 
 def _tensor(a: np.ndarray, dtype: torch.dtype = torch.int64) -> torch.Tensor:
@@ -103,7 +108,7 @@ class DistGraph:
     @property
     def first_gid(self) -> int:
         """Global id of this rank's first owned node."""
-        return int(self.offsets[self.rank])
+        return int(self.meta.offsets[self.rank])
 
     def owner(self, gids: torch.Tensor) -> torch.Tensor:
         """Owning rank of each global id."""
@@ -132,3 +137,26 @@ class DistGraph:
             hit = self.halo_gids[pos] == g
             out[rest] = torch.where(hit, pos + self.num_owned, torch.full_like(g, -1))
         return out
+
+
+def global_split_sizes(graph: DistGraph, ctx: DistContext) -> dict[str, int]:
+    """Number of nodes of each split over all parts (collective: one all-reduce).
+
+    Args:
+        graph: This rank's part.
+        ctx: Distributed context.
+
+    Returns:
+        ``{"train", "val", "test"} -> `` global size; ``train`` is never 0.
+
+    Raises:
+        PartitionError: No part has a training node.
+    """
+    local = torch.tensor([len(getattr(graph.part, f"{s}_idx")) for s in SPLITS],
+                         device=ctx.device)
+    sizes = dict(zip(SPLITS, all_reduce_sum(ctx, local).cpu().tolist(), strict=True))
+    if sizes["train"] == 0:
+        raise PartitionError("the partition has no training nodes.",
+                             path="part-*/train_idx.npy", field="train_idx",
+                             fix="give the dataset a non-empty train split.")
+    return sizes

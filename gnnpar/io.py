@@ -50,16 +50,38 @@ def atomic_directory(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         yield tmp
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.rename(out, old / "d")
-            os.rename(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    replace_directory(tmp, out)
+
+
+def replace_directory(tmp: str | os.PathLike[str], out: str | os.PathLike[str]) -> None:
+    """Rename the complete directory ``tmp`` to ``out``, replacing any existing ``out``.
+
+    The old ``out`` is moved aside first and removed only once ``tmp`` is in place.  On
+    failure ``tmp`` is removed and the old ``out``, if any, is put back.
+
+    Args:
+        tmp: The finished directory (a sibling of ``out``, so renames stay on one device).
+        out: Final location.
+    """
+    tmp, out = Path(tmp), Path(out)
+    aside = None
+    try:
+        if out.exists():
+            aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent)) / "d"
+            os.rename(out, aside)
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if aside is not None:
+            if aside.exists():
+                os.rename(aside, out)  # put the previous directory back
+            shutil.rmtree(aside.parent, ignore_errors=True)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside.parent, ignore_errors=True)
 
 
 def load_npy(

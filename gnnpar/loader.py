@@ -47,10 +47,8 @@ from torch_geometric.data import Data
 from gnnpar.comm import all_gather_ints
 from gnnpar.errors import ConfigError
 from gnnpar.feature_store import DistFeatureStore
-from gnnpar.graph import DistGraph
+from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.sampler import DistNeighborSampler, check_fanouts, mix_int
-
-SPLITS = ("train", "val", "test")
 
 
 def _local_seeds(graph: DistGraph, seeds: str | Tensor) -> Tensor:
@@ -65,7 +63,7 @@ def _local_seeds(graph: DistGraph, seeds: str | Tensor) -> Tensor:
         raise ConfigError("seeds must be a split name or a 1-D integer tensor of global ids.",
                           field="seeds", fix="pass e.g. seeds='train'.")
     gids = seeds.cpu().to(torch.int64)
-    n = int(graph.offsets[-1])
+    n = graph.meta.num_nodes
     if gids.numel() and (int(gids.min()) < 0 or int(gids.max()) >= n):
         raise ConfigError(f"seed ids must be in [0, {n}).", field="seeds",
                           fix="pass global node ids of the partitioned graph.")
@@ -102,6 +100,7 @@ class DistNeighborLoader:
         seed_gids: ``[n]`` this rank's seeds (global ids, ascending); ``input_id``
             indexes it.
         num_steps: Steps per epoch, equal on every rank.
+        seed_counts: Number of seeds of each rank, in rank order.
         sampler: The :class:`DistNeighborSampler` used.
     """
 
@@ -138,19 +137,21 @@ class DistNeighborLoader:
         self.prefetch = bool(prefetch)
         self.seed_gids = _local_seeds(graph, seeds)
         self.sampler = DistNeighborSampler(graph, ctx, fanouts, replace, seed, features.stats)
+        self.seed_counts: list[int] = []
         self.num_steps = self._agree_on_steps(fanouts, replace)
         self._epoch = 0
         self._step = 0
         self._perm: tuple[int, Tensor] | None = None
 
     def _agree_on_steps(self, fanouts: list[int], replace: bool) -> int:
+        """Check that the ranks agree on the settings; keep their seed counts; count steps."""
         ctx = self.features.ctx
         settings = {
             "batch_size": self.batch_size, "shuffle": int(self.shuffle),
             "drop_last": int(self.drop_last), "seed": self.seed, "replace": int(replace),
             "prefetch": int(self.prefetch),
             "fanouts": zlib.crc32(repr(fanouts).encode()),
-            "num_nodes": int(self.graph.offsets[-1]),
+            "num_nodes": self.graph.meta.num_nodes,
         }
         table = all_gather_ints(ctx, [self.seed_gids.numel(), *settings.values()])
         for col, name in enumerate(settings, start=1):
@@ -160,6 +161,7 @@ class DistNeighborLoader:
                     f"ranks disagree on {name}: {values.tolist()} (rank order).",
                     field=name, fix="pass the same loader arguments on every rank.")
         counts = table[:, 0]
+        self.seed_counts = counts.tolist()
         if int(counts.sum()) == 0:
             raise ConfigError("no rank owns any seed.", field="seeds",
                               fix="pass a non-empty split or seed set.")
@@ -177,10 +179,34 @@ class DistNeighborLoader:
         """Steps per epoch (the same on every rank)."""
         return self.num_steps
 
+    def global_batch_size(self, step: int) -> int:
+        """Seeds of all ranks together in batch ``step`` (no communication).
+
+        Rank ``r`` with ``n_r`` seeds holds ``n_r // num_steps + (step < n_r % num_steps)``
+        of them at ``step`` (the split of ``torch.tensor_split``), or ``batch_size`` with
+        ``drop_last``.  Without ``drop_last`` the sum is never 0.
+
+        Args:
+            step: Step within an epoch, in ``[0, num_steps)``.
+        """
+        if not 0 <= step < self.num_steps:
+            raise ConfigError(f"step {step} is outside [0, {self.num_steps}).", field="step",
+                              fix="pass a step of the epoch.")
+        if self.drop_last:
+            return self.batch_size * len(self.seed_counts)
+        s = self.num_steps
+        return sum(n // s + (step < n % s) for n in self.seed_counts)
+
+    def _position(self) -> tuple[int, int]:
+        """``(epoch, step)`` of the next batch; the end of an epoch is the next's start."""
+        if self._step >= self.num_steps:
+            return self._epoch + 1, 0
+        return self._epoch, self._step
+
     @property
     def epoch(self) -> int:
         """Epoch that the next batch belongs to."""
-        return self._epoch if self._step < self.num_steps else self._epoch + 1
+        return self._position()[0]
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` from its first batch at the next iteration."""
@@ -188,11 +214,8 @@ class DistNeighborLoader:
 
     def state_dict(self) -> dict[str, int]:
         """The loader's position: the next batch is step ``step`` of epoch ``epoch``."""
-        if self._step >= self.num_steps:
-            return {"epoch": self._epoch + 1, "step": 0, "num_steps": self.num_steps,
-                    "seed": self.seed}
-        return {"epoch": self._epoch, "step": self._step, "num_steps": self.num_steps,
-                "seed": self.seed}
+        epoch, step = self._position()
+        return {"epoch": epoch, "step": step, "num_steps": self.num_steps, "seed": self.seed}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a position saved by :meth:`state_dict` of an equal loader."""
@@ -236,8 +259,7 @@ class DistNeighborLoader:
 
     def __iter__(self) -> Iterator[Data]:
         """Yield the remaining batches of the current epoch (collective)."""
-        if self._step >= self.num_steps:
-            self._epoch, self._step = self._epoch + 1, 0
+        self._epoch, self._step = self._position()
         epoch = self._epoch
         if not self.prefetch:
             for step in range(self._step, self.num_steps):

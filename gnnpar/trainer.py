@@ -6,11 +6,13 @@ training nodes across part boundaries (:class:`~gnnpar.loader.DistNeighborLoader
 model is replicated and wrapped in ``DistributedDataParallel``.  Per epoch:
 
 * **train** — every rank takes the same number of steps.  A step's loss is the sum over
-  the rank's seeds divided by the number of seeds of *all* ranks in that step (one
-  all-reduce of an integer), scaled by the world size that DDP's averaging divides by:
-  the update is that of the mean loss over the global batch, also when a rank's batch is
-  smaller or empty.  Dropout is re-seeded per step from ``(seed, epoch, step, rank)``, so
-  like the sampler it carries no state that a checkpoint would have to hold;
+  the rank's seeds divided by the number of seeds of *all* ranks in that step (which the
+  loader knows without communicating:
+  :meth:`~gnnpar.loader.DistNeighborLoader.global_batch_size`), scaled by the world size
+  that DDP's averaging divides by: the update is that of the mean loss over the global
+  batch, also when a rank's batch is smaller or empty.  Dropout is re-seeded per step
+  from ``(seed, epoch, step, rank)``, so like the sampler it carries no state that a
+  checkpoint would have to hold;
 * **evaluate (sampled)** — validation and test accuracy on batches sampled with the
   training fan-outs, counts all-reduced over the ranks (every ``eval_every`` epochs and
   after the last);
@@ -34,7 +36,6 @@ from __future__ import annotations
 import copy
 import logging
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,13 +50,12 @@ from torch_geometric.data import Data
 from tqdm import tqdm
 
 from gnnpar.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
-from gnnpar.comm import CommStats, all_gather_ints, all_reduce_sum
+from gnnpar.comm import CommStats, all_reduce_sum, comm_totals, record_all_reduce
 from gnnpar.config import Config
 from gnnpar.distributed import DistContext, new_group
-from gnnpar.errors import DistributedError, PartitionError
 from gnnpar.faults import FailureBoard, agreed
 from gnnpar.feature_store import DistFeatureStore
-from gnnpar.graph import DistGraph
+from gnnpar.graph import SPLITS, DistGraph, global_split_sizes
 from gnnpar.loader import DistNeighborLoader
 from gnnpar.models import SampledGNN, build_model, forward_batch
 from gnnpar.nn import HaloGraph, NodeData, distribute_convs, evaluate
@@ -66,7 +66,8 @@ log = logging.getLogger(__name__)
 
 RECORD_FILE = "record.json"
 CHECKPOINT_DIR = "checkpoint"
-EVAL_SPLITS = ("val", "test")
+POSTFIX_EVERY = 20
+"""Steps between updates of the progress bar's loss (each one waits for the device)."""
 StepHook = Callable[[int, int, Data], None]
 """Called as ``hook(epoch, step, batch)`` after each optimizer step (and its checkpoint)."""
 
@@ -82,7 +83,7 @@ class _GradCounter:
 
 # DDP checks a hook's annotations as objects, which postponed (string) annotations are not.
 def _counted_allreduce(state: _GradCounter, bucket):  # type: ignore[no-untyped-def]
-    """DDP's own all-reduce, counted as kind ``"grad"`` (ring: ``2 (W-1)/W`` each way).
+    """DDP's own all-reduce, counted as kind ``"grad"`` (see :func:`~gnnpar.comm.ring_bytes`).
 
     Args:
         state: The counters.
@@ -91,30 +92,8 @@ def _counted_allreduce(state: _GradCounter, bucket):  # type: ignore[no-untyped-
     Returns:
         A ``torch.futures.Future`` of the averaged bucket.
     """
-    buf = bucket.buffer()
-    w = state.world_size
-    rows = buf.numel() * 2 * (w - 1) // w
-    state.stats.record("grad", rows, rows, rows * buf.element_size(), rows * buf.element_size())
+    record_all_reduce(state.stats, "grad", bucket.buffer(), state.world_size)
     return allreduce_hook(state.group, bucket)  # type: ignore[arg-type]
-
-
-def comm_totals(stats: CommStats, ctx: DistContext) -> dict[str, dict[str, int]]:
-    """Rows and bytes sent by all ranks together, by kind (collective).
-
-    Returns:
-        ``{kind: {"rows": ..., "bytes": ...}}``; what was sent equals what was received.
-    """
-    kinds = sorted(stats.counters)
-    check = all_gather_ints(ctx, [len(kinds), zlib.crc32(",".join(kinds).encode())])
-    if bool((check != check[0]).any()):
-        raise DistributedError(f"ranks counted different kinds of exchange ({kinds} here); "
-                               "the communication totals cannot be summed.")
-    if not kinds:
-        return {}
-    sent = torch.tensor([[stats.counters[k].rows_sent, stats.counters[k].bytes_sent]
-                         for k in kinds], dtype=torch.int64)
-    total = all_reduce_sum(ctx, sent.to(ctx.device)).cpu().tolist()
-    return {k: {"rows": r, "bytes": b} for k, (r, b) in zip(kinds, total, strict=True)}
 
 
 class Trainer:
@@ -132,6 +111,7 @@ class Trainer:
         graph: This rank's part.
         model: The PyG model; ``sampled`` runs it on batches, ``ddp`` wraps ``sampled``.
         loader: The training loader (its position is part of every checkpoint).
+        split_sizes: Global number of nodes of each split.
         stats: Communication counters of this rank (reset each epoch).
         record: The run record (written by rank 0).
     """
@@ -149,13 +129,7 @@ class Trainer:
     def _setup(self) -> None:
         cfg, ctx, graph = self.cfg, self.ctx, self.graph
         t = cfg.train
-        sizes = all_reduce_sum(ctx, torch.tensor(
-            [len(getattr(graph.part, f"{s}_idx")) for s in ("train", *EVAL_SPLITS)],
-            device=ctx.device)).cpu()
-        if int(sizes[0]) == 0:
-            raise PartitionError("the partition has no training nodes.",
-                                 path="part-*/train_idx.npy", field="train_idx",
-                                 fix="give the dataset a non-empty train split.")
+        self.split_sizes = global_split_sizes(graph, ctx)
         self.stats = CommStats()
         prefetch = t.prefetch
         fctx = new_group(ctx) if prefetch and ctx.world_size > 1 else ctx
@@ -167,7 +141,7 @@ class Trainer:
         self.eval_loaders = {
             split: DistNeighborLoader(graph, self.features, fanouts, split, t.eval_batch_size,
                                       shuffle=False, seed=t.seed + 1)
-            for split, n in zip(EVAL_SPLITS, sizes[1:].tolist(), strict=True) if n > 0}
+            for split in SPLITS[1:] if self.split_sizes[split] > 0}
         meta = graph.meta
         torch.manual_seed(t.seed)  # the same initial weights on every rank
         self.model = build_model(cfg.model, meta.feat_dim, meta.num_classes).to(ctx.device)
@@ -226,32 +200,42 @@ class Trainer:
                    desc=f"epoch {epoch + 1}/{t.epochs}",
                    # None: tqdm shows the bar only on a terminal, not in logs.
                    disable=None if ctx.is_main and t.progress else True)
+        dev = ctx.device
+        # On the device, so that a step does not wait for it; read once per epoch.
+        loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
+        correct = torch.zeros((), dtype=torch.int64, device=dev)
+        seeds = 0
+
+        def totals(t0: float) -> dict[str, float]:
+            return {**acc, "loss": acc["loss"] + float(loss_sum),
+                    "correct": acc["correct"] + float(correct), "seeds": acc["seeds"] + seeds,
+                    "time": acc["time"] + time.perf_counter() - t0}
+
         t0 = time.perf_counter()
         for step, batch in enumerate(self.loader, start):
             torch.manual_seed(mix_int(t.seed, epoch, step, ctx.rank) & ((1 << 63) - 1))
-            n_global = int(all_reduce_sum(ctx, torch.tensor([batch.batch_size],
-                                                            device=ctx.device)))
-            y = batch.y[: batch.batch_size].to(ctx.device)
-            logits = forward_batch(self.ddp, batch.to(ctx.device))
+            n_global = self.loader.global_batch_size(step)
+            batch = batch.to(dev)
+            y = batch.y[: batch.batch_size]
+            logits = forward_batch(self.ddp, batch)
             loss = F.cross_entropy(logits, y, reduction="sum")
             self.optimizer.zero_grad(set_to_none=True)
             (loss * (ctx.world_size / n_global)).backward()  # type: ignore[no-untyped-call]
             self.optimizer.step()
-            loss_sum = float(loss.detach())
-            acc["loss"] += loss_sum
-            acc["correct"] += float((logits.argmax(-1) == y).sum())
-            acc["seeds"] += batch.batch_size
+            loss_sum += loss.detach()
+            correct += (logits.argmax(-1) == y).sum()
+            seeds += batch.batch_size
             acc["edges"] += sum(batch.num_sampled_edges)
             bar.update()
-            bar.set_postfix(loss=f"{loss_sum / max(batch.batch_size, 1):.4f}")
+            if not bar.disable and (step + 1) % POSTFIX_EVERY == 0:
+                bar.set_postfix(loss=f"{float(loss_sum) / max(seeds, 1):.4f}")
             if t.checkpoint_steps and (step + 1) % t.checkpoint_steps == 0 \
                     and step + 1 < len(self.loader):
-                self._save({**acc, "time": acc["time"] + time.perf_counter() - t0})
+                self._save(totals(t0))
             if hook is not None:
                 hook(epoch, step, batch)
         bar.close()
-        acc["time"] += time.perf_counter() - t0
-        return acc
+        return totals(t0)
 
     @torch.no_grad()
     def evaluate_sampled(self) -> dict[str, float]:
@@ -261,19 +245,22 @@ class Trainer:
             ``{"val_acc", "test_acc"}`` over all ranks' nodes; ``nan`` for an empty split.
         """
         self.model.eval()
-        counts = torch.zeros(2 * len(EVAL_SPLITS), dtype=torch.float64)
-        for i, split in enumerate(EVAL_SPLITS):
+        dev = self.ctx.device
+        splits = SPLITS[1:]
+        counts = torch.zeros(2 * len(splits), dtype=torch.float64, device=dev)
+        for i, split in enumerate(splits):
             loader = self.eval_loaders.get(split)
             if loader is None:
                 continue
             loader.set_epoch(0)  # the same sampled neighbourhoods at every evaluation
             for batch in loader:
-                pred = forward_batch(self.sampled, batch.to(self.ctx.device)).argmax(-1)
-                counts[2 * i] += float((pred == batch.y[: batch.batch_size]).sum())
+                batch = batch.to(dev)
+                pred = forward_batch(self.sampled, batch).argmax(-1)
+                counts[2 * i] += (pred == batch.y[: batch.batch_size]).sum()
                 counts[2 * i + 1] += batch.batch_size
-        counts = all_reduce_sum(self.ctx, counts.to(self.ctx.device)).cpu()
+        counts = all_reduce_sum(self.ctx, counts).cpu()
         return {f"{s}_acc": float(counts[2 * i] / counts[2 * i + 1])
-                if counts[2 * i + 1] else float("nan") for i, s in enumerate(EVAL_SPLITS)}
+                if counts[2 * i + 1] else float("nan") for i, s in enumerate(splits)}
 
     @torch.no_grad()
     def evaluate_full(self) -> tuple[dict[str, float], dict[str, dict[str, int]]]:
@@ -288,7 +275,7 @@ class Trainer:
         """
         stats = CommStats()
         halo = HaloGraph.build(self.graph, self.ctx, stats=stats)
-        data = NodeData.load(self.graph, self.ctx)
+        data = NodeData.load(self.graph, self.ctx, num_global=self.split_sizes)
         model = distribute_convs(copy.deepcopy(self.model), halo)
         accuracy = evaluate(model, halo, data, self.ctx)
         return accuracy, comm_totals(stats, self.ctx)

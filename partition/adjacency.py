@@ -53,8 +53,7 @@ class InEdges:
             ``(indptr, src)``: int64 ``[n + 1]`` and int ``[nnz]``, the sources of
             ``nodes[i]`` being ``src[indptr[i]:indptr[i + 1]]``.
         """
-        sub = self.matrix[nodes]
-        return sub.indptr.astype(np.int64, copy=False), sub.indices
+        return _csr_rows(self.matrix, nodes)
 
 
 def group_in_edges(num_nodes: int, src: np.ndarray, dst: np.ndarray) -> InEdges:
@@ -110,6 +109,11 @@ def take_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray,
     """
     matrix = sp.csr_matrix((np.ones(len(indices), np.int8), indices, indptr),
                            shape=(len(indptr) - 1, num_cols))
+    return _csr_rows(matrix, rows)
+
+
+def _csr_rows(matrix: sp.csr_matrix, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``rows`` of ``matrix`` as ``(indptr [n + 1] int64, indices)``, in that order."""
     sub = matrix[rows]
     return sub.indptr.astype(np.int64, copy=False), sub.indices
 

@@ -181,17 +181,20 @@ def check_method(method: str) -> None:
                           fix=f"choose one of {list(METHODS)} (CLI: --method).")
 
 
-def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequence[str],
-                 seed: int, train_idx: np.ndarray,
+def assign_parts(in_edges: InEdges, in_degree: np.ndarray, num_parts: int, method: str,
+                 balance: Sequence[str], seed: int, train_idx: np.ndarray,
                  assignment: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, object]]:
     """The part of every node, by ``method`` or from ``assignment``.
 
+    Checks ``method`` (unless ``assignment`` is given) and, for METIS, ``balance``.
+
     Args:
         in_edges: The grouped source graph.
+        in_degree: int64 ``[N]`` ``in_edges.in_degree()`` (for the ``"edges"`` weight).
         num_parts: ``K``, already checked against ``N``.
         method: ``"metis"``, ``"random"`` or ``"contiguous"``; ignored when ``assignment``
             is given.
-        balance: Quantities METIS balances.
+        balance: Quantities METIS balances (checked by :func:`balance_weights`).
         seed: Random seed (METIS and ``random``).
         train_idx: Training node ids (for the ``"train"`` weight).
         assignment: A precomputed ``[N]`` part array.
@@ -208,6 +211,6 @@ def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequen
         return random_assignment(n, num_parts, seed), {"method": method, "seed": seed}
     if method == "contiguous":
         return contiguous_assignment(n, num_parts), {"method": method}
-    vweights, used = balance_weights(balance, in_edges.in_degree(), train_idx)
+    vweights, used = balance_weights(balance, in_degree, train_idx)
     part = metis_assignment(in_edges, num_parts, vweights, seed)
     return part, {"method": method, "seed": seed, "balance": list(used)}

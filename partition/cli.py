@@ -113,7 +113,8 @@ def _run_partition(args: argparse.Namespace) -> int:
     meta = partition_graph(
         dataset, args.num_parts, args.out, method=args.method, halo_hops=args.halo_hops,
         balance=tuple(b.strip() for b in args.balance.split(",") if b.strip()),
-        seed=args.seed, overwrite=args.overwrite, progress=progress)
+        seed=args.seed, overwrite=args.overwrite, progress=progress,
+        validate=False)  # load_dataset validated it (to_undirected keeps it valid)
     print(f"wrote {args.out}: {meta.num_parts} parts of {meta.name} "
           f"({meta.num_nodes:,} nodes, {meta.num_edges:,} edges), {meta.partitioner}")
     print(format_quality(meta.quality, meta.num_edges))

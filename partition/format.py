@@ -38,10 +38,13 @@ from gnnpar.io import load_npy, read_json, sha256_file
 
 FORMAT_VERSION = 1
 META_FILE = "meta.json"
-PART_ARRAYS = (
-    "orig_ids", "halo_gids", "indptr", "indices", "in_degree", "adj_complete",
-    "feat", "label", "train_idx", "val_idx", "test_idx",
-)
+# Every array file of a part and its dtype: the part-file schema (see the module docstring).
+PART_DTYPES: dict[str, type[np.generic]] = {
+    "orig_ids": np.int64, "halo_gids": np.int64, "indptr": np.int64, "indices": np.int64,
+    "in_degree": np.int64, "adj_complete": np.bool_, "feat": np.float32, "label": np.int64,
+    "train_idx": np.int64, "val_idx": np.int64, "test_idx": np.int64,
+}
+PART_ARRAYS = tuple(PART_DTYPES)
 
 
 def part_dir_name(part: int) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gnnpar.datasets.graph import unique_sorted
 from gnnpar.partition.adjacency import InEdges, take_rows
 
 
@@ -168,8 +169,7 @@ def _concat_csc(ptrs: list[np.ndarray]) -> np.ndarray:
 def _distinct(ids: np.ndarray, n: int) -> np.ndarray:
     """Sorted distinct values of ``ids`` in ``[0, n)``: a sort when few, else a bitmap."""
     if len(ids) * 64 < n:
-        ids = np.sort(ids)
-        return ids[np.concatenate(([True], ids[1:] != ids[:-1]))] if len(ids) else ids
+        return unique_sorted(ids)
     mark = np.zeros(n, dtype=bool)
     mark[ids] = True
     return np.flatnonzero(mark)

@@ -25,6 +25,7 @@ from gnnpar.datasets.graph import SPLITS, GraphDataset
 from gnnpar.errors import PartitionError
 from gnnpar.partition.format import (
     PART_ARRAYS,
+    PART_DTYPES,
     Partition,
     PartitionMeta,
     load_partition,
@@ -32,10 +33,6 @@ from gnnpar.partition.format import (
     verify_checksums,
 )
 
-DTYPES = {"orig_ids": np.int64, "halo_gids": np.int64, "indptr": np.int64,
-          "indices": np.int64, "in_degree": np.int64, "adj_complete": np.bool_,
-          "feat": np.float32, "label": np.int64, "train_idx": np.int64, "val_idx": np.int64,
-          "test_idx": np.int64}
 _FIX = "re-create the partition with gnnpar-partition ... --overwrite."
 _ROWS = 1 << 16  # feature rows compared at a time
 
@@ -116,7 +113,7 @@ def verify_partition(out_dir: str | os.PathLike[str],
 def _check_part_arrays(d: Path, p: Partition) -> None:
     """Dtypes, sizes, CSC structure, halo ids and splits of one part."""
     meta, k = p.meta, p.part_id
-    for name, dtype in DTYPES.items():
+    for name, dtype in PART_DTYPES.items():
         arr = getattr(p, name)
         if arr.dtype != dtype or arr.ndim != (2 if name == "feat" else 1):
             raise _fail(d / f"{name}.npy", name, f"has dtype {arr.dtype} and {arr.ndim} "

@@ -51,13 +51,7 @@ from gnnpar.datasets.graph import SPLITS, GraphDataset
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.io import atomic_directory, save_npy_blocks, save_npy_sha256, write_json
 from gnnpar.partition.adjacency import InEdges, group_in_edges
-from gnnpar.partition.assign import (
-    DEFAULT_BALANCE,
-    assign_parts,
-    check_balance,
-    check_method,
-    check_num_parts,
-)
+from gnnpar.partition.assign import DEFAULT_BALANCE, assign_parts, check_num_parts
 from gnnpar.partition.format import FORMAT_VERSION, META_FILE, PartitionMeta, part_dir_name
 from gnnpar.partition.local_graph import Renumbering, build_local_graph, renumber
 from gnnpar.partition.quality import PartStats, quality_report
@@ -76,11 +70,12 @@ def partition_graph(
     assignment: np.ndarray | None = None,
     overwrite: bool = False,
     progress: bool = False,
+    validate: bool = True,
 ) -> PartitionMeta:
     """Partition ``dataset`` into ``num_parts`` parts and write the partition directory.
 
     Args:
-        dataset: The graph (validated first).
+        dataset: The graph.
         num_parts: ``K``, in ``1 .. num_nodes``; every part owns at least one node.
         out_dir: Directory to create (see the module docstring for its layout).
         method: ``"metis"`` (few cut edges, balanced), ``"random"`` (seeded, equal sizes)
@@ -92,6 +87,9 @@ def partition_graph(
         assignment: A precomputed int ``[N]`` part per node; overrides ``method``.
         overwrite: Replace an existing ``out_dir`` (only once the new one is complete).
         progress: Show a progress bar per stage.
+        validate: Validate ``dataset`` first (:meth:`GraphDataset.validate`); pass
+            ``False`` only for a dataset already validated, e.g. one from
+            :func:`gnnpar.datasets.load_dataset`.
 
     Returns:
         The metadata written to ``meta.json``.
@@ -100,28 +98,26 @@ def partition_graph(
         ConfigError: A bad argument.
         PartitionError: ``out_dir`` exists without ``overwrite``, or a bad ``assignment``.
     """
-    if assignment is None:
-        check_method(method)
-    balance = check_balance(balance)
     if int(halo_hops) < 1:
         raise ConfigError(f"got halo_hops={halo_hops}.", field="halo_hops",
                           fix="pass halo_hops >= 1 (CLI: --halo-hops).")
-    dataset.validate()
+    if validate:
+        dataset.validate()
     check_num_parts(num_parts, dataset.num_nodes)
     hint = "pass overwrite=True (CLI: --overwrite) or choose another --out."
     with atomic_directory(out_dir, overwrite, PartitionError, hint) as tmp:
         with tqdm(total=2, desc=f"assign ({'precomputed' if assignment is not None else method})",
                   disable=not progress) as bar:
             in_edges = group_in_edges(dataset.num_nodes, dataset.src, dataset.dst)
+            degree = in_edges.in_degree()
             bar.update()
-            part, partitioner = assign_parts(in_edges, num_parts, method, balance, seed,
-                                             np.asarray(dataset.train_idx), assignment)
+            part, partitioner = assign_parts(in_edges, degree, num_parts, method, balance,
+                                             seed, np.asarray(dataset.train_idx), assignment)
             ren = renumber(part, num_parts)
             del part
             bar.update()
         splits = {name: np.sort(ren.new_of_old[np.asarray(getattr(dataset, name))])
                   for name in SPLITS}
-        degree = in_edges.in_degree()
         files: dict[str, str] = {}
         stats: list[PartStats] = []
         sizes: list[dict[str, int]] = []

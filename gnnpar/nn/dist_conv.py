@@ -11,7 +11,7 @@ the layer on the whole graph.  Layers that accept ``(x_src, x_dst)`` (``SAGEConv
 run on owned rows only.
 
 ``GCNConv`` weights each edge by the degrees of its *source* as well: a halo node's degree
-is not visible locally, so :meth:`HaloGraph.gcn_norm` computes the owned nodes' degrees
+is not visible locally, so :meth:`HaloGraph.gcn_adjacency` computes the owned nodes' degrees
 with PyG's own self-loop rule and fetches the halo nodes' degrees from their owners once.
 (The partition's ``in_degree`` alone is not enough: whether a halo node has a self-loop,
 which ``add_self_loops`` replaces, is only known to its owner.)  Its linear map commutes
@@ -64,7 +64,6 @@ class HaloGraph:
     def __init__(self, exchange: HaloExchange, edge_index: Tensor) -> None:
         self.exchange = exchange
         self.edge_index = edge_index
-        self._gcn: dict[tuple[bool, bool, torch.dtype], tuple[Tensor, Tensor]] = {}
         self._adj: dict[tuple[bool, bool, torch.dtype], SparseAdjacency] = {}
 
     @classmethod
@@ -81,14 +80,12 @@ class HaloGraph:
             stale: PipeGCN stale halos.
             seed: Seed of the boundary samples.
         """
-        plan = HaloPlan.build(graph, ctx, stats)
+        plan = HaloPlan.build(graph, ctx, stats, device=ctx.device)
         n = graph.num_owned
         indptr = graph.indptr[: n + 1]
         dst = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
         src = graph.indices[: int(indptr[-1])]
         edge_index = torch.stack([src, dst]).to(ctx.device)
-        plan = HaloPlan(plan.num_owned, plan.num_halo, plan.send_idx.to(ctx.device),
-                        plan.send_counts, plan.recv_counts)
         exchange = HaloExchange(plan, ctx, stats=stats, boundary_p=boundary_p, stale=stale,
                                 seed=seed)
         return cls(exchange, edge_index)
@@ -107,12 +104,12 @@ class HaloGraph:
         """Start epoch ``epoch`` (draws the boundary sample under BNS)."""
         self.exchange.set_epoch(epoch)
 
-    def gcn_norm(self, add_self_loops: bool, improved: bool,
-                 dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        """Edges and weights of ``GCNConv``'s normalisation with global degrees.
+    def gcn_adjacency(self, add_self_loops: bool, improved: bool,
+                      dtype: torch.dtype) -> SparseAdjacency:
+        """``GCNConv``'s normalised adjacency with global degrees, from local ids to owned rows.
 
         The first call for a setting is collective (one exchange of the halo degrees);
-        later calls return the cached result.
+        later calls return the cached matrix.
 
         Args:
             add_self_loops: As ``GCNConv(add_self_loops=...)``.
@@ -120,40 +117,34 @@ class HaloGraph:
             dtype: Dtype of the weights (that of the features).
 
         Returns:
-            ``(edge_index, edge_weight)``: the local edges (plus one self-loop per owned
-            node when ``add_self_loops``) and ``deg^-1/2[src] * w * deg^-1/2[dst]``.
-        """
-        key = (add_self_loops, improved, dtype)
-        if key not in self._gcn:
-            n = self.num_owned
-            edge_index, weight = self.edge_index, None
-            if add_self_loops:  # PyG's rule: drop existing loops, add one per node
-                edge_index, weight = add_remaining_self_loops(
-                    edge_index, None, 2.0 if improved else 1.0, n)
-            if weight is None:
-                weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
-            weight = weight.to(dtype)
-            deg = scatter(weight, edge_index[1], 0, dim_size=n, reduce="sum")
-            halo_deg = self.exchange.plan.gather_halo(self.exchange.ctx, deg, self.exchange.stats,
-                                                      kind="halo_setup")
-            deg = torch.cat([deg, halo_deg])
-            inv = deg.pow(-0.5)
-            inv.masked_fill_(inv == float("inf"), 0.0)
-            self._gcn[key] = (edge_index, inv[edge_index[0]] * weight * inv[edge_index[1]])
-        return self._gcn[key]
-
-    def gcn_adjacency(self, add_self_loops: bool, improved: bool,
-                      dtype: torch.dtype) -> SparseAdjacency:
-        """:meth:`gcn_norm` as a sparse matrix from local ids to owned rows (cached).
-
-        Collective on the first call for a setting, like :meth:`gcn_norm`.
+            ``[num_owned, num_owned + num_halo]``: the local edges (plus one self-loop per
+            owned node when ``add_self_loops``) weighted ``deg^-1/2[src] * w *
+            deg^-1/2[dst]``.
         """
         key = (add_self_loops, improved, dtype)
         if key not in self._adj:
-            edge_index, weight = self.gcn_norm(add_self_loops, improved, dtype)
+            edge_index, weight = self._gcn_norm(add_self_loops, improved, dtype)
             self._adj[key] = SparseAdjacency.from_edges(
                 edge_index, weight, self.num_owned, self.num_owned + self.num_halo)
         return self._adj[key]
+
+    def _gcn_norm(self, add_self_loops: bool, improved: bool,
+                  dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """Edges and weights of :meth:`gcn_adjacency` (uncached; collective)."""
+        n = self.num_owned
+        edge_index, weight = self.edge_index, None
+        if add_self_loops:  # PyG's rule: drop existing loops, add one per node
+            edge_index, weight = add_remaining_self_loops(
+                edge_index, None, 2.0 if improved else 1.0, n)
+        if weight is None:
+            weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
+        weight = weight.to(dtype)
+        deg = scatter(weight, edge_index[1], 0, dim_size=n, reduce="sum")
+        exchange = self.exchange
+        halo_deg = exchange.plan.gather_halo(exchange.ctx, deg, exchange.stats, kind="halo_setup")
+        inv = torch.cat([deg, halo_deg]).pow(-0.5)
+        inv.masked_fill_(inv == float("inf"), 0.0)
+        return edge_index, inv[edge_index[0]] * weight * inv[edge_index[1]]
 
 
 class _SpMM(torch.autograd.Function):

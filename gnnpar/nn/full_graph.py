@@ -27,12 +27,9 @@ from torch import Tensor, nn
 
 from gnnpar.comm import CommStats, all_reduce_sum
 from gnnpar.distributed import DistContext
-from gnnpar.errors import PartitionError
-from gnnpar.graph import DistGraph
+from gnnpar.graph import SPLITS, DistGraph, global_split_sizes
 from gnnpar.nn.dist_conv import HaloGraph
 from gnnpar.nn.replicate import all_reduce_gradients
-
-SPLITS = ("train", "val", "test")
 
 
 @dataclass(frozen=True)
@@ -52,25 +49,24 @@ class NodeData:
     num_global: dict[str, int]
 
     @classmethod
-    def load(cls, graph: DistGraph, ctx: DistContext,
-             dtype: torch.dtype = torch.float32) -> NodeData:
-        """Read this rank's rows from the partition onto ``ctx.device`` (collective).
+    def load(cls, graph: DistGraph, ctx: DistContext, dtype: torch.dtype = torch.float32,
+             num_global: dict[str, int] | None = None) -> NodeData:
+        """Read this rank's rows from the partition onto ``ctx.device``.
 
         Args:
             graph: This rank's part.
             ctx: Distributed context.
             dtype: Feature dtype.
+            num_global: The global split sizes, when the caller already has them from
+                :func:`~gnnpar.graph.global_split_sizes`; otherwise they are computed
+                here (collective).
         """
         part = graph.part
         dev = ctx.device
         splits = {s: torch.from_numpy(np.array(getattr(part, f"{s}_idx"))).to(dev)
                   for s in SPLITS}
-        sizes = all_reduce_sum(ctx, torch.tensor([len(splits[s]) for s in SPLITS]))
-        num_global = dict(zip(SPLITS, (int(v) for v in sizes), strict=True))
-        if num_global["train"] == 0:
-            raise PartitionError("the partition has no training nodes.",
-                                 path="part-*/train_idx.npy", field="train_idx",
-                                 fix="give the dataset a non-empty train split.")
+        if num_global is None:
+            num_global = global_split_sizes(graph, ctx)
         return cls(x=torch.from_numpy(np.array(part.feat)).to(dev, dtype),
                    y=torch.from_numpy(np.array(part.label)).to(dev),
                    splits=splits, num_global=num_global)

@@ -38,29 +38,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gnnpar.comm import (
-    CommStats,
-    PendingExchange,
-    all_reduce_sum,
-    all_to_all_v,
-    start_all_to_all_v,
-)
+from gnnpar.comm import CommStats, PendingExchange, all_to_all_v, start_all_to_all_v
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError, PartitionError
+from gnnpar.faults import agreed
 from gnnpar.graph import DistGraph
-
-
-def _raise_together(ctx: DistContext, bad: bool, message: str, fix: str) -> None:
-    """Raise the same :class:`PartitionError` on every rank when any rank found ``bad``.
-
-    Collective, so that no rank is left waiting in the next exchange for one that raised.
-    """
-    flags = torch.zeros(ctx.world_size, dtype=torch.int64)
-    flags[ctx.rank] = int(bad)
-    parts = torch.nonzero(all_reduce_sum(ctx, flags)).flatten().tolist()
-    if parts:
-        raise PartitionError(f"{message} (parts {parts})", path=f"part-{parts[0]}",
-                             field="halo_gids", fix=fix)
 
 
 @dataclass(frozen=True)
@@ -83,32 +65,53 @@ class HaloPlan:
     recv_counts: Tensor
 
     @classmethod
-    def build(cls, graph: DistGraph, ctx: DistContext, stats: CommStats | None = None) -> HaloPlan:
+    def build(cls, graph: DistGraph, ctx: DistContext, stats: CommStats | None = None,
+              device: torch.device | None = None) -> HaloPlan:
         """Derive the send lists from every peer's halo ids (one exchange; collective).
 
         Args:
             graph: This rank's part.
             ctx: Distributed context (one part per rank).
             stats: Counters for the setup exchange (kind ``"halo_setup"``).
+            device: Device of ``send_idx`` (default: that of ``graph``'s tensors).
 
         Returns:
             The plan of this rank.
+
+        Raises:
+            PartitionError: On every rank, when any rank's halo ids are damaged or do not
+                fit its peers' parts.
         """
         halo = graph.halo_gids
-        owner = graph.owner(halo)
-        bad = bool(halo.numel() > 1 and (halo[1:] <= halo[:-1]).any()) or bool(
-            ((owner < 0) | (owner >= ctx.world_size) | (owner == graph.rank)).any())
-        _raise_together(ctx, bad, "halo ids are not sorted and unique, or name nodes the "
-                        "part owns itself or nodes outside the graph.",
-                        "re-create the partition with gnnpar-partition.")
-        recv_counts = torch.bincount(owner, minlength=ctx.world_size)
+
+        def owners() -> Tensor:
+            owner = graph.owner(halo)
+            if bool(halo.numel() > 1 and (halo[1:] <= halo[:-1]).any()) or bool(
+                    ((owner < 0) | (owner >= ctx.world_size) | (owner == graph.rank)).any()):
+                raise PartitionError(
+                    "halo ids are not sorted and unique, or name nodes the part owns itself "
+                    f"or nodes outside the graph (parts [{graph.rank}])",
+                    path=f"part-{graph.rank}", field="halo_gids",
+                    fix="re-create the partition with gnnpar-partition.")
+            return owner
+
+        recv_counts = torch.bincount(agreed(ctx, owners), minlength=ctx.world_size)
         requested, send_counts = all_to_all_v(ctx, halo, recv_counts, stats=stats,
                                               kind="halo_setup")
-        send_idx = requested - graph.first_gid
-        bad = bool(((send_idx < 0) | (send_idx >= graph.num_owned)).any())
-        _raise_together(ctx, bad, "a peer lists as halo a node this part does not own: the "
-                        "parts come from different partitions.",
-                        "load every part from the same partition directory.")
+
+        def local_ids() -> Tensor:
+            send_idx = requested - graph.first_gid
+            if bool(((send_idx < 0) | (send_idx >= graph.num_owned)).any()):
+                raise PartitionError(
+                    "a peer lists as halo a node this part does not own: the parts come "
+                    f"from different partitions (parts [{graph.rank}])",
+                    path=f"part-{graph.rank}", field="halo_gids",
+                    fix="load every part from the same partition directory.")
+            return send_idx
+
+        send_idx = agreed(ctx, local_ids)
+        if device is not None:
+            send_idx = send_idx.to(device)
         return cls(graph.num_owned, graph.num_halo, send_idx, send_counts, recv_counts)
 
     def gather_halo(self, ctx: DistContext, values: Tensor,
@@ -132,7 +135,8 @@ class HaloPlan:
 class _Route:
     """One exchange's routing: the full plan, or a boundary-node sample of it.
 
-    ``recv_pos`` lists the halo slots that receive a row (``None``: all, in order) and
+    ``recv_pos`` lists the halo slots that receive a row (on the plan's device; ``None``:
+    all, in order) and
     ``scale`` multiplies the received rows (``1/p`` under sampling).
     """
 
@@ -166,7 +170,7 @@ def _sampled_route(plan: HaloPlan, rank: int, p: float, seed: int, epoch: int) -
         plan.send_idx[send_mask.to(plan.send_idx.device)],
         torch.bincount(owner_of_send[send_mask], minlength=world),
         torch.bincount(owner_of_recv[recv_mask], minlength=world),
-        recv_pos=torch.nonzero(recv_mask).flatten(),
+        recv_pos=torch.nonzero(recv_mask).flatten().to(plan.send_idx.device),
         scale=1.0 / p,
     )
 
@@ -189,7 +193,7 @@ def _fill_halo(out: Tensor, halo: Tensor, route: _Route) -> Tensor:
     if route.recv_pos is None:
         out[n:] = halo
     else:
-        out[n + route.recv_pos.to(out.device)] = halo
+        out[n + route.recv_pos] = halo
     return out
 
 
@@ -197,7 +201,7 @@ def _halo_grad(grad: Tensor, route: _Route) -> Tensor:
     """Gradients of the halo rows that were received, in arrival order, scaled."""
     g = grad[route.plan.num_owned:]
     if route.recv_pos is not None:
-        g = g[route.recv_pos.to(grad.device)]
+        g = g[route.recv_pos]
     return g * route.scale if route.scale != 1.0 else g
 
 

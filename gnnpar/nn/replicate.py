@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from gnnpar.comm import CommStats
+from gnnpar.comm import CommStats, record_all_reduce
 from gnnpar.distributed import DistContext
 
 
@@ -46,8 +46,8 @@ def broadcast_parameters(module: nn.Module, ctx: DistContext, src: int = 0) -> N
 
 
 def all_reduce_gradients(module: nn.Module, ctx: DistContext, *,
-                         stats: CommStats | None = None, average: bool = False) -> None:
-    """Sum (or average) the gradients of ``module``'s parameters over the ranks, in place.
+                         stats: CommStats | None = None) -> None:
+    """Sum the gradients of ``module``'s parameters over the ranks, in place.
 
     A parameter without a gradient on this rank contributes zeros (and then holds the
     summed gradient), so every rank reduces the same layout.
@@ -55,9 +55,8 @@ def all_reduce_gradients(module: nn.Module, ctx: DistContext, *,
     Args:
         module: The replicated model.
         ctx: Distributed context.
-        stats: Counters; kind ``"grad"`` counts a ring all-reduce's traffic,
-            ``2 (W-1) / W`` of the buffer each way.
-        average: Divide by the world size (DDP's convention) instead of summing.
+        stats: Counters; kind ``"grad"`` counts a ring all-reduce's traffic
+            (:func:`gnnpar.comm.record_all_reduce`).
     """
     params = [p for p in module.parameters() if p.requires_grad]
     for p in params:
@@ -68,13 +67,8 @@ def all_reduce_gradients(module: nn.Module, ctx: DistContext, *,
     for group in _by_dtype(p.grad for p in params if p.grad is not None).values():
         flat = torch.cat([g.reshape(-1) for g in group])
         dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=ctx.group)
-        if average:
-            flat /= ctx.world_size
         for g, part in zip(group, flat.split_with_sizes([g.numel() for g in group]),
                            strict=True):
             g.copy_(part.view_as(g))
         if stats is not None:
-            w = ctx.world_size
-            nbytes = flat.numel() * flat.element_size() * 2 * (w - 1) // w
-            rows = flat.numel() * 2 * (w - 1) // w
-            stats.record("grad", rows, rows, nbytes, nbytes)
+            record_all_reduce(stats, "grad", flat, ctx.world_size)

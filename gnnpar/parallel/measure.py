@@ -38,7 +38,7 @@ from torch.distributed.distributed_c10d import (  # type: ignore[attr-defined]
 from torch.distributed.tensor import DTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gnnpar.comm import CommStats
+from gnnpar.comm import CommStats, ring_bytes
 
 _KINDS = {
     "allreduce_": "all_reduce",
@@ -126,8 +126,7 @@ class CollectiveCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]
             size = max(nbytes)
         else:
             size = nbytes[0]
-        factor = 2 * (g - 1) / g if kind == "all_reduce" else (g - 1) / g
-        wire = round(factor * size)
+        wire = round(ring_bytes(size, g, kind))
         self.stats.record(kind, 0, 0, wire, wire)
 
 

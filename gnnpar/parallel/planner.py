@@ -13,9 +13,9 @@
   at a time without a pipeline; the whole stage with one, where gathered parameters
   are kept across micro-batches);
 - **communication** per step, bytes sent per rank with the ring factors of
-  :mod:`gnnpar.parallel.measure`: FSDP all-gathers and reduce-scatter (or the DDP
-  all-reduce), tensor-parallel all-reduces and all-gathers, pipeline sends, the two
-  scalar loss all-reduces;
+  :func:`gnnpar.comm.ring_bytes` (as :mod:`gnnpar.parallel.measure` counts them): FSDP
+  all-gathers and reduce-scatter (or the DDP all-reduce), tensor-parallel all-reduces
+  and all-gathers, pipeline sends, the two scalar loss all-reduces;
 - **step time** = ``compute * (n_micro + pp - 1) / n_micro + bytes / bandwidth`` with a
   :class:`HardwareModel` (matmul FLOPs only, no overlap: a ranking, not a forecast).
 
@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from gnnpar.comm import ring_bytes
 from gnnpar.errors import ConfigError
 from gnnpar.parallel.config import ParallelConfig
 from gnnpar.parallel.pipeline_parallel import stage_units_of, units_or_empty
@@ -137,12 +138,6 @@ def _rank_bytes(params: Sequence[ParamInfo], config: ParallelConfig, t: int, d: 
     return total
 
 
-def _ring(kind: str, nbytes: float, g: int) -> float:
-    if g <= 1:
-        return 0.0
-    return nbytes * (2 * (g - 1) / g if kind == "all_reduce" else (g - 1) / g)
-
-
 def _boundary_bytes(unit: UnitProfile, tp: int) -> float:
     """Bytes a stage ending with ``unit`` sends per step share: its output, or a slice."""
     return unit.output_bytes / tp if unit.output_split else unit.output_bytes
@@ -157,7 +152,7 @@ def _data_parallel_traffic(
         return {}
     if config.dp_mode == "ddp":
         full = sum(_numel(_tp_shape(p, config.tp, t)) * p.element_size for p in params)
-        return {"all_reduce": _ring("all_reduce", full, dp)}
+        return {"all_reduce": ring_bytes(full, dp, "all_reduce")}
     gathered = scattered = 0
     for p in params:
         shape = _tp_shape(p, config.tp, t)
@@ -168,8 +163,8 @@ def _data_parallel_traffic(
         # under a pipeline (kept gathered across micro-batches), once.
         gathered += padded * (2 if config.pp == 1 and p.unit in unit_names else 1)
         scattered += padded
-    return {"all_gather": _ring("all_gather", gathered, dp),
-            "reduce_scatter": _ring("reduce_scatter", scattered, dp)}
+    return {"all_gather": ring_bytes(gathered, dp, "all_gather"),
+            "reduce_scatter": ring_bytes(scattered, dp, "reduce_scatter")}
 
 
 def estimate(
@@ -209,12 +204,12 @@ def estimate(
         shared: dict[str, float] = {}
         for u in stage:
             for kind, nbytes in units[u].tp_collectives:
-                shared[kind] = shared.get(kind, 0.0) + _ring(kind, nbytes * scale, tp)
+                shared[kind] = shared.get(kind, 0.0) + ring_bytes(nbytes * scale, tp, kind)
         sends = (_boundary_bytes(units[stage[-1]], tp) if s < pp - 1 else 0) + (
             _boundary_bytes(units[stages[s - 1][-1]], tp) if s > 0 else 0)
         if sends:
             shared["send"] = sends * scale
-        loss = _ring("all_reduce", 4, pp) + _ring("all_reduce", 4, dp)
+        loss = ring_bytes(4, pp, "all_reduce") + ring_bytes(4, dp, "all_reduce")
         if loss:
             shared["all_reduce"] = shared.get("all_reduce", 0.0) + loss
         for t in range(tp):

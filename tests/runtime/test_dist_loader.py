@@ -91,14 +91,20 @@ def _coverage_worker(part_dir: str) -> dict[str, Any]:
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx)
     store = DistFeatureStore(graph, ctx, cache_bytes=int(0.2 * graph.part.feat.nbytes))
-    epoch = _batches(DistNeighborLoader(graph, store, FANOUTS, batch_size=BATCH, seed=1))
+    full = DistNeighborLoader(graph, store, FANOUTS, batch_size=BATCH, seed=1)
+    epoch = _batches(full)
     dropped = DistNeighborLoader(graph, store, FANOUTS, batch_size=BATCH, drop_last=True)
     sizes = [b["batch_size"] for b in _batches(dropped)]
     # Seeds given as a tensor: every rank passes the same 10 ids and keeps the few it owns,
     # so with batch_size 1 the ranks owning fewer than the most end with empty batches.
     given = torch.arange(0, int(graph.offsets[-1]), int(graph.offsets[-1]) // 10)[:10]
-    few = _batches(DistNeighborLoader(graph, store, [3], seeds=given, batch_size=1))
-    return {"epoch": epoch, "drop_last_sizes": sizes, "few": few}
+    few_loader = DistNeighborLoader(graph, store, [3], seeds=given, batch_size=1)
+    few = _batches(few_loader)
+    global_sizes = {name: [ld.global_batch_size(s) for s in range(len(ld))]
+                    for name, ld in (("epoch", full), ("drop_last", dropped),
+                                     ("few", few_loader))}
+    return {"epoch": epoch, "drop_last_sizes": sizes, "few": few,
+            "global_sizes": global_sizes}
 
 
 def _errors_worker(part_dir: str) -> list[str]:
@@ -265,6 +271,13 @@ def test_four_ranks_random_halo2_cache(dataset: GraphDataset, tmp_path: Path) ->
     for f in few:
         for b in f:
             _check_batch(b, dataset, orig, [3])
+    # The loader's global batch sizes (no communication) equal the sums over the ranks.
+    batches = {"epoch": [[b["batch_size"] for b in r["epoch"]] for r in res],
+               "drop_last": sizes, "few": [[b["batch_size"] for b in f] for f in few]}
+    for name, per_rank in batches.items():
+        summed = np.sum(np.array(per_rank), axis=0).tolist()
+        for r in res:
+            assert r["global_sizes"][name] == summed, name
 
 
 def test_bad_arguments_raise_on_every_rank(dataset: GraphDataset, tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gnnpar.cli import partition_cache_dir
+from gnnpar.config import DataConfig
 from gnnpar.datasets.synthetic import sbm
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_ogbn.py"
@@ -55,7 +57,8 @@ def test_train_ogbn_example_under_torchrun(tmp_path: Path) -> None:
     assert "test accuracy:" in proc.stdout and "full-neighbour" in proc.stdout
     record = json.loads((run / "record.json").read_text())
     assert record["env"]["world_size"] == 2 and len(record["epochs"]) == 2
-    parts = tmp_path / "data" / "partitions" / "ogbn_tiny-undirected-2p"
+    parts = partition_cache_dir(DataConfig(dataset=str(meta), root=str(tmp_path / "data"),
+                                           undirected=True), 2)
     part_meta = json.loads((parts / "meta.json").read_text())
     assert part_meta["num_nodes"] == 1200 and part_meta["num_parts"] == 2
     assert record["summary"]["test_acc_full"] > 0.5
