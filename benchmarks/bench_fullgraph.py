@@ -76,90 +76,67 @@ def single_process_epochs(ds: GraphDataset, hidden: int, epochs: int,
 
 
 # ----------------------------------------------------------------- rank workers
-def _setup(part_dir: str, threads: int | None = None) -> tuple[Any, Any, Any]:
+def _train(part_dir: str, hidden: int, epochs: int, timed: bool = True,
+           **full: Any) -> dict[str, Any]:
+    """``epochs`` epochs of ``gnnpar-train --mode full`` (+1 warm-up when timed).
+
+    Runs the same :class:`gnnpar.Trainer` as the command line (DDP, halo exchange, one
+    gradient step per epoch) and reads its run record: the fastest and mean epoch time
+    (the fastest is the figure least disturbed by other load on a shared machine; the
+    single-process run is measured the same way), bytes per epoch by kind, test accuracy.
+    """
     import gnnpar.distributed as gdist
-    from gnnpar.graph import DistGraph
-    from gnnpar.nn import NodeData
+    from gnnpar.comm import broadcast_text
+    from gnnpar.train.config import (
+        Config,
+        DataConfig,
+        FullConfig,
+        ModelConfig,
+        RunConfig,
+        TrainConfig,
+    )
+    from gnnpar.train.trainer import Trainer
 
     ctx = gdist.init()
-    if threads:
-        torch.set_num_threads(threads)
-    graph = DistGraph.load(part_dir, ctx, verify=False)
-    return ctx, graph, NodeData.load(graph, ctx)
-
-
-def _train(ctx: Any, graph: Any, data: Any, hidden: int, epochs: int,
-           timed: bool = True, **halo: Any) -> dict[str, Any]:
-    """``epochs`` full-graph epochs (+1 warm-up when timed): time, bytes, test accuracy.
-
-    An epoch's time is the slowest rank's; the fastest epoch is the figure least disturbed
-    by other load on a shared machine (the single-process run is measured the same way).
-    """
-    import torch.distributed as dist
-
-    from gnnpar.comm import CommStats
-    from gnnpar.nn import (
-        HaloGraph,
-        broadcast_parameters,
-        distribute_convs,
-        evaluate,
-        flush_pipelines,
-        train_epoch,
-    )
-
-    stats = CommStats()
-    hg = HaloGraph.build(graph, ctx, stats=stats, **halo)
-    torch.manual_seed(0)
-    model = GCN(graph.meta.feat_dim, hidden, 2, graph.meta.num_classes)
-    broadcast_parameters(model, ctx)
-    model = distribute_convs(model, hg)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    times = []
-    for epoch in range(epochs + int(timed)):
-        if epoch == int(timed):
-            stats.reset()
-        dist.barrier()
-        t0 = time.perf_counter()
-        train_epoch(model, hg, data, opt, ctx, epoch=epoch, stats=stats)
-        times.append(time.perf_counter() - t0)
-    flush_pipelines(model)
-    slowest = torch.tensor(times[int(timed):], dtype=torch.float64)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    sent = torch.tensor([stats.counters[k].bytes_sent for k in (*HALO_KINDS, "grad")],
-                        dtype=torch.float64) / epochs
-    dist.all_reduce(sent)
-    out = {"epoch_s": float(slowest.min()), "epoch_s_mean": float(slowest.mean()),
-           "bytes_per_epoch": dict(zip((*HALO_KINDS, "grad"), sent.tolist(), strict=True)),
-           "halo_rows": graph.num_halo}
-    if not timed:
-        out["test_acc"] = evaluate(model, hg, data, ctx)["test_acc"]
-    return out
+    torch.set_num_threads(1)
+    total = epochs + int(timed)
+    with tempfile.TemporaryDirectory(prefix="bench-fullgraph-run-") as tmp:
+        out = broadcast_text(ctx, tmp)  # rank 0's: the ranks share this machine's disk
+        cfg = Config(data=DataConfig(dataset=part_dir),
+                     model=ModelConfig(name="gcn", hidden=hidden, layers=2, dropout=0.0),
+                     train=TrainConfig(mode="full", epochs=total, lr=0.01, eval_every=total),
+                     full=FullConfig(**full),
+                     run=RunConfig(out=out, checkpoint_every=total, progress=False))
+        trainer = Trainer(cfg, part_dir, ctx)
+        summary = trainer.fit()
+        timed_epochs = trainer.record.epochs[int(timed):]
+    times = [e["epoch_time_s"] for e in timed_epochs]
+    sent = {k: sum(e["comm"].get(k, {}).get("bytes", 0) for e in timed_epochs) / epochs
+            for k in (*HALO_KINDS, "grad")}
+    return {"epoch_s": min(times), "epoch_s_mean": float(np.mean(times)),
+            "bytes_per_epoch": sent, "halo_rows": trainer.graph.num_halo,
+            "test_acc": summary["test_acc"]}
 
 
 def rank_epoch_time(metis_dir: str, random_dir: str, hidden: int, epochs: int
                     ) -> dict[str, Any]:
     """Exact and stale epochs on METIS parts; bytes of one epoch on random parts and BNS."""
-    ctx, graph, data = _setup(metis_dir, threads=1)
-    res = {"exact": _train(ctx, graph, data, hidden, epochs),
-           "stale": _train(ctx, graph, data, hidden, epochs, stale=True),
-           "bns_p0.1": _train(ctx, graph, data, hidden, 1, boundary_p=0.1)}
-    del graph, data
+    res = {"exact": _train(metis_dir, hidden, epochs),
+           "stale": _train(metis_dir, hidden, epochs, stale=True),
+           "bns_p0.1": _train(metis_dir, hidden, 1, boundary_p=0.1)}
     gc.collect()
-    _, graph, data = _setup(random_dir)
-    res["random_parts"] = _train(ctx, graph, data, hidden, 1)
+    res["random_parts"] = _train(random_dir, hidden, 1)
     return res
 
 
 def rank_one(part_dir: str, hidden: int, epochs: int) -> dict[str, Any]:
     """gnnpar's layers on one rank, one thread: the kernels without the parallelism."""
-    ctx, graph, data = _setup(part_dir, threads=1)
-    return _train(ctx, graph, data, hidden, epochs)
+    return _train(part_dir, hidden, epochs)
 
 
 def rank_accuracy(part_dir: str, hidden: int, epochs: int) -> dict[str, Any]:
-    ctx, graph, data = _setup(part_dir, threads=1)
     configs = {"exact": {}, "bns_p0.1": {"boundary_p": 0.1}, "stale": {"stale": True}}
-    return {name: _train(ctx, graph, data, hidden, epochs, timed=False, **cfg)
+    return {name: _train(part_dir, hidden, epochs, timed=False, **cfg)
             for name, cfg in configs.items()}
 
 

@@ -82,18 +82,18 @@ def layouts(world_size: int) -> list[ParallelConfig]:
 def bench_worker(small: bool, steps: int):
     """On every rank: train each (kind, layout); return what this rank measured."""
     warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
-    ctx = init("cpu")
+    ctx = init()  # the local rank's GPU when there is one, else the CPU
     results = []
     for kind in KINDS:
         for config in layouts(ctx.world_size):
-            mesh = config.build_mesh()
+            mesh = config.build_mesh(ctx.device.type)
             model, data, loss_fn = make_case(kind, small, steps)
-            pm = parallelize(model, config, mesh, loss_fn=loss_fn,
-                             example_input=shard_batch(data[0][0], mesh["dp"]))
+            pm = parallelize(model.to(ctx.device), config, mesh, loss_fn=loss_fn,
+                             example_input=shard_batch(data[0][0], mesh["dp"]).to(ctx.device))
             opt = torch.optim.Adam(pm.parameters(), lr=1e-3)
             stats, times, meter = CommStats(), [], SavedActivationMeter()
             for step, (x, y) in enumerate(data):
-                x, y = shard_batch(x, mesh["dp"]), shard_batch(y, mesh["dp"])
+                x, y = (shard_batch(v, mesh["dp"]).to(ctx.device) for v in (x, y))
                 start = time.perf_counter()
                 opt.zero_grad()
                 if step == 1:

@@ -1,13 +1,15 @@
 """Datasets stage: turn any graph a user has into a :class:`GraphDataset`.
 
 Loaders for OGB, PyG, DGL, ``.npz`` and edge lists, two synthetic generators, and the
-dataset spec strings every gnnpar CLI accepts (:func:`load_dataset`).
+dataset spec strings every gnnpar CLI accepts (:func:`load_dataset`, with ``features=``,
+``labels=`` and ``split=`` for graphs that bring only edges; :func:`parse_split` reads
+``--split``).
 """
 
-from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.graph import GraphDataset, split_sizes
 from gnnpar.datasets.loaders import from_dgl, from_edge_list, from_npz, from_pyg
 from gnnpar.datasets.ogb import load_ogb
-from gnnpar.datasets.spec import DEFAULT_SPEC, load_dataset
+from gnnpar.datasets.spec import DEFAULT_SPEC, load_dataset, parse_split
 from gnnpar.datasets.synthetic import rmat, sbm
 
 __all__ = [
@@ -19,6 +21,8 @@ __all__ = [
     "from_pyg",
     "load_dataset",
     "load_ogb",
+    "parse_split",
     "rmat",
     "sbm",
+    "split_sizes",
 ]

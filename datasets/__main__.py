@@ -1,10 +1,13 @@
-"""``python -m gnnpar.datasets SPEC``: load a dataset, print its statistics, optionally save it.
+r"""``python -m gnnpar.datasets [DATASET]``: load a dataset, print its statistics, save it.
 
-Examples::
+The data flags are ``gnnpar-train``'s and ``gnnpar-partition``'s (the ``data`` section,
+:class:`~gnnpar.datasets.config.DataConfig`), so an edge list with its features, labels
+and split can be checked once and saved as a dataset directory that every command reads::
 
     python -m gnnpar.datasets synthetic:sbm
     python -m gnnpar.datasets ogbn-arxiv --root data          # downloads when online
-    python -m gnnpar.datasets edges.csv --save out/mygraph --overwrite
+    python -m gnnpar.datasets edges.csv --features x.npy --labels y.csv \\
+        --split 0.6,0.2,0.2 --save data/mygraph
 """
 
 from __future__ import annotations
@@ -12,10 +15,21 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from gnnpar.datasets.spec import DEFAULT_SPEC, load_dataset
+from gnnpar.config import add_config_arguments, parse_config
+from gnnpar.console import log_to_stderr
+from gnnpar.datasets.config import DataConfig
 from gnnpar.errors import GnnparError
+
+
+@dataclass
+class DatasetJob:
+    """The dataset to load."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    """The graph."""
 
 
 def format_table(stats: dict[str, Any]) -> str:
@@ -29,16 +43,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 for a bad dataset or spec)."""
     parser = argparse.ArgumentParser(
         prog="python -m gnnpar.datasets",
-        description="Load a dataset from a spec string, print its statistics, optionally "
-                    "save it as a GraphDataset directory.")
-    parser.add_argument("spec", nargs="?", default=DEFAULT_SPEC,
-                        help=f"dataset spec (default: {DEFAULT_SPEC}); see gnnpar.datasets.spec")
-    parser.add_argument("--root", default="data", help="directory of OGB datasets")
+        description="Load a dataset, print its statistics, optionally save it as a "
+                    "GraphDataset directory (with the edge list's features, labels, split).")
     parser.add_argument("--save", metavar="DIR", help="write the dataset to DIR")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing DIR")
-    args = parser.parse_args(argv)
+    add_config_arguments(parser, DatasetJob)
+    log_to_stderr()
     try:
-        ds = load_dataset(args.spec, args.root)
+        job, args, _ = parse_config(parser, DatasetJob, argv)
+        ds = job.data.validate().load()
         print(format_table(ds.summary()))
         if args.save:
             out = ds.save(args.save, overwrite=args.overwrite, validate=False)  # just loaded

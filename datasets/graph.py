@@ -15,11 +15,17 @@ On disk a dataset is a directory of ``.npy`` files plus ``dataset.json``::
       train_idx.npy val_idx.npy test_idx.npy   int64
 
 Loading memory-maps every array (``mmap_mode="r"``) and never unpickles.
+
+Splits: :meth:`GraphDataset.random_split` draws a seeded random split of the labelled
+nodes, with the sizes of :func:`split_sizes`; :meth:`GraphDataset.require_node_task` is the
+check a trainer runs before anything else (labels and a training split are present).
 """
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +42,16 @@ FORMAT = "gnnpar-dataset"
 FORMAT_VERSION = 1
 SPLITS = ("train_idx", "val_idx", "test_idx")
 _CHUNK_ROWS = 1 << 16
+# Fractions may sum to 1 + SPLIT_TOLERANCE (float error in "0.7,0.2,0.1"); a product
+# f * n within SPLIT_TOLERANCE (relative) of an integer counts as that integer.
+SPLIT_TOLERANCE = 1e-9
+SPLIT_FIX = ("give three fractions (train, val, test), each in [0, 1] and summing to at most "
+             "1, e.g. 0.6,0.2,0.2.")
+LABELS_FIX = "pass --labels FILE (one integer class per node; -1 = unlabelled)"
+TRAIN_SPLIT_FIX = (
+    "pass --split 0.6,0.2,0.2 (a random split of the labelled nodes, seeded by --split-seed) "
+    "or --split TRAIN,VAL,TEST (files of node ids, .npy or one id per line); in Python: "
+    "GraphDataset.random_split, e.g. dataset.random_split((0.6, 0.2, 0.2), seed=0).")
 
 
 def unique_sorted(a: np.ndarray) -> np.ndarray:
@@ -79,6 +95,72 @@ def _empty_idx() -> np.ndarray:
     return np.zeros(0, dtype=np.int64)
 
 
+def check_split_fractions(
+    fractions: Sequence[float], where: str | os.PathLike[str] | None = None,
+    fix: str = SPLIT_FIX,
+) -> tuple[float, float, float]:
+    """Check ``(train, val, test)`` fractions: three numbers in ``[0, 1]`` summing to <= 1.
+
+    Args:
+        fractions: The three fractions.
+        where: File, argument or dataset named in errors.
+        fix: The fix named in errors.
+
+    Returns:
+        The fractions as a tuple of floats.
+
+    Raises:
+        DatasetError: Not three numbers, one outside ``[0, 1]`` (or NaN), or a sum above
+            ``1 + SPLIT_TOLERANCE``; the error names field ``split``.
+    """
+    try:
+        values = tuple(float(f) for f in fractions)
+    except (TypeError, ValueError):
+        raise DatasetError(f"{fractions!r} is not three numbers.", path=where, field="split",
+                           fix=fix) from None
+    if len(values) != 3:
+        raise DatasetError(f"{values!r} has {len(values)} fractions, expected 3.", path=where,
+                           field="split", fix=fix)
+    for part, f in zip(("train", "val", "test"), values, strict=True):
+        if not 0.0 <= f <= 1.0:  # also rejects NaN
+            raise DatasetError(f"the {part} fraction {f} is outside [0, 1].", path=where,
+                               field="split", fix=fix)
+    if sum(values) > 1.0 + SPLIT_TOLERANCE:
+        raise DatasetError(f"the fractions {values} sum to {sum(values):.6g} > 1.", path=where,
+                           field="split", fix=fix)
+    return values[0], values[1], values[2]
+
+
+def _floor_count(fraction: float, n: int) -> int:
+    """``floor(fraction * n)``, reading a product within tolerance of an integer as it."""
+    v = fraction * n
+    r = round(v)
+    return int(r) if abs(v - r) <= SPLIT_TOLERANCE * max(1.0, v) else math.floor(v)
+
+
+def split_sizes(fractions: Sequence[float], n: int) -> tuple[int, int, int]:
+    """Sizes ``(n_train, n_val, n_test)`` of a random split of ``n`` labelled nodes.
+
+    ``n_train = floor(f_train * n)`` and ``n_val = floor(f_val * n)``; ``n_test = n -
+    n_train - n_val`` when the fractions sum to 1 (within ``SPLIT_TOLERANCE``), else
+    ``floor(f_test * n)``. A product within ``SPLIT_TOLERANCE`` (relative) of an integer
+    counts as that integer, so ``0.29 * 100`` gives 29, not the 28 of float rounding.
+
+    Args:
+        fractions: ``(train, val, test)`` fractions, checked by :func:`check_split_fractions`.
+        n: Number of labelled nodes.
+
+    Returns:
+        The three sizes; they sum to at most ``n``.
+    """
+    f_train, f_val, f_test = check_split_fractions(fractions)
+    n_train = min(_floor_count(f_train, n), n)
+    n_val = min(_floor_count(f_val, n), n - n_train)
+    if abs(f_train + f_val + f_test - 1.0) <= SPLIT_TOLERANCE:
+        return n_train, n_val, n - n_train - n_val
+    return n_train, n_val, min(_floor_count(f_test, n), n - n_train - n_val)
+
+
 @dataclass
 class GraphDataset:
     """A graph with node features, labels and train/val/test splits.
@@ -94,6 +176,12 @@ class GraphDataset:
         test_idx: int64 test node ids.
         name: A name for logs and records.
         num_classes: Number of classes; by default ``max(y) + 1``.
+
+    Example::
+
+        ds = gnnpar.load_dataset("edges.csv", features="x.npy", labels="y.csv",
+                                 split=(0.6, 0.2, 0.2))
+        ds.summary()["num_nodes"], ds.save("data/mygraph")
     """
 
     num_nodes: int
@@ -195,6 +283,27 @@ class GraphDataset:
             if len(self.y) and int(np.max(self.y)) >= max(self.num_classes or 0, 1):
                 raise fail("y", f"holds label {int(np.max(self.y))} >= num_classes "
                            f"{self.num_classes}.", "raise num_classes or fix the labels.")
+        return self.validate_splits(path)
+
+    def validate_splits(self, path: str | os.PathLike[str] | None = None) -> GraphDataset:
+        """Check only the split invariants (part of :meth:`validate`).
+
+        For a dataset that was validated and then given new splits: each split is 1-D
+        integer ids in ``[0, N)``, without repeats, disjoint from the others, and labelled
+        (``y >= 0``) where ``y`` is present.
+
+        Args:
+            path: File or directory the splits came from, named in errors.
+
+        Returns:
+            ``self``.
+        """
+        n = self.num_nodes
+        where = path if path is not None else self.name
+
+        def fail(fld: str, msg: str, fix: str) -> DatasetError:
+            return DatasetError(msg, path=where, field=fld, fix=fix)
+
         seen = np.zeros(n, dtype=np.int8)
         for fld in SPLITS:
             idx = getattr(self, fld)
@@ -217,7 +326,74 @@ class GraphDataset:
                            "give those nodes labels or drop them from the split.")
         return self
 
+    def require_node_task(self, where: str | os.PathLike[str] | None = None) -> GraphDataset:
+        """Check that the dataset can train a node classifier: labels and training nodes.
+
+        The check a trainer runs right after loading, before any partitioning, so that a
+        graph without labels or splits fails in one line that says what to pass.
+
+        Args:
+            where: The spec, file or object named in errors; default: the dataset's name.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            DatasetError: No labelled node (field ``y``; fix: ``--labels``), or labels but an empty
+                training split (field ``train_idx``; fix: ``--split`` fractions, seeded by
+                ``--split-seed``, or ``--split`` files).
+        """
+        loc = where if where is not None else self.name
+        n_lab = 0 if self.y is None else int((np.asarray(self.y) >= 0).sum())
+        if n_lab == 0:
+            what = "no node labels" if self.y is None else "only unlabelled nodes (y = -1)"
+            raise DatasetError(f"the graph has {what}; node classification needs labels.",
+                               path=loc, field="y", fix=LABELS_FIX + ".")
+        if len(self.train_idx) == 0:
+            raise DatasetError(f"the training split is empty ({n_lab:,} of "
+                               f"{self.num_nodes:,} nodes are labelled).", path=loc,
+                               field="train_idx", fix=TRAIN_SPLIT_FIX)
+        return self
+
     # ------------------------------------------------------------------ transforms
+    def random_split(self, fractions: Sequence[float], seed: int = 0) -> GraphDataset:
+        """A copy whose train/val/test are a seeded random split of the labelled nodes.
+
+        The labelled ids (``y >= 0``, ascending) are shuffled with
+        ``np.random.default_rng(seed).permutation``; the first ``n_train`` go to train,
+        the next ``n_val`` to val, the next ``n_test`` to test, each returned sorted. Sizes
+        are those of :func:`split_sizes` for ``n`` labelled nodes (e.g. ``(0.6, 0.2, 0.2)``
+        of 10 gives 6, 2, 2). Any existing split is replaced.
+
+        Args:
+            fractions: ``(train, val, test)`` fractions, each in ``[0, 1]``, summing to
+                at most 1.
+            seed: Seed of the permutation; the same seed gives the same split.
+
+        Returns:
+            A new dataset sharing every array with ``self`` except the three splits.
+
+        Raises:
+            DatasetError: Bad fractions (field ``split``), or no labelled node (field ``y``).
+        """
+        f = check_split_fractions(fractions, self.name)
+        if self.y is None:
+            raise DatasetError("the graph has no labels to split.", path=self.name, field="y",
+                               fix=LABELS_FIX + ", then split.")
+        labelled = np.flatnonzero(np.asarray(self.y) >= 0).astype(np.int64)
+        if len(labelled) == 0:
+            raise DatasetError("every node is unlabelled (y = -1); there is nothing to split.",
+                               path=self.name, field="y", fix=LABELS_FIX + ".")
+        n_train, n_val, n_test = split_sizes(f, len(labelled))
+        shuffled = labelled[np.random.default_rng(seed).permutation(len(labelled))]
+        cuts = np.cumsum([n_train, n_val, n_test])
+        return replace(
+            self,
+            train_idx=np.sort(shuffled[: cuts[0]]),
+            val_idx=np.sort(shuffled[cuts[0] : cuts[1]]),
+            test_idx=np.sort(shuffled[cuts[1] : cuts[2]]),
+        )
+
     def to_undirected(self, remove_self_loops: bool = False) -> GraphDataset:
         """Add every reverse edge and drop duplicates (result sorted by ``(dst, src)``).
 

@@ -4,21 +4,26 @@ Every loader returns a validated :class:`GraphDataset`. Edges are taken as given
 message direction (source -> destination); call :meth:`GraphDataset.to_undirected` for an
 undirected graph. Labels may be ``[N]`` or ``[N, 1]``, integer (``-1`` = unlabelled) or
 float with NaN for unlabelled nodes (as in ogbn-papers100M). Splits are id arrays or
-boolean masks. Errors name the file, the line or field, and the fix.
+boolean masks ``[N]``. Errors name the file, the line or field, and the fix; what a loader
+skips (arrays of a ``.npz`` it does not know, a missing split) is logged as a warning on
+the ``gnnpar.datasets`` logger.
 """
 
 from __future__ import annotations
 
+import difflib
 import gzip
+import logging
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 
-from gnnpar.datasets.graph import SPLITS, GraphDataset
+from gnnpar.datasets.graph import SPLITS, TRAIN_SPLIT_FIX, GraphDataset
 from gnnpar.errors import DatasetError
 from gnnpar.io import load_npy
 
@@ -32,7 +37,10 @@ _NAMES = {
     "val_idx": ("val_idx", "valid_idx", "val_mask", "valid_mask"),
     "test_idx": ("test_idx", "test_mask"),
 }
+# The .npz members from_npz reads besides the _NAMES fields.
+_NPZ_GRAPH_KEYS = ("edge_index", "src", "dst", "num_nodes")
 Where = str | os.PathLike[str]
+log = logging.getLogger("gnnpar.datasets")
 
 
 # ---------------------------------------------------------------------- array helpers
@@ -81,8 +89,14 @@ def features_to_float(feat: Any, num_nodes: int, where: Where, field: str = "x")
 
 
 def split_to_idx(split: Any, num_nodes: int, where: Where, field: str) -> np.ndarray:
-    """A boolean mask ``[N]`` or an integer id array -> int64 ids."""
+    """A boolean mask ``[N]`` or an integer id array -> int64 ids.
+
+    Under a ``*_mask`` name, an integer ``[N]`` array of 0s and 1s is read as a mask.
+    """
     a = np.asarray(split)
+    if (field.endswith("_mask") and a.ndim == 1 and np.issubdtype(a.dtype, np.integer)
+            and len(a) == num_nodes and ((a == 0) | (a == 1)).all()):
+        a = a.astype(bool)  # a 0/1 mask (older PyG versions, uint8 tensors)
     if a.dtype == np.bool_:
         if a.shape != (num_nodes,):
             raise DatasetError(f"mask has shape {a.shape}, expected ({num_nodes},).",
@@ -149,12 +163,22 @@ def from_pyg(data: Any, name: str = "pyg") -> GraphDataset:
 
     Args:
         data: A ``torch_geometric.data.Data``; ``y`` may be ``[N]`` or ``[N, 1]`` with -1
-            for unlabelled nodes; splits as ``train_mask``/``val_mask``/``test_mask`` or
-            ``train_idx``/``val_idx``/``test_idx``.
-        name: Dataset name.
+            for unlabelled nodes; splits as boolean ``[N]`` masks ``train_mask`` /
+            ``val_mask`` (or ``valid_mask``) / ``test_mask``, or id arrays ``train_idx`` /
+            ``val_idx`` (or ``valid_idx``) / ``test_idx``. A ``Data`` with none of them
+            gives empty splits and a logged warning (add a split with
+            :meth:`GraphDataset.random_split`). A 2-D mask (PyG's multi-split masks, e.g.
+            WikiCS ``[N, 20]``) is an error: select one column first.
+        name: Dataset name, also named in errors and warnings.
 
     Returns:
         The dataset (its arrays may share memory with CPU tensors).
+
+    Example::
+
+        from torch_geometric.datasets import Planetoid
+        ds = gnnpar.from_pyg(Planetoid("data", "Cora")[0], name="cora")
+        gnnpar.partition_graph(ds, 2, "parts/cora-2")
     """
     if getattr(data, "edge_index", None) is None:
         raise DatasetError("has no edge_index.", path=name, field="edge_index",
@@ -164,7 +188,16 @@ def from_pyg(data: Any, name: str = "pyg") -> GraphDataset:
         raise DatasetError(f"has shape {edge_index.shape}, expected (2, E).", path=name,
                            field="edge_index", fix="give source and destination rows.")
     fields = {k: _numpy(data[k]) for k in data.keys()}
+    if all(_pick(fields, fld)[0] is None for fld in SPLITS):
+        names = ", ".join(n for fld in SPLITS for n in _NAMES[fld])
+        log.warning("%s: %s has no train/val/test split (looked for %s); the dataset has "
+                    "empty splits. Fix: %s", name, _short_repr(data), names, TRAIN_SPLIT_FIX)
     return _build(int(data.num_nodes), edge_index[0], edge_index[1], fields, name, name)
+
+
+def _short_repr(obj: Any, limit: int = 200) -> str:
+    text = repr(obj)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def from_dgl(graph: Any, name: str = "dgl") -> GraphDataset:
@@ -200,24 +233,35 @@ def from_npz(path: Where, name: str | None = None) -> GraphDataset:
     else the feature / label rows, else the largest id + 1), ``x`` (or ``feat``), ``y``
     (or ``label``), ``train_idx``/``val_idx``/``test_idx`` or boolean ``*_mask``.
 
+    Only those members are read; any other (``node_names``, ``class_names``, even object
+    arrays) is left unread and named in a warning on the ``gnnpar.datasets`` logger, as is
+    an alias shadowed by an earlier one (``feat`` next to ``x``, ``src`` next to
+    ``edge_index``).
+
     Args:
         path: The ``.npz`` file.
         name: Dataset name; default: the file's stem.
     """
     p = Path(path)
-    valid = sorted({"edge_index", "src", "dst", "num_nodes", *sum(_NAMES.values(), ())})
+    valid = sorted({*_NPZ_GRAPH_KEYS, *sum(_NAMES.values(), ())})
     try:
         with np.load(p, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
+            members = list(npz.files)
+            wanted = _npz_members(members)
+            arrays = {k: _npz_member(npz, k, p) for k in wanted}
+    except DatasetError:
+        raise
     except FileNotFoundError:
         raise DatasetError("file is missing.", path=p, fix="check the path.") from None
     except (ValueError, OSError) as exc:
-        raise DatasetError(f"not a readable .npz without pickled objects ({exc}).", path=p,
+        raise DatasetError(f"not a readable .npz ({exc}).", path=p,
                            fix="save plain numeric arrays with numpy.savez.") from exc
-    for key in arrays:
-        if key not in valid:
-            raise DatasetError("unknown key.", path=p, field=key,
-                               fix=f"rename or drop it; valid keys: {', '.join(valid)}.")
+    ignored = [k for k in members if k not in wanted]
+    if ignored:
+        hints = [f"{k!r} -> {m[0]!r}?" for k in ignored
+                 if k not in valid and (m := difflib.get_close_matches(k, valid, n=1))]
+        log.warning("%s: ignored arrays %s (gnnpar reads %s)%s", p, ignored, ", ".join(valid),
+                    f"; misspelt? {', '.join(hints)}" if hints else "")
     if "edge_index" in arrays:
         ei = arrays["edge_index"]
         if ei.ndim != 2 or ei.shape[0] != 2:
@@ -234,17 +278,69 @@ def from_npz(path: Where, name: str | None = None) -> GraphDataset:
             raise DatasetError(f"has dtype {a.dtype}, expected integer node ids.", path=p,
                                field=fld, fix="store int64 node ids.")
     if "num_nodes" in arrays:
-        num_nodes = int(arrays["num_nodes"])
+        nn = arrays["num_nodes"]
+        value = nn.reshape(-1)[0] if nn.size == 1 and np.issubdtype(nn.dtype, np.number) else None
+        if value is None or not np.isfinite(value) or value != int(value):
+            raise DatasetError(f"must be one integer, got {nn.dtype} {nn.shape}.", path=p,
+                               field="num_nodes", fix="store num_nodes as an integer scalar.")
+        num_nodes = int(value)
     else:
-        num_nodes = _infer_num_nodes(src, dst, _pick(arrays, "x")[1], _pick(arrays, "y")[1])
+        num_nodes = _infer_num_nodes(src, dst, _pick(arrays, "x"), _pick(arrays, "y"), p,
+                                     "store num_nodes in the .npz")
     return _build(num_nodes, src, dst, arrays, p, name or p.stem)
 
 
-def _infer_num_nodes(src: np.ndarray, dst: np.ndarray, x: Any, y: Any) -> int:
-    for rows in (x, y):
-        if rows is not None:
-            return int(np.shape(rows)[0])
-    return int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+def _npz_members(members: Sequence[str]) -> list[str]:
+    """The members :func:`from_npz` reads: the edges, ``num_nodes``, one alias per field."""
+    present = set(members)
+    if "edge_index" in present:
+        wanted = ["edge_index"]
+    else:
+        wanted = [k for k in ("src", "dst") if k in present]
+    if "num_nodes" in present:
+        wanted.append("num_nodes")
+    for aliases in _NAMES.values():
+        wanted += [k for k in aliases if k in present][:1]
+    return wanted
+
+
+def _npz_member(npz: Any, key: str, path: Path) -> np.ndarray:
+    try:
+        a: np.ndarray = npz[key]
+    except ValueError as exc:  # an object array: reading it would unpickle
+        raise DatasetError(f"cannot be read without unpickling ({exc}).", path=path, field=key,
+                           fix="store it as a plain numeric array.") from None
+    return a
+
+
+def _infer_num_nodes(
+    src: np.ndarray, dst: np.ndarray, x: tuple[str | None, Any], y: tuple[str | None, Any],
+    where: Where, fix: str,
+) -> int:
+    """``N`` from the feature / label rows, else from the edges.
+
+    ``x`` and ``y`` are ``(name, array or None)``. When both are given with different row
+    counts, the edges decide: the one that covers every node id is taken, so the error
+    that follows names the other one. When both cover the edges the choice is ambiguous
+    and an error names both.
+    """
+    needed = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+    rows = {k or fld: int(np.shape(a)[0]) for fld, (k, a) in (("x", x), ("y", y))
+            if a is not None and np.ndim(a) > 0}
+    counts = sorted(set(rows.values()))
+    if not counts:
+        return needed
+    if len(counts) == 1:
+        return counts[0]
+    covering = [r for r in counts if r >= needed]
+    if not covering:
+        return needed
+    if len(covering) == 1:
+        return covering[0]
+    listed = " and ".join(f"{k} has {r}" for k, r in rows.items())
+    raise DatasetError(f"row counts disagree: {listed} rows, and the largest node id needs "
+                       f"only {needed}.", path=where, field="num_nodes",
+                       fix=f"give one row per node in both, or {fix}.")
 
 
 # ---------------------------------------------------------------------- edge lists
@@ -343,6 +439,36 @@ def _read_table(path: Where, field: str, dtype: type) -> np.ndarray:
                                "a .npy file.") from None
 
 
+def with_split_files(dataset: GraphDataset, files: Sequence[Where]) -> GraphDataset:
+    """``dataset`` with its train/val/test replaced by the node ids in three files.
+
+    Each file is a ``.npy`` (ids, or a boolean ``[N]`` mask) or text with one id per line;
+    the new splits are checked as :meth:`GraphDataset.validate` checks splits (in range,
+    no repeats, disjoint, labelled), and an error names the file it came from.
+
+    Args:
+        dataset: A validated dataset; every array but the splits is shared.
+        files: ``(train, val, test)`` files.
+
+    Returns:
+        The new dataset.
+    """
+    if isinstance(files, str | os.PathLike) or len(files) != 3:
+        raise DatasetError(f"expected three split files (train, val, test), got {files!r}.",
+                           path=dataset.name, field="split",
+                           fix="give TRAIN,VAL,TEST files of node ids.")
+    paths = dict(zip(SPLITS, files, strict=True))
+    train, val, test = (split_to_idx(_read_table(f, fld, np.int64), dataset.num_nodes, f, fld)
+                        for fld, f in paths.items())
+    try:
+        return replace(dataset, train_idx=train, val_idx=val, test_idx=test).validate_splits()
+    except DatasetError as exc:
+        if exc.field not in paths:
+            raise
+        raise DatasetError(exc.message, path=paths[exc.field], field=exc.field,
+                           fix=exc.fix) from None
+
+
 def from_edge_list(
     path: Where,
     num_nodes: int | None = None,
@@ -362,7 +488,8 @@ def from_edge_list(
     Args:
         path: The edge file (``.csv``, ``.tsv``, ``.txt``, ``.edges``, optionally ``.gz``).
         num_nodes: Number of nodes; default: the feature rows, else the label rows, else the
-            largest id + 1.
+            largest id + 1 (when features and labels disagree in rows, the one that covers
+            every edge is taken, so the error names the other file).
         features: ``.npy`` or text file of ``[N, F]`` features, one row per node.
         labels: ``.npy`` or text file of ``N`` integer labels (-1 = unlabelled).
         splits: ``{"train": file, "val": file, "test": file}`` of node ids (``.npy`` or text).
@@ -390,7 +517,8 @@ def from_edge_list(
         fld = split_fields[key]
         fields[fld], files[fld] = _read_table(f, fld, np.int64), f
     if num_nodes is None:
-        num_nodes = _infer_num_nodes(edges[:, 0], edges[:, 1], fields.get("x"), fields.get("y"))
+        num_nodes = _infer_num_nodes(edges[:, 0], edges[:, 1], (None, fields.get("x")),
+                                     (None, fields.get("y")), p, "pass num_nodes")
     if edges.size and (edges.min() < 0 or edges.max() >= num_nodes):
         _edge_error(p, delimiter, header, num_nodes)
     return _build(num_nodes, edges[:, 0], edges[:, 1], fields, p,

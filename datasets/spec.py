@@ -10,20 +10,33 @@ Accepted forms (tried in this order)::
     path/to/meta_dict.json                            an OGB-layout dataset described by JSON
     path/to/graph.npz                                 see from_npz
     path/to/edges.csv | .tsv | .txt (optionally .gz)  see from_edge_list
+
+:func:`load_dataset` also takes what a spec cannot say: ``features=`` / ``labels=`` files
+for an edge list, and ``split=``, either ``(train, val, test)`` fractions (a random split
+of the labelled nodes, seeded by ``split_seed``) or three files of node ids;
+:func:`parse_split` reads the command-line form of ``split`` (``--split 0.6,0.2,0.2`` or
+``--split TRAIN,VAL,TEST``).
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
+import numbers
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from gnnpar.datasets.graph import FORMAT, GraphDataset
-from gnnpar.datasets.loaders import EDGE_LIST_SUFFIXES, from_edge_list, from_npz
+from gnnpar.datasets.graph import FORMAT, GraphDataset, check_split_fractions
+from gnnpar.datasets.loaders import (
+    EDGE_LIST_SUFFIXES,
+    from_edge_list,
+    from_npz,
+    with_split_files,
+)
 from gnnpar.datasets.ogb import load_ogb
 from gnnpar.datasets.synthetic import rmat, sbm
 from gnnpar.errors import DatasetError
@@ -40,6 +53,11 @@ _FORMS = (
     "'ogbn-arxiv', a GraphDataset directory (with dataset.json), an OGB meta_dict .json, "
     f"a .npz, or an edge list ({', '.join(EDGE_LIST_SUFFIXES)})"
 )
+SPLIT_ARG_FIX = ("give three fractions train,val,test such as 0.6,0.2,0.2 (each in [0, 1], "
+                 "summing to at most 1), or three files of node ids TRAIN,VAL,TEST (.npy, or "
+                 "text with one id per line).")
+Where = str | os.PathLike[str]
+log = logging.getLogger("gnnpar.datasets")
 
 
 def synthetic_keys(generator: str) -> list[str]:
@@ -103,29 +121,169 @@ def _example(default: Any) -> str:
     return ",".join(str(v) for v in default) if isinstance(default, tuple) else str(default)
 
 
-def load_dataset(spec: str, root: str | os.PathLike[str] = "data") -> GraphDataset:
+def _is_float(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_split(text: str) -> tuple[float, float, float] | tuple[str, str, str]:
+    """Read the command-line form of a split: three fractions or three files.
+
+    ``"0.6,0.2,0.2"`` gives ``(0.6, 0.2, 0.2)`` (checked as by
+    :func:`~gnnpar.datasets.graph.check_split_fractions`); ``"train.npy,val.txt,test.txt"``
+    gives the three paths (``~`` expanded), each of which must be an existing file of node
+    ids (``.npy``, or text with one id per line). File names cannot contain commas.
+
+    Args:
+        text: The value, e.g. of ``--split``.
+
+    Returns:
+        ``(f_train, f_val, f_test)`` floats, or ``(train, val, test)`` file paths.
+
+    Raises:
+        DatasetError: Not three values, fractions out of range, numbers mixed with names,
+            or a name that is neither a number nor an existing file (field ``split``).
+    """
+    tokens = [t.strip() for t in text.split(",")]
+    if len(tokens) != 3 or not all(tokens):
+        raise DatasetError(f"{text!r} holds {len(tokens)} comma-separated values (some may be "
+                           "empty), expected 3.", field="split", fix=SPLIT_ARG_FIX)
+    is_number = [_is_float(t) for t in tokens]
+    if all(is_number):
+        fractions = check_split_fractions([float(t) for t in tokens], fix=SPLIT_ARG_FIX)
+        return fractions
+    if any(is_number):
+        raise DatasetError(f"{text!r} mixes numbers and file names.", field="split",
+                           fix=SPLIT_ARG_FIX)
+    paths = [str(Path(t).expanduser()) for t in tokens]
+    for token, path in zip(tokens, paths, strict=True):
+        if not Path(path).is_file():
+            raise DatasetError(f"{token!r} is neither a number nor an existing file.",
+                               path=path, field="split", fix=SPLIT_ARG_FIX)
+    return paths[0], paths[1], paths[2]
+
+
+def _split_arg(
+    split: Sequence[float] | Sequence[Where] | str | None, where: str,
+) -> tuple[tuple[float, float, float] | None, tuple[Where, Where, Where] | None]:
+    """Classify ``load_dataset``'s ``split``: ``(fractions, None)`` or ``(None, files)``."""
+    if split is None:
+        return None, None
+    if isinstance(split, str):
+        split = parse_split(split)
+    values: tuple[object, ...] = tuple(split)
+    if len(values) == 3:
+        reals = [float(v) for v in values
+                 if isinstance(v, numbers.Real) and not isinstance(v, bool)]
+        if len(reals) == 3:
+            return check_split_fractions(reals, where), None
+        files = [v for v in values if isinstance(v, str | os.PathLike)]
+        if len(files) == 3:
+            return None, (files[0], files[1], files[2])
+    raise DatasetError(f"{split!r} is neither three fractions nor three files.", path=where,
+                       field="split", fix=SPLIT_ARG_FIX)
+
+
+def load_dataset(
+    spec: str,
+    root: str | os.PathLike[str] = "data",
+    *,
+    features: Where | None = None,
+    labels: Where | None = None,
+    split: Sequence[float] | Sequence[Where] | str | None = None,
+    split_seed: int = 0,
+) -> GraphDataset:
     """Turn a dataset spec string into a :class:`GraphDataset` (see the module docstring).
 
     Args:
         spec: The spec string.
         root: Directory holding OGB datasets (downloaded there when missing and online).
+        features: Edge-list specs only: ``.npy`` or CSV/text features, one row per node
+            (see :func:`~gnnpar.datasets.loaders.from_edge_list`).
+        labels: Edge-list specs only: ``.npy`` or text labels, one integer per node
+            (``-1`` = unlabelled).
+        split: ``None`` (keep the dataset's split), ``(train, val, test)`` fractions (a
+            random split of the labelled nodes, :meth:`GraphDataset.random_split`), or
+            three files of node ids (train, val, test); a string is read by
+            :func:`parse_split`. Either replaces an existing split (logged at INFO).
+        split_seed: Seed of a random split.
 
     Returns:
         The dataset, validated on every path (synthetic graphs too), so callers need not
         validate it again.
 
     Raises:
-        DatasetError: The spec matches no accepted form, or the data behind it is bad.
+        DatasetError: The spec matches no accepted form, the data behind it is bad,
+            ``features`` / ``labels`` were given for a spec that is not an edge list, or
+            ``split`` is malformed.
+
+    Example::
+
+        ds = gnnpar.load_dataset("synthetic:sbm?nodes=100000")
+        ds = gnnpar.load_dataset("edges.csv", features="x.npy", labels="y.csv",
+                                 split=(0.6, 0.2, 0.2), split_seed=1)
     """
+    fractions, split_files = _split_arg(split, spec)
+    ds, is_edge_list = _open(spec, root, features, labels, split_files)
+    if split_files is not None and not is_edge_list:
+        new = with_split_files(ds, split_files)
+        _log_replaced(ds, spec, f"the ids in {', '.join(map(str, split_files))}")
+        ds = new
+    if fractions is not None:
+        try:
+            new = ds.random_split(fractions, split_seed)
+        except DatasetError as exc:
+            raise DatasetError(exc.message, path=spec, field=exc.field, fix=exc.fix) from None
+        _log_replaced(ds, spec, f"a random split {','.join(map(str, fractions))} (seed "
+                      f"{split_seed}, of the labelled nodes)", new, always=True)
+        ds = new
+    return ds
+
+
+def _log_replaced(old: GraphDataset, spec: str, what: str, new: GraphDataset | None = None,
+                  always: bool = False) -> None:
+    """Log at INFO the split now in use, and the one it replaced, if any."""
+    sizes = [len(getattr(old, f)) for f in ("train_idx", "val_idx", "test_idx")]
+    now = "" if new is None else (f": train {len(new.train_idx):,}, val {len(new.val_idx):,}, "
+                                  f"test {len(new.test_idx):,}")
+    if any(sizes):
+        log.info("%s: replaced its split (train %d, val %d, test %d) with %s%s.", spec, *sizes,
+                 what, now)
+    elif always:
+        log.info("%s: %s%s.", spec, what, now)
+
+
+def _open(
+    spec: str, root: str | os.PathLike[str], features: Where | None, labels: Where | None,
+    split_files: tuple[Where, Where, Where] | None,
+) -> tuple[GraphDataset, bool]:
+    """Load the validated dataset ``spec`` names; ``(dataset, whether it is an edge list)``."""
+
+    def not_an_edge_list(form: str) -> None:
+        for fld, value, key in (("features", features, "x"), ("labels", labels, "y")):
+            if value is not None:
+                raise DatasetError(
+                    f"{fld} files (--{fld}) apply only to edge-list specs "
+                    f"({', '.join(EDGE_LIST_SUFFIXES)}), and this spec is {form}.", path=spec,
+                    field=fld, fix=f"put them in the data itself: a .npz with key {key!r}, or "
+                    f"a GraphDataset directory with {key}.npy (GraphDataset.save); or give "
+                    "the graph as an edge list.")
+
     if spec.startswith(SYNTHETIC_PREFIX):
+        not_an_edge_list("a synthetic graph")
         gen_name, kwargs = parse_synthetic(spec)
-        return GENERATORS[gen_name](**kwargs).validate(spec)
+        return GENERATORS[gen_name](**kwargs).validate(spec), False
     path = Path(spec).expanduser()
     if _OGB_NAME.fullmatch(spec) and not path.exists():
-        return load_ogb(spec, root)
+        not_an_edge_list("an OGB dataset")
+        return load_ogb(spec, root), False
     if path.is_dir():
         if (path / "dataset.json").is_file():
-            return GraphDataset.load(path)
+            not_an_edge_list("a GraphDataset directory")
+            return GraphDataset.load(path), False
         raise DatasetError("directory holds no dataset.json.", path=path, field="spec",
                            fix=f"pass a directory written by GraphDataset.save, or {_FORMS}.")
     if path.is_file():
@@ -133,13 +291,18 @@ def load_dataset(spec: str, root: str | os.PathLike[str] = "data") -> GraphDatas
         if name.endswith(".json"):
             meta = read_json(path, DatasetError)
             if isinstance(meta, dict) and meta.get("format") == FORMAT:
-                return GraphDataset.load(path.parent)
+                not_an_edge_list("a GraphDataset directory")
+                return GraphDataset.load(path.parent), False
+            not_an_edge_list("an OGB dataset")
             stem = meta.get("name", path.stem) if isinstance(meta, dict) else path.stem
-            return load_ogb(str(stem), root, meta_dict=path)
+            return load_ogb(str(stem), root, meta_dict=path), False
         if name.endswith(".npz"):
-            return from_npz(path)
+            not_an_edge_list("a .npz")
+            return from_npz(path), False
         if name.endswith(EDGE_LIST_SUFFIXES):
-            return from_edge_list(path)
+            splits = None if split_files is None else dict(
+                zip(("train", "val", "test"), split_files, strict=True))
+            return from_edge_list(path, features=features, labels=labels, splits=splits), True
         raise DatasetError(f"unrecognised file type {path.suffix!r}.", path=path, field="spec",
                            fix=f"pass {_FORMS}.")
     raise DatasetError("no such file or directory, and not a synthetic or OGB spec.",

@@ -1,14 +1,118 @@
-"""gnnpar: graph neural networks on graphs larger than one GPU, on torch.distributed."""
+"""gnnpar: graph neural networks on graphs larger than one GPU, on torch.distributed.
+
+The public API, importable from ``gnnpar`` directly (loaded on first use, so that
+``import gnnpar`` and the command lines start fast)::
+
+    import gnnpar
+
+    ctx = gnnpar.init()                                       # torchrun's env, or one process
+    graph = gnnpar.DistGraph.load("parts/sbm-2", ctx)         # this rank's part
+    features = gnnpar.DistFeatureStore(graph, ctx)            # rows by owner, fetched by id
+    loader = gnnpar.DistNeighborLoader(graph, features, [10, 10], "train", batch_size=1024)
+    for batch in loader:                                      # a PyG Data per step
+        ...
+
+==================================  ====================================================
+name                                what it is
+==================================  ====================================================
+:func:`init`, :func:`shutdown`      join / leave the process group (:class:`DistContext`)
+:class:`DistGraph`                  this rank's part of a partitioned graph
+:class:`DistFeatureStore`           per-node arrays sharded by owner, gathered by id
+:class:`DistNeighborSampler`        multi-hop neighbour sampling across parts
+:class:`DistNeighborLoader`         PyG-layout minibatches, in lockstep on every rank
+:class:`HaloGraph`, :class:`HaloExchange`  full-graph halo exchange (exact, BNS, stale)
+:class:`DistConv`, :func:`distribute_convs`  PyG layers on the partitioned full graph
+:class:`CommStats`                  rows and bytes communicated, by kind
+:class:`Trainer`, :class:`Config`   the training loop of ``gnnpar-train`` and its settings
+:func:`partition_graph`, :func:`load_partition`  the partition stage
+:func:`load_dataset`, :class:`GraphDataset`, :func:`from_pyg`  the datasets stage
+==================================  ====================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from gnnpar.errors import ConfigError, DatasetError, DistributedError, GnnparError, PartitionError
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+_LAZY = {
+    "CommStats": "gnnpar.comm",
+    "Config": "gnnpar.train.config",
+    "DistConv": "gnnpar.nn",
+    "DistContext": "gnnpar.distributed",
+    "DistFeatureStore": "gnnpar.feature_store",
+    "DistGraph": "gnnpar.graph",
+    "DistNeighborLoader": "gnnpar.loader",
+    "DistNeighborSampler": "gnnpar.sampler",
+    "GraphDataset": "gnnpar.datasets",
+    "HaloExchange": "gnnpar.nn",
+    "HaloGraph": "gnnpar.nn",
+    "SamplerOutput": "gnnpar.sampler",
+    "Trainer": "gnnpar.train.trainer",
+    "distribute_convs": "gnnpar.nn",
+    "from_pyg": "gnnpar.datasets",
+    "init": "gnnpar.distributed",
+    "load_dataset": "gnnpar.datasets",
+    "load_partition": "gnnpar.partition",
+    "partition_graph": "gnnpar.partition",
+    "shutdown": "gnnpar.distributed",
+}
+
+if TYPE_CHECKING:
+    from gnnpar.comm import CommStats
+    from gnnpar.datasets import GraphDataset, from_pyg, load_dataset
+    from gnnpar.distributed import DistContext, init, shutdown
+    from gnnpar.feature_store import DistFeatureStore
+    from gnnpar.graph import DistGraph
+    from gnnpar.loader import DistNeighborLoader
+    from gnnpar.nn import DistConv, HaloExchange, HaloGraph, distribute_convs
+    from gnnpar.partition import load_partition, partition_graph
+    from gnnpar.sampler import DistNeighborSampler, SamplerOutput
+    from gnnpar.train.config import Config
+    from gnnpar.train.trainer import Trainer
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use (PEP 562)."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gnnpar' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
+    "CommStats",
+    "Config",
     "ConfigError",
     "DatasetError",
+    "DistConv",
+    "DistContext",
+    "DistFeatureStore",
+    "DistGraph",
+    "DistNeighborLoader",
+    "DistNeighborSampler",
     "DistributedError",
     "GnnparError",
+    "GraphDataset",
+    "HaloExchange",
+    "HaloGraph",
     "PartitionError",
+    "SamplerOutput",
+    "Trainer",
     "__version__",
+    "distribute_convs",
+    "from_pyg",
+    "init",
+    "load_dataset",
+    "load_partition",
+    "partition_graph",
+    "shutdown",
 ]

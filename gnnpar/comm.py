@@ -10,8 +10,10 @@ cluster.
 
 from __future__ import annotations
 
+import contextlib
 import zlib
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -34,7 +36,15 @@ class CommCounter:
 
 @dataclass
 class CommStats:
-    """Counters by kind (``"feature"``, ``"sample"``, ``"halo"``, ...) for one rank."""
+    """Counters by kind (``"feature"``, ``"sample"``, ``"halo"``, ...) for one rank.
+
+    Example::
+
+        stats = gnnpar.CommStats()
+        store = gnnpar.DistFeatureStore(graph, ctx, stats=stats)
+        store.gather(batch.n_id)
+        print(stats.as_dict()["feature"]["bytes_recv"])     # this rank's received bytes
+    """
 
     counters: dict[str, CommCounter] = field(default_factory=lambda: defaultdict(CommCounter))
 
@@ -52,6 +62,19 @@ class CommStats:
     def reset(self) -> None:
         """Zero every counter."""
         self.counters.clear()
+
+    @contextlib.contextmanager
+    def redirect(self, other: CommStats) -> Iterator[None]:
+        """Inside the block, exchanges recorded here are added to ``other`` instead.
+
+        The components of a run share one :class:`CommStats`; a trainer counts its
+        evaluation apart from its training steps with ``with stats.redirect(eval_stats)``.
+        """
+        saved, self.counters = self.counters, other.counters
+        try:
+            yield
+        finally:
+            self.counters = saved
 
     def as_dict(self) -> dict[str, dict[str, int]]:
         """Counters as plain dicts, for JSON run records."""
@@ -261,6 +284,20 @@ def all_gather_ints(ctx: DistContext, values: list[int]) -> torch.Tensor:
     rows = [torch.empty_like(mine) for _ in range(ctx.world_size)]
     dist.all_gather(rows, mine, group=ctx.group)
     return torch.stack(rows).cpu()
+
+
+def broadcast_text(ctx: DistContext, text: str, src: int = 0) -> str:
+    """Rank ``src``'s ``text`` on every rank (collective; UTF-8 bytes, nothing unpickled)."""
+    if ctx.world_size == 1:
+        return text
+    data = text.encode() if ctx.rank == src else b""
+    size = int(all_gather_ints(ctx, [len(data)])[src, 0])
+    buf = torch.zeros(size, dtype=torch.uint8)
+    if ctx.rank == src:
+        buf[:] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    buf = buf.to(ctx.device)
+    dist.broadcast(buf, src=src, group=ctx.group)
+    return bytes(buf.cpu().tolist()).decode()
 
 
 def comm_totals(stats: CommStats, ctx: DistContext) -> dict[str, dict[str, int]]:

@@ -1,18 +1,25 @@
-"""Configuration of a minibatch training run: nested dataclasses, CLI flags over defaults.
+"""One configuration system for every command: nested dataclasses, CLI > file > defaults.
 
-:class:`Config` has three sections — :class:`DataConfig` (what to train on),
-:class:`ModelConfig` (which PyG model) and :class:`TrainConfig` (how) — each a dataclass
-whose fields carry their own docstrings.  Those docstrings are the ``--help`` text of the
-flags that :func:`add_config_arguments` generates (one flag per field, ``--batch-size``
-for ``train.batch_size``; a few fields have a shorter flag, e.g. ``--model`` for
-``model.name``), so the documentation lives in one place::
+A command's configuration is a dataclass whose fields are *sections*, each a dataclass
+whose fields carry their own docstrings (torchtitan's ``JobConfig`` shape)::
 
-    parser = argparse.ArgumentParser()
-    add_config_arguments(parser)
-    cfg = config_from_args(parser.parse_args()).validate()
+    @dataclass
+    class DataConfig:
+        dataset: str = option("synthetic:sbm", flag="dataset")
+        \"\"\"Dataset spec.\"\"\"
 
-:meth:`Config.validate` checks every value before any work starts and raises a
-:class:`~gnnpar.errors.ConfigError` naming the field, its flag and the fix.
+Every field becomes one command-line flag (``--batch-size`` for ``sample.batch_size``,
+unless :func:`option` names another), its docstring the flag's help, so the
+documentation lives in one place.  Values come from three places, the later winning:
+
+1. the dataclass defaults;
+2. a TOML or JSON file given with ``--config FILE`` (sections as tables / objects,
+   e.g. ``[sample]`` ``fanouts = [15, 10]``); a run's ``OUT/config.json`` is such a file;
+3. the flags given on the command line.
+
+:func:`parse_config` returns the configuration and the set of ``section.field`` paths
+that the command line or the file set explicitly, so a command can refuse a flag that
+does not apply to the chosen mode.  Nothing here imports torch: ``--help`` stays fast.
 """
 
 from __future__ import annotations
@@ -21,208 +28,87 @@ import argparse
 import ast
 import dataclasses
 import inspect
+import json
+import sys
 import textwrap
 import types
 import typing
-from dataclasses import dataclass, field, fields
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import field, fields
+from pathlib import Path
+from typing import Any, TypeVar
 
-from gnnpar.datasets.spec import DEFAULT_SPEC
 from gnnpar.errors import ConfigError
-from gnnpar.partition import METHODS
-from gnnpar.sampler import check_fanouts
 
-MODEL_NAMES = ("sage", "gcn", "gat")
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+T = TypeVar("T")
 _FLAG = "flag"
+CONFIG_FLAG = "--config"
 
 
-def _flagged(default: Any, flag: str) -> Any:
-    """A field whose CLI flag is ``flag`` rather than the one derived from its name."""
-    return field(default=default, metadata={_FLAG: flag})
+def option(default: Any, *, flag: str | None = None) -> Any:
+    """A field with default ``default`` and the flag ``--flag`` instead of its name's.
+
+    ``flag="dataset"`` makes the field the positional argument.
+    """
+    return field(default=default, metadata={_FLAG: flag} if flag else {})
 
 
-@dataclass
-class DataConfig:
-    """What to train on."""
+def flag_of(cls: type, name: str) -> str:
+    """The command-line spelling of field ``name`` of section ``cls``.
 
-    dataset: str = _flagged(DEFAULT_SPEC, "dataset")
-    """Dataset spec (``synthetic:sbm``, ``ogbn-arxiv``, an OGB ``meta_dict`` JSON, ...;
-    see ``gnnpar.datasets.load_dataset``) or a partition directory (with ``meta.json``).
-    A spec is partitioned first, and the partition is cached under ``ROOT/partitions``."""
-
-    num_parts: int | None = None
-    """Parts to split a dataset spec into; must equal the number of processes (the
-    default)."""
-
-    partitioner: str = "metis"
-    """How a dataset spec is partitioned: ``metis``, ``random`` or ``contiguous``."""
-
-    undirected: bool = False
-    """Add every reverse edge (deduplicated) before partitioning a dataset spec, as usual
-    for directed citation graphs such as ogbn-arxiv and ogbn-papers100M."""
-
-    root: str = "data"
-    """Directory of downloaded datasets and of cached partitions (``ROOT/partitions``)."""
-
-    cache_mb: float = 0.0
-    """Per-rank budget of the cache of remote feature rows, in MiB (0: no cache)."""
+    Returns:
+        ``"--batch-size"`` for a flag, or ``"the positional DATASET"`` for the positional.
+    """
+    f = next((f for f in fields(cls) if f.name == name), None)
+    if f is None:
+        raise KeyError(f"{cls.__name__} has no field {name!r}")
+    flag = str(f.metadata.get(_FLAG, f.name.replace("_", "-")))
+    return "the positional DATASET" if flag == "dataset" else f"--{flag}"
 
 
-@dataclass
-class ModelConfig:
-    """Which PyG model to train."""
+def config_error(section: type, path: str, value: Any, need: str, example: str) -> ConfigError:
+    """A :class:`ConfigError` for field ``path`` (``"sample.batch_size"``) naming its flag.
 
-    name: str = _flagged("sage", "model")
-    """``sage`` (GraphSAGE, mean), ``gcn`` or ``gat``."""
-
-    hidden: int = 128
-    """Hidden width."""
-
-    layers: int = 2
-    """Message-passing layers (one fan-out per layer)."""
-
-    dropout: float = 0.5
-    """Dropout probability after each hidden layer."""
-
-    heads: int = 4
-    """Attention heads (``gat`` only); must divide ``hidden``."""
+    Args:
+        section: The section dataclass holding the field.
+        path: ``"section.field"``.
+        value: The offending value.
+        need: What a valid value is.
+        example: A valid value, as typed on the command line.
+    """
+    flag = flag_of(section, path.rsplit(".", 1)[1])
+    where = flag if flag.startswith("the ") else f"{flag} {example}"
+    return ConfigError(f"got {value!r}; {need}.", field=path, fix=f"pass {where}.")
 
 
-@dataclass
-class TrainConfig:
-    """How to train."""
-
-    fanouts: tuple[int, ...] = (10, 10)
-    """Neighbours sampled per hop, comma-separated (e.g. ``15,10``); one per layer."""
-
-    batch_size: int = 1024
-    """Seed nodes per step on each rank."""
-
-    epochs: int = 10
-    """Passes over the training nodes."""
-
-    lr: float = 0.005
-    """Adam learning rate."""
-
-    weight_decay: float = 0.0
-    """Adam weight decay."""
-
-    seed: int = 0
-    """Seed of the model's initialisation, the shuffle, the sampler and dropout."""
-
-    eval_batch_size: int = 4096
-    """Seed nodes per step on each rank for the sampled validation and test accuracy."""
-
-    eval_every: int = 1
-    """Sampled validation and test accuracy every this many epochs (and after the last)."""
-
-    prefetch: bool = True
-    """Sample the next batch while the current one trains."""
-
-    out: str = _flagged("runs/train", "out")
-    """Run directory: ``record.json`` (the JSON run record) and ``checkpoint/``."""
-
-    resume: bool = False
-    """Continue from ``OUT/checkpoint`` when it exists (epoch boundary or mid-epoch)."""
-
-    checkpoint_steps: int = 0
-    """Also checkpoint every this many steps within an epoch (0: at epoch ends only)."""
-
-    progress: bool = True
-    """Show a progress bar (rank 0)."""
-
-    device: str | None = None
-    """``cpu`` or ``cuda`` (default: the GPU of the local rank when there is one)."""
-
-    threads: int | None = None
-    """Torch threads per process (default: cores / processes under --nproc, else what
-    the launcher set)."""
-
-
-@dataclass
-class Config:
-    """A whole training run."""
-
-    data: DataConfig = field(default_factory=DataConfig)
-    """What to train on."""
-
-    model: ModelConfig = field(default_factory=ModelConfig)
-    """Which model."""
-
-    train: TrainConfig = field(default_factory=TrainConfig)
-    """How to train."""
-
-    def validate(self) -> Config:
-        """Check every value; return ``self`` or raise :class:`ConfigError`."""
-        d, m, t = self.data, self.model, self.train
-        _check_choice("data.partitioner", d.partitioner, METHODS)
-        _check_choice("model.name", m.name, MODEL_NAMES)
-        if d.num_parts is not None:
-            _check_int("data.num_parts", d.num_parts, 1)
-        _check_number("data.cache_mb", d.cache_mb, 0.0)
-        for name in ("hidden", "layers", "heads"):
-            _check_int(f"model.{name}", getattr(m, name), 1)
-        if not isinstance(m.dropout, (int, float)) or not 0.0 <= m.dropout < 1.0:
-            raise _error("model.dropout", m.dropout, "need 0 <= dropout < 1", "0.5")
-        if m.name == "gat" and m.hidden % m.heads:
-            raise _error("model.hidden", m.hidden, f"GAT needs hidden divisible by heads="
-                         f"{m.heads}", str(m.heads * max(1, m.hidden // m.heads)))
-        try:
-            check_fanouts(t.fanouts)
-        except ConfigError:
-            raise _error("train.fanouts", t.fanouts, "every fan-out must be an int >= 1",
-                         "15,10") from None
-        if len(t.fanouts) != m.layers:
-            raise ConfigError(
-                f"{len(t.fanouts)} fan-outs {list(t.fanouts)} for {m.layers} layers; each "
-                "layer aggregates one sampled hop.", field="train.fanouts",
-                fix=f"give one fan-out per layer (--fanouts with {m.layers} values) or "
-                f"--layers {len(t.fanouts)}.")
-        for name in ("batch_size", "epochs", "eval_batch_size", "eval_every"):
-            _check_int(f"train.{name}", getattr(t, name), 1)
-        _check_int("train.checkpoint_steps", t.checkpoint_steps, 0)
-        if t.threads is not None:
-            _check_int("train.threads", t.threads, 1)
-        _check_number("train.lr", t.lr, 0.0, strict=True)
-        _check_number("train.weight_decay", t.weight_decay, 0.0)
-        _check_int("train.seed", t.seed, 0)
-        if not t.out:
-            raise _error("train.out", t.out, "the run directory is empty", "runs/train")
-        return self
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict (for the run record)."""
-        return dataclasses.asdict(self)
-
-
-def _flag(f: dataclasses.Field[Any]) -> str:
-    return str(f.metadata.get(_FLAG, f.name.replace("_", "-")))
-
-
-def _error(path: str, value: Any, need: str, example: str) -> ConfigError:
-    section, name = path.split(".")
-    cls = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}[section]
-    flag = next(_flag(f) for f in fields(cls) if f.name == name)
-    where = "the positional argument" if flag == "dataset" else f"--{flag}"
-    return ConfigError(f"got {value!r}; {need}.", field=path,
-                       fix=f"pass {where} {example}.")
-
-
-def _check_int(path: str, value: Any, low: int) -> None:
+def check_int(section: type, path: str, value: Any, low: int) -> None:
+    """Raise unless ``value`` is an int ``>= low`` (bools are not ints here)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise _error(path, value, f"need an integer >= {low}", str(max(low, 1)))
+        raise config_error(section, path, value, f"need an integer >= {low}", str(max(low, 1)))
 
 
-def _check_number(path: str, value: Any, low: float, strict: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
-        value > low if strict else value >= low)
+def check_number(section: type, path: str, value: Any, low: float, strict: bool = False,
+                 high: float | None = None) -> None:
+    """Raise unless ``value`` is a finite number ``>= low`` (``> low`` when ``strict``)."""
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and value == value and abs(value) != float("inf")
+          and (value > low if strict else value >= low)
+          and (high is None or value <= high))
     if not ok:
-        raise _error(path, value, f"need a number {'>' if strict else '>='} {low}", "0.01")
+        bound = f"{'>' if strict else '>='} {low}" + (f" and <= {high}" if high else "")
+        raise config_error(section, path, value, f"need a finite number {bound}", "0.01")
 
 
-def _check_choice(path: str, value: Any, choices: tuple[str, ...]) -> None:
+def check_choice(section: type, path: str, value: Any, choices: Sequence[str]) -> None:
+    """Raise unless ``value`` is one of ``choices``."""
     if value not in choices:
-        raise _error(path, value, f"need one of {', '.join(choices)}", choices[0])
+        raise config_error(section, path, value, f"need one of {', '.join(choices)}",
+                           choices[0])
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -248,71 +134,194 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def _sections() -> list[tuple[str, type]]:
-    hints = typing.get_type_hints(Config)
-    return [(f.name, hints[f.name]) for f in fields(Config)]
+def sections(root: type) -> dict[str, type]:
+    """``{section name: section dataclass}`` of a configuration dataclass."""
+    hints = typing.get_type_hints(root)
+    return {f.name: hints[f.name] for f in fields(root)}
 
 
-def _parse_ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(t) for t in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not comma-separated integers (e.g. 15,10)") from None
-
-
-def _argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, dest: str,
-              flag: str, hint: Any, default: Any, doc: str) -> None:
-    shown = "" if default is None else f" (default: {default})"
-    options: dict[str, Any] = {"dest": dest, "default": default, "help": doc + shown,
-                               "metavar": dest.split(".")[1].upper()}
-    args = typing.get_args(hint)
+def _plain(hint: Any) -> Any:
+    """``X`` for ``X | None``; the hint itself otherwise."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        hint = next(a for a in args if a is not type(None))
-    if hint is bool:
+        return next(a for a in typing.get_args(hint) if a is not type(None))
+    return hint
+
+
+def _optional(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in \
+        typing.get_args(hint)
+
+
+def _list_parser(item: type) -> Any:
+    def parse(text: str) -> tuple[Any, ...]:
+        try:
+            return tuple(item(t.strip()) for t in text.split(",") if t.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not comma-separated {item.__name__} values "
+                f"(e.g. {'15,10' if item is int else 'a,b'})") from None
+    return parse
+
+
+def _add_flag(group: argparse._ArgumentGroup, path: str, f: dataclasses.Field[Any],
+              hint: Any, default: Any, doc: str, positional: bool) -> None:
+    kind = _plain(hint)
+    flag = str(f.metadata.get(_FLAG, f.name.replace("_", "-")))
+    if typing.get_origin(kind) is tuple:
+        shown = ",".join(map(str, default)) if default else "none"
+    else:
+        shown = "none" if default is None else str(default)
+    text = doc if "(default:" in doc else f"{doc} (default: {shown})"
+    options: dict[str, Any] = {"dest": path, "default": argparse.SUPPRESS, "help": text}
+    if kind is bool:
         options["action"] = argparse.BooleanOptionalAction
-        del options["metavar"]
-    elif typing.get_origin(hint) is tuple:
-        options.update(type=_parse_ints, metavar="K1,K2,...",
-                       help=f"{doc} (default: {','.join(map(str, default))})")
+    elif typing.get_origin(kind) is tuple:
+        options.update(type=_list_parser(typing.get_args(kind)[0]), metavar="A,B,...")
     else:
-        options["type"] = hint
-    if flag == "dataset":
-        options.pop("dest")
-        options["nargs"] = "?"
-        options["metavar"] = "DATASET_OR_PARTITION_DIR"
-        parser.add_argument(dest, **options)
+        options.update(type=kind, metavar=f.name.upper())
+    if flag == "dataset" and positional:
+        del options["dest"]
+        options["metavar"] = "DATASET"
+        group.add_argument(path, nargs="?", **options)
     else:
-        parser.add_argument(f"--{flag}", **options)
+        group.add_argument(f"--{flag}", **options)
 
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add one flag per configuration field (grouped by section), defaults from the classes.
+def add_config_arguments(parser: argparse.ArgumentParser, root: type,
+                         positional: bool = True) -> None:
+    """Add ``--config FILE`` and one flag per field of every section of ``root``.
 
     Args:
-        parser: The parser to extend; flags land in ``dest`` ``"section.field"``.
+        parser: The parser to extend; a field's value lands in ``dest`` ``"section.field"``
+            only when the flag is given (defaults are applied by :func:`parse_config`).
+        root: The configuration dataclass (fields = sections).
+        positional: The field whose flag is ``"dataset"`` is the positional argument;
+            ``False`` makes it ``--dataset`` (for a command whose positional is another).
     """
-    for section, cls in _sections():
-        group = parser.add_argument_group(section, (cls.__doc__ or "").strip())
+    parser.add_argument(CONFIG_FLAG, metavar="FILE", default=None,
+                        help="TOML or JSON file of settings by section (e.g. a run's "
+                        "OUT/config.json); flags given on the command line win over it")
+    for name, cls in sections(root).items():
+        group = parser.add_argument_group(name, (cls.__doc__ or "").strip())
         hints = typing.get_type_hints(cls)
         docs = field_docs(cls)
         defaults = cls()
         for f in fields(cls):
-            _argument(group, f"{section}.{f.name}", _flag(f), hints[f.name],
-                      getattr(defaults, f.name), docs.get(f.name, ""))
+            _add_flag(group, f"{name}.{f.name}", f, hints[f.name], getattr(defaults, f.name),
+                      docs.get(f.name, ""), positional)
 
 
-def config_from_args(ns: argparse.Namespace) -> Config:
-    """Build a :class:`Config` from flags added by :func:`add_config_arguments`.
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a TOML (``.toml``) or JSON file of sections; a run record's ``config`` too.
+
+    Raises:
+        ConfigError: Missing, unreadable or not a table of sections.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError("config file is missing.", path=p, field=CONFIG_FLAG,
+                          fix="pass the path of a .toml or .json file.")
+    try:
+        text = p.read_text()
+        doc = tomllib.loads(text) if p.suffix.lower() == ".toml" else json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"cannot be parsed ({exc}).", path=p, field=CONFIG_FLAG,
+                          fix="write TOML (.toml) or JSON with one table per section.") from None
+    if isinstance(doc, dict) and doc.get("format") == "gnnpar-run":
+        doc = doc.get("config", {})  # a run record: repeat its configuration
+    if not isinstance(doc, dict):
+        raise ConfigError("must hold a table of sections.", path=p, field=CONFIG_FLAG,
+                          fix="write e.g. '[sample]' then 'fanouts = [15, 10]'.")
+    return doc
+
+
+def _coerce(value: Any, hint: Any, where: str, key: str) -> Any:
+    """A value read from a file, checked against the field's type."""
+    if value is None and _optional(hint):
+        return None
+    kind = _plain(hint)
+    if typing.get_origin(kind) is tuple:
+        item = typing.get_args(kind)[0]
+        if isinstance(value, (list, tuple)) and all(
+                isinstance(v, item) and not isinstance(v, bool) for v in value):
+            return tuple(value)
+    elif kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    elif isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+        return value
+    raise ConfigError(f"got {value!r} ({type(value).__name__}); expected "
+                      f"{getattr(kind, '__name__', kind)}.", path=where, field=key,
+                      fix="give a value of the field's type (see --help).")
+
+
+def from_dict(root: type[T], doc: Mapping[str, Any], where: str = "config") -> T:
+    """Build ``root`` from nested ``{section: {field: value}}``; defaults for the rest.
+
+    Raises:
+        ConfigError: An unknown section or field, or a value of the wrong type, naming
+            ``where`` and ``section.field``.
+    """
+    secs = sections(root)
+    values: dict[str, Any] = {}
+    for name, body in doc.items():
+        if name not in secs:
+            raise ConfigError("unknown section.", path=where, field=str(name),
+                              fix=f"use only the sections {', '.join(secs)}.")
+        if not isinstance(body, Mapping):
+            raise ConfigError("must be a table of fields.", path=where, field=str(name),
+                              fix=f"write [{name}] then 'field = value' lines.")
+        hints = typing.get_type_hints(secs[name])
+        kwargs = {}
+        for key, value in body.items():
+            if key not in hints:
+                raise ConfigError("unknown field.", path=where, field=f"{name}.{key}",
+                                  fix=f"use only the fields of [{name}]: {', '.join(hints)}.")
+            kwargs[key] = _coerce(value, hints[key], where, f"{name}.{key}")
+        values[name] = secs[name](**kwargs)
+    return root(**values)
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """Plain nested dict of a configuration (JSON-able; tuples become lists)."""
+    doc: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(config)))
+    return doc
+
+
+def parse_config(parser: argparse.ArgumentParser, root: type[T],
+                 argv: Sequence[str] | None = None,
+                 defaults: Mapping[str, Any] | None = None
+                 ) -> tuple[T, argparse.Namespace, set[str]]:
+    """Parse ``argv``: dataclass defaults, then ``defaults``, the ``--config`` file, flags.
 
     Args:
-        ns: Parsed arguments.
+        parser: A parser extended by :func:`add_config_arguments` (and any other flags).
+        root: The configuration dataclass.
+        argv: Arguments without the program name (default ``sys.argv[1:]``).
+        defaults: ``{"section.field": value}`` overriding the dataclass defaults (an
+            example script's own defaults), themselves overridden by file and flags.
 
     Returns:
-        The configuration (not yet validated).
+        ``(config, namespace, explicit)``: the configuration (not yet validated), the
+        parsed namespace (for flags that are not configuration), and the
+        ``section.field`` paths set by the file or the command line.
     """
-    values = vars(ns)
-    sections = {}
-    for section, cls in _sections():
-        sections[section] = cls(**{f.name: values[f"{section}.{f.name}"] for f in fields(cls)})
-    return Config(**sections)
+    ns = parser.parse_args(argv)
+    doc: dict[str, dict[str, Any]] = {}
+    for path, value in (defaults or {}).items():
+        name, key = path.split(".")
+        doc.setdefault(name, {})[key] = value
+    explicit: set[str] = set()
+    config_path = getattr(ns, "config", None)
+    if config_path:
+        for name, body in load_config_file(config_path).items():
+            if isinstance(body, Mapping):
+                explicit.update(f"{name}.{k}" for k in body)
+                doc.setdefault(name, {}).update(body)
+            else:
+                doc[name] = body
+    for path, value in vars(ns).items():
+        if path.count(".") == 1 and path.split(".")[0] in sections(root):
+            name, key = path.split(".")
+            doc.setdefault(name, {})[key] = value
+            explicit.add(path)
+    return from_dict(root, doc, str(config_path or "command line")), ns, explicit

@@ -15,7 +15,9 @@ buffer and counter per rank unambiguous.
 
 from __future__ import annotations
 
+import gc
 import os
+import time
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
@@ -25,7 +27,8 @@ from torch._C._distributed_c10d import HashStore
 
 from gnnpar.errors import ConfigError, DistributedError
 
-DEFAULT_TIMEOUT = timedelta(seconds=float(os.environ.get("GNNPAR_TIMEOUT_S", "300")))
+DEFAULT_TIMEOUT = timedelta(seconds=300)
+"""Collective timeout unless ``init`` is given another (``gnnpar-train --timeout-s``)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,12 @@ class DistContext:
         backend: Backend string given to ``init_process_group``.
         group: Process group of all ranks (``None`` means the default group).
         timeout: Collective timeout; a peer silent for longer makes collectives raise.
+
+    Example::
+
+        ctx = gnnpar.init()
+        if ctx.is_main:
+            print(ctx.world_size, ctx.device, ctx.backend)
     """
 
     rank: int
@@ -80,6 +89,12 @@ def init(
 
     Returns:
         The context to pass to every communicating function.
+
+    Example::
+
+        ctx = gnnpar.init()              # under torchrun, or a world of one
+        ...                              # pass ctx to every communicating call
+        gnnpar.shutdown()
     """
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -130,9 +145,30 @@ def new_group(ctx: DistContext) -> DistContext:
     return replace(ctx, group=group)
 
 
-def shutdown() -> None:
-    """Leave the process group (a no-op when none was started)."""
+def shutdown(wait: bool = True) -> None:
+    """Leave the process group (a no-op when none was started).
+
+    With ``wait`` (a run that ended well; collective) every rank first waits for the
+    others, and objects that hold the group (a DDP model's reducer, ...) are collected
+    while it still exists: gloo's worker threads release the tensors of finished
+    collectives, which takes the GIL, and a group destroyed later from such an object's
+    destructor, with the GIL held, would wait for those threads forever.  Pass
+    ``wait=False`` after a failure: the peers may be gone.
+
+    Example::
+
+        ctx = gnnpar.init()
+        try:
+            ...
+        finally:
+            gnnpar.shutdown()
+    """
     if dist.is_initialized():
+        if wait:
+            if dist.get_world_size() > 1:
+                dist.barrier()
+            gc.collect()
+            time.sleep(0.01)  # without the GIL: gloo's threads finish releasing their work
         dist.destroy_process_group()
 
 

@@ -20,6 +20,8 @@ class GnnparError(Exception):
         path: The file or directory concerned, if any.
         field: The field, column or argument concerned, if any.
         fix: What the user should do about it.
+        cause_rank: In a distributed run, the rank whose failure this error reports when
+            it is another rank's (``None``: this rank's own).
     """
 
     def __init__(
@@ -29,11 +31,13 @@ class GnnparError(Exception):
         path: str | os.PathLike[str] | None = None,
         field: str | None = None,
         fix: str | None = None,
+        cause_rank: int | None = None,
     ) -> None:
         self.message = message
         self.path = None if path is None else os.fspath(path)
         self.field = field
         self.fix = fix
+        self.cause_rank = cause_rank
         super().__init__(self._format())
 
     def _format(self) -> str:
@@ -45,13 +49,15 @@ class GnnparError(Exception):
 
     def __reduce__(self):  # type: ignore[no-untyped-def]
         # Keeps the keyword arguments when the error crosses a process boundary.
-        return (_rebuild, (type(self), self.message, self.path, self.field, self.fix))
+        return (_rebuild, (type(self), self.message, self.path, self.field, self.fix,
+                           self.cause_rank))
 
 
 def _rebuild(
-    cls: type[GnnparError], message: str, path: str | None, field: str | None, fix: str | None
+    cls: type[GnnparError], message: str, path: str | None, field: str | None, fix: str | None,
+    cause_rank: int | None = None,
 ) -> GnnparError:
-    return cls(message, path=path, field=field, fix=fix)
+    return cls(message, path=path, field=field, fix=fix, cause_rank=cause_rank)
 
 
 class DatasetError(GnnparError, ValueError):

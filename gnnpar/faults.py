@@ -10,7 +10,7 @@ peers waiting.  Two mechanisms turn that into an error on every rank:
   with ``"rank r of W failed: ..."`` and the original field and fix.
 * :class:`FailureBoard` — for failures in the middle of training.  Peers of a rank that
   raised or died are inside a collective; it fails ("Connection closed by peer") or
-  times out after the collective timeout (``GNNPAR_TIMEOUT_S``).  The board is a
+  times out after the collective timeout (``--timeout-s``).  The board is a
   few keys in the launcher's key-value store (the torchrun agent's store at
   ``MASTER_ADDR:MASTER_PORT``, which outlives the workers): a failing rank posts its
   error there before it leaves, and a rank whose collective failed reads the board to
@@ -56,8 +56,9 @@ def _rebuild(info: dict[str, Any], rank: int, world: int, others: list[int]) -> 
     cls = getattr(errors, info["type"], None)
     if isinstance(cls, type) and issubclass(cls, GnnparError) and "message" in info:
         return cls(f"rank {rank} of {world} failed{also}: {info['message']}",
-                   path=info["path"], field=info["field"], fix=info["fix"])
-    return DistributedError(f"rank {rank} of {world} failed{also}: {info['text']}")
+                   path=info["path"], field=info["field"], fix=info["fix"], cause_rank=rank)
+    return DistributedError(f"rank {rank} of {world} failed{also}: {info['text']}",
+                            cause_rank=rank)
 
 
 def agree(ctx: DistContext, error: BaseException | None) -> None:
@@ -138,15 +139,17 @@ class FailureBoard:
         store: The store (``None`` for a single rank, or without a launcher store:
             errors then pass through unchanged).
         grace_s: Longest wait of a rank whose collective failed for the others to post
-            (default: the collective timeout plus 5 s, by which every live rank's
-            collective has failed too).
+            (default: 10 s, or the collective timeout when shorter).  A rank that raises
+            posts before it leaves, so its peers, whose collectives fail as it leaves,
+            find its notice at once; a rank that stays silent this long after a failed
+            (or timed-out) collective is reported as hung or dead.
     """
 
     def __init__(self, ctx: DistContext, store: Store | None,
                  grace_s: float | None = None) -> None:
         self.ctx = ctx
         self.store = store
-        self.grace_s = ctx.timeout.total_seconds() + 5.0 if grace_s is None else grace_s
+        self.grace_s = min(10.0, ctx.timeout.total_seconds()) if grace_s is None else grace_s
         self.prefix = ""
         self.host = socket.gethostname()
         if store is not None:
@@ -218,19 +221,20 @@ class FailureBoard:
         if causes:
             r = causes[0][1]
             return DistributedError(f"rank {r} of {world} failed: {notices[r]['text']} "
-                                    f"({here})")
+                                    f"({here})", cause_rank=r)
         fix = "look at the failed rank's own output (its last lines)."
         if dead:
             return DistributedError(
                 f"rank{'s' if len(dead) > 1 else ''} {', '.join(map(str, dead))} of {world} "
                 f"died without reporting an error (killed, exited or crashed) ({here})",
-                fix=fix)
+                fix=fix, cause_rank=dead[0])
         silent = [r for r in range(world) if r not in notices]
         if silent:
             return DistributedError(
                 f"rank{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))} of "
-                f"{world} did not report within {self.grace_s:.0f} s: died (on another "
-                f"machine) or hung ({here})", fix=fix)
+                f"{world} did not report within {self.grace_s:.0f} s of the failed "
+                f"collective: died (on another machine) or hung ({here})", fix=fix,
+                cause_rank=silent[0])
         return exc
 
     @contextlib.contextmanager

@@ -14,8 +14,8 @@ equally often, with the same ``names``.
 The optional cache holds the rows of the halo nodes that most owned nodes point to (the
 in-edges stored in this rank's part: how often a one-hop sample can reach them), then,
 with ``halo_hops > 1``, those that most stored halo nodes point to, as many as
-``cache_bytes`` allows; it is filled by one exchange, :meth:`fill_cache`, on
-the first gather.
+``cache_bytes`` allows (0: no cache, no exchange); it is filled by one exchange,
+:meth:`fill_cache`, on the first gather.
 
 Counters (kinds of :class:`~gnnpar.comm.CommStats`): ``"feature_ids"`` for requested ids,
 ``"feature"`` for fetched rows, ``"cache_fill"`` for the rows of the cache fill.
@@ -24,6 +24,7 @@ Counters (kinds of :class:`~gnnpar.comm.CommStats`): ``"feature_ids"`` for reque
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -35,7 +36,7 @@ from gnnpar.errors import ConfigError
 from gnnpar.graph import DistGraph
 
 ARRAYS = {"x": "feat", "y": "label"}
-"""Store array name -> the :class:`~gnnpar.partition.format.Partition` array it holds."""
+"""Default arrays: store name -> the :class:`~gnnpar.partition.format.Partition` array."""
 
 
 def _from_mmap(a: np.ndarray) -> Tensor:
@@ -71,7 +72,7 @@ class DistFeatureStore:
     """Features and labels of all nodes, each row held by the rank that owns the node.
 
     Args:
-        graph: This rank's part (its ``feat`` and ``label`` arrays are the rows held).
+        graph: This rank's part.
         ctx: Distributed context (its group carries the exchanges).
         device: Where gathered rows are returned (default ``ctx.device``).
         cache_bytes: Budget of the cache of remote rows (``x`` and ``y`` together);
@@ -80,12 +81,21 @@ class DistFeatureStore:
             take at most this many bytes (default: half the free device memory), else
             to pinned CPU memory.  Ignored on CPU.
         stats: Counters that the exchanges are added to.
+        arrays: Per-node arrays of the owned nodes by name, ``[num_owned, ...]`` each
+            (default: ``x``, the part's features, and ``y``, its labels).  Must name the
+            same arrays, of the same dtypes and widths, on every rank.
 
     Attributes:
         placement: Where owned rows live: ``"device"``, ``"pinned"`` or ``"mmap"``.
         row_bytes: Bytes of one node's ``x`` and ``y`` packed for the wire (padded to a
             multiple of 8); the cache holds ``cache_bytes // row_bytes`` rows.
         cache_gids: ``[C]`` sorted global ids whose rows the cache holds.
+
+    Example::
+
+        features = gnnpar.DistFeatureStore(graph, ctx, cache_bytes=64 * 2**20)
+        rows = features.gather_many(torch.tensor([0, 5, 17]))   # collective, every rank
+        rows["x"].shape, rows["y"].shape                       # ([3, F], [3])
     """
 
     def __init__(
@@ -96,6 +106,7 @@ class DistFeatureStore:
         cache_bytes: int = 0,
         device_budget_bytes: int | None = None,
         stats: CommStats | None = None,
+        arrays: Mapping[str, np.ndarray | Tensor] | None = None,
     ) -> None:
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
             raise ConfigError(f"got {cache_bytes!r}; the cache budget is a byte count >= 0.",
@@ -104,18 +115,27 @@ class DistFeatureStore:
         self.ctx = ctx
         self.device = torch.device(device) if device is not None else ctx.device
         self.stats = stats
-        arrays = {name: getattr(graph.part, src) for name, src in ARRAYS.items()}
-        self.placement, self._owned = self._place(arrays, device_budget_bytes)
+        if arrays is None:
+            arrays = {name: getattr(graph.part, src) for name, src in ARRAYS.items()}
+        for name, a in arrays.items():
+            if len(a) != graph.num_owned:
+                raise ConfigError(f"array {name!r} has {len(a)} rows, this rank owns "
+                                  f"{graph.num_owned} nodes.", field="arrays",
+                                  fix="pass one row per owned node.")
+        self.placement, self._owned = self._place(dict(arrays), device_budget_bytes)
         self.row_bytes = _row_layout(self._owned)[1]
         self.cache_gids = self._choose_cache(cache_bytes // max(self.row_bytes, 1))
-        self._cache: dict[str, Tensor] | None = None
+        # No cache (the same budget on every rank): nothing to fill, no exchange.
+        self._cache: dict[str, Tensor] | None = None if cache_bytes else {
+            n: a[:0] for n, a in self._owned.items()}
 
-    def _place(self, arrays: dict[str, np.ndarray],
+    def _place(self, arrays: dict[str, np.ndarray | Tensor],
                budget: int | None) -> tuple[str, dict[str, Tensor]]:
-        owned = {name: _from_mmap(a) for name, a in arrays.items()}
+        owned = {name: a if isinstance(a, Tensor) else _from_mmap(a)
+                 for name, a in arrays.items()}
         if self.device.type != "cuda":
             return "mmap", owned
-        nbytes = sum(a.nbytes for a in arrays.values())
+        nbytes = sum(a.numel() * a.element_size() for a in owned.values())
         if budget is None:
             budget = torch.cuda.mem_get_info(self.device)[0] // 2
         if nbytes <= budget:
@@ -143,7 +163,7 @@ class DistFeatureStore:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """Names of the arrays held: ``("x", "y")``."""
+        """Names of the arrays held (by default ``("x", "y")``)."""
         return tuple(self._owned)
 
     def _local_rows(self, name: str, local: Tensor) -> Tensor:

@@ -40,6 +40,12 @@ class DistGraph:
         halo_gids: int64 ``[n_halo]`` sorted global ids of halo nodes.
         in_degree: int64 ``[n_owned + n_halo]`` global in-degrees.
         adj_complete: bool ``[n_owned + n_halo]`` whether a node's in-edges are all stored.
+
+    Example::
+
+        ctx = gnnpar.init()
+        graph = gnnpar.DistGraph.load("parts/sbm-2", ctx)   # part ctx.rank, checksums verified
+        graph.num_owned, graph.num_halo, graph.owner(torch.tensor([0, 20000]))
     """
 
     part: Partition

@@ -6,7 +6,14 @@ each batch and :class:`~gnnpar.feature_store.DistFeatureStore` for its features 
 labels, and wraps them in a ``torch_geometric.data.Data`` laid out like PyG's
 ``NeighborLoader`` output (``x``, ``edge_index``, ``y``, ``batch_size``, ``n_id``,
 ``num_sampled_nodes``, ``num_sampled_edges``, ``input_id``), so any PyG model trains on
-it unchanged, ``trim_to_layer`` included.
+it unchanged, ``trim_to_layer`` included.  Each batch also carries ``global_batch_size``,
+the number of seeds of all ranks in that step, so that a loss summed over the rank's
+seeds and divided by it is the global mean — also on a rank whose batch is empty::
+
+    for batch in loader:
+        out = model(batch.x, batch.edge_index)[: batch.batch_size]
+        loss = F.cross_entropy(out, batch.y[: batch.batch_size], reduction="sum")
+        (loss * world_size / batch.global_batch_size).backward()  # DDP averages
 
 Seeds and steps.  Every rank takes the seeds it owns.  All ranks take the same number of
 steps per epoch, because every step is collective:
@@ -95,6 +102,7 @@ class DistNeighborLoader:
         replace: Sample neighbours with replacement.
         prefetch: Build the next batch in a background thread (needs a feature store on
             its own process group, see the module docstring).
+        node_attrs: Feature-store arrays every batch carries, one row per batch node.
 
     Attributes:
         seed_gids: ``[n]`` this rank's seeds (global ids, ascending); ``input_id``
@@ -102,6 +110,14 @@ class DistNeighborLoader:
         num_steps: Steps per epoch, equal on every rank.
         seed_counts: Number of seeds of each rank, in rank order.
         sampler: The :class:`DistNeighborSampler` used.
+
+    Example::
+
+        loader = gnnpar.DistNeighborLoader(graph, features, [15, 10], "train", batch_size=1024)
+        for epoch in range(10):
+            loader.set_epoch(epoch)
+            for batch in loader:                 # the same number of steps on every rank
+                out = model(batch.x, batch.edge_index)[: batch.batch_size]
     """
 
     def __init__(
@@ -116,6 +132,7 @@ class DistNeighborLoader:
         seed: int = 0,
         replace: bool = False,
         prefetch: bool = False,
+        node_attrs: tuple[str, ...] = ("x", "y"),
     ) -> None:
         fanouts = check_fanouts(fanouts)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -135,6 +152,7 @@ class DistNeighborLoader:
         self.drop_last = bool(drop_last)
         self.seed = int(seed)
         self.prefetch = bool(prefetch)
+        self.node_attrs = tuple(node_attrs)
         self.seed_gids = _local_seeds(graph, seeds)
         self.sampler = DistNeighborSampler(graph, ctx, fanouts, replace, seed, features.stats)
         self.seed_counts: list[int] = []
@@ -250,11 +268,11 @@ class DistNeighborLoader:
     def _make_batch(self, epoch: int, step: int) -> Data:
         idx = self._batch_index(epoch, step)
         out = self.sampler.sample(self.seed_gids[idx], mix_int(epoch, step))
-        rows = self.features.gather_many(out.node)
+        rows = self.features.gather_many(out.node, self.node_attrs)
         return Data(
-            x=rows["x"], edge_index=out.edge_index, y=rows["y"], n_id=out.node,
-            batch_size=out.batch_size, num_sampled_nodes=out.num_sampled_nodes,
-            num_sampled_edges=out.num_sampled_edges, input_id=idx,
+            edge_index=out.edge_index, n_id=out.node, batch_size=out.batch_size,
+            num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
+            input_id=idx, global_batch_size=self.global_batch_size(step), **rows,
         )
 
     def __iter__(self) -> Iterator[Data]:

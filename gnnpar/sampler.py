@@ -255,6 +255,12 @@ class SamplerOutput:
         num_sampled_nodes: ``[L + 1]`` nodes added by each hop, seeds first.
         num_sampled_edges: ``[L]`` edges sampled at each hop; edges are stored hop by hop,
             so hop ``h``'s edges point into nodes added before hop ``h``.
+
+    Example::
+
+        out = sampler.sample(seeds, batch_key=0)
+        x = features.gather(out.node)
+        logits = model(x, out.edge_index)[: out.batch_size]
     """
 
     node: Tensor
@@ -299,6 +305,13 @@ class DistNeighborSampler:
         stats: Counters that the exchanges are added to (kind ``"sample"``).
         device: Where the adjacency and the sampling kernels live (default
             ``ctx.device``).
+
+    Example::
+
+        sampler = gnnpar.DistNeighborSampler(graph, ctx, [15, 10], seed=0)
+        seeds = torch.arange(graph.first_gid, graph.first_gid + 64)
+        out = sampler.sample(seeds, batch_key=0)       # collective
+        out.node, out.edge_index, out.num_sampled_nodes
     """
 
     def __init__(

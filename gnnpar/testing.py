@@ -1,8 +1,9 @@
 """Run a function on N real processes over gloo on loopback, for tests and examples.
 
 :func:`run_multiproc` is what every multi-rank test uses: the parent hosts the
-rendezvous store on a free port (port 0, no fixed ports), starts ``world_size`` spawned
-processes with a torchrun-like environment, and returns each rank's return value.  A rank
+rendezvous store on a free loopback port and starts ``world_size`` spawned processes with
+the environment of :mod:`gnnpar.train.launch` (as ``gnnpar-train --nproc`` does), and
+returns each rank's return value (through a queue, unlike the launcher).  A rank
 that raises sends its traceback back to the parent, which re-raises it with the rank named;
 a rank that hangs is killed at ``timeout`` seconds.
 """
@@ -21,10 +22,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torch._C._distributed_c10d import TCPStore
 from torch.utils._pytree import tree_map
 
 from gnnpar.errors import DistributedError
+from gnnpar.train.launch import loopback_store, worker_env
 
 
 class _ByValue:
@@ -51,17 +52,7 @@ def _child(
     results: Any,
 ) -> None:
     os.environ.update(env)
-    os.environ.update(
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(world_size),
-        LOCAL_WORLD_SIZE=str(world_size),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        TORCHELASTIC_USE_AGENT_STORE="True",
-        TORCHELASTIC_RESTART_COUNT="0",
-        OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
-    )
+    os.environ.update(worker_env(rank, world_size, port, int(env.get("OMP_NUM_THREADS", "1"))))
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     try:
         out = _tensors_to(fn(*args), torch.Tensor, lambda t: _ByValue(t.detach().cpu().numpy()))
@@ -109,7 +100,7 @@ def run_multiproc(
         ``fn``'s return value of each rank, in rank order.
     """
     ctx = mp.get_context("spawn")
-    store = TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False)
+    store = loopback_store(world_size)
     results = ctx.Queue()
     procs = [
         ctx.Process(

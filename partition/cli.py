@@ -1,24 +1,29 @@
-"""``gnnpar-partition`` (also ``python -m gnnpar.partition``): the partition stage's CLI.
+r"""``gnnpar-partition`` (also ``python -m gnnpar.partition``): the partition stage's CLI.
 
 Usage::
 
-    gnnpar-partition DATASET --num-parts K --out DIR [--method metis|random|contiguous]
-                     [--halo-hops 1] [--balance nodes,train,edges] [--seed S]
-                     [--overwrite] [--root DATA_ROOT] [--quiet]
-    gnnpar-partition verify DIR [--dataset DATASET] [--root DATA_ROOT]
-    gnnpar-partition info DIR
+    gnnpar-partition [DATASET] --num-parts K --out DIR [data and partition flags]
+                     [--overwrite] [--no-progress] [--config FILE]
+    gnnpar-partition verify DIR [--dataset DATASET [data flags]]
+    gnnpar-partition info DIR [--plot FILE.png]
 
-``DATASET`` is a dataset spec (see :func:`gnnpar.datasets.load_dataset`), e.g.
-``synthetic:sbm?nodes=100000``, ``ogbn-arxiv`` or a saved dataset directory.  The first
-word is read as ``verify`` / ``info`` only when no ``--num-parts`` / ``--out`` follows,
-so a dataset directory that happens to be called ``verify`` still partitions.
+``DATASET`` and the data flags (``--features``, ``--labels``, ``--split``,
+``--undirected``, ``--root``, ...) and the partition flags (``--partitioner``,
+``--halo-hops``, ``--balance``, ``--partition-seed``) are the same as ``gnnpar-train``'s:
+both commands build them from the same configuration sections
+(:class:`~gnnpar.datasets.config.DataConfig`,
+:class:`~gnnpar.partition.config.PartitionConfig`).  The first word is read as ``verify``
+/ ``info`` only when no ``--num-parts`` / ``--out`` follows, so a dataset directory that
+happens to be called ``verify`` still partitions.
 
 Examples::
 
     gnnpar-partition synthetic:sbm --num-parts 4 --out parts/sbm-4
-    gnnpar-partition ogbn-products --num-parts 8 --out parts/products-8 --root data
+    gnnpar-partition edges.csv --features x.npy --labels y.csv --split 0.6,0.2,0.2 \
+        --num-parts 2 --out parts/mine-2
+    gnnpar-partition ogbn-products --undirected --num-parts 8 --out parts/products-8
     gnnpar-partition verify parts/sbm-4 --dataset synthetic:sbm
-    gnnpar-partition info parts/sbm-4
+    gnnpar-partition info parts/sbm-4 --plot parts/sbm-4.png
 """
 
 from __future__ import annotations
@@ -26,14 +31,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from gnnpar.errors import GnnparError, PartitionError
-from gnnpar.partition.assign import BALANCE_QUANTITIES, DEFAULT_BALANCE, METHODS
-from gnnpar.partition.format import PartitionMeta
+from gnnpar.config import add_config_arguments, parse_config
+from gnnpar.console import log_to_stderr
+from gnnpar.datasets.config import DataConfig
+from gnnpar.errors import ConfigError, GnnparError, PartitionError
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.format import META_FILE, PartitionMeta
 from gnnpar.partition.quality import format_quality
 
 if TYPE_CHECKING:
@@ -43,44 +52,51 @@ PROG = "gnnpar-partition"
 _PARTITION_FLAGS = ("--num-parts", "--out", "-k", "-o")
 
 
+@dataclass
+class PartitionJob:
+    """What ``gnnpar-partition DATASET`` partitions, and how."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    """The graph."""
+
+    partition: PartitionConfig = field(default_factory=PartitionConfig)
+    """How it is split."""
+
+
+@dataclass
+class VerifyJob:
+    """The dataset a partition is checked against (``verify --dataset``)."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    """The graph."""
+
+
+def _add_output_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", "-o", required=True, help="partition directory to create")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing partition in --out (only once the new one is "
+                   "complete; a directory that is not a partition is never replaced)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                   help="show progress bars (default: on)")
+
+
 def _partition_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="Split a graph into K parts (METIS by default) and write the "
         "partition directory that every gnnpar rank loads its part from. Other commands: "
-        f"'{PROG} verify DIR [--dataset DATASET]', '{PROG} info DIR'.")
-    p.add_argument("dataset", metavar="DATASET",
-                   help="dataset spec: synthetic:sbm[?key=value&...], an OGB name, a saved "
-                   "dataset directory, .npz or edge list")
-    p.add_argument("--num-parts", "-k", type=int, required=True, help="number of parts K")
-    p.add_argument("--out", "-o", required=True, help="partition directory to create")
-    p.add_argument("--method", choices=METHODS, default="metis", help="default: metis")
-    p.add_argument("--halo-hops", type=int, default=1,
-                   help="halo depth; halo nodes within hops-1 also keep their in-edges "
-                   "(default: 1)")
-    p.add_argument("--balance", default=",".join(DEFAULT_BALANCE),
-                   help=f"comma-separated quantities METIS balances, of "
-                   f"{','.join(BALANCE_QUANTITIES)} (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="METIS / random seed (default: 0)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an existing --out (only once the new one is complete)")
-    p.add_argument("--root", default="data", help="directory of OGB datasets (default: data)")
-    p.add_argument("--undirected", action="store_true",
-                   help="add every reverse edge (deduplicated) first, as usual for directed "
-                   "citation graphs such as ogbn-arxiv")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+        f"'{PROG} verify DIR [--dataset DATASET]', '{PROG} info DIR [--plot FILE.png]'.")
+    _add_output_flags(p)
+    add_config_arguments(p, PartitionJob)
     return p
 
 
 def _verify_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"{PROG} verify", description="Check a partition directory: checksums and "
-        "every invariant; with --dataset also that every value and edge round-trips.")
+        "every invariant; with --dataset also that every value and edge round-trips (give "
+        "the data flags it was partitioned with, e.g. --undirected).")
     p.add_argument("dir", metavar="DIR", help="partition directory")
-    p.add_argument("--dataset", help="spec of the source dataset")
-    p.add_argument("--undirected", action="store_true",
-                   help="add every reverse edge (deduplicated) to the source dataset, as when "
-                   "it was partitioned with --undirected")
-    p.add_argument("--root", default="data", help="directory of OGB datasets (default: data)")
+    add_config_arguments(p, VerifyJob, positional=False)
     return p
 
 
@@ -88,49 +104,72 @@ def _info_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"{PROG} info",
                                 description="Print a partition's metadata and quality report.")
     p.add_argument("dir", metavar="DIR", help="partition directory")
+    p.add_argument("--plot", metavar="FILE.png", default=None,
+                   help="also draw owned / halo nodes and edges per part and the edge cut "
+                   "(needs matplotlib: pip install 'gnnpar[plot]')")
     return p
 
 
-def _load(spec: str, root: str, progress: bool, undirected: bool) -> GraphDataset:
-    from gnnpar.datasets import load_dataset
-
-    with tqdm(total=1, desc=f"load {spec}", disable=not progress) as bar:
-        dataset = load_dataset(spec, root)
-        if undirected:
-            dataset = dataset.to_undirected()
+def _load(data: DataConfig, progress: bool) -> GraphDataset:
+    with tqdm(total=1, desc=f"load {data.dataset}", disable=not progress) as bar:
+        dataset = data.load()
         bar.update()
     return dataset
 
 
-def _run_partition(args: argparse.Namespace) -> int:
-    from gnnpar.partition.writer import partition_graph
+def check_out(out: Path, overwrite: bool) -> None:
+    """Refuse an ``--out`` that exists, unless it is a partition and ``overwrite`` is set.
 
-    progress = not args.quiet
-    if Path(args.out).exists() and not args.overwrite:
-        raise PartitionError("the output directory already exists.", path=args.out,
-                             fix="pass --overwrite or choose another --out.")
-    dataset = _load(args.dataset, args.root, progress, args.undirected)
-    meta = partition_graph(
-        dataset, args.num_parts, args.out, method=args.method, halo_hops=args.halo_hops,
-        balance=tuple(b.strip() for b in args.balance.split(",") if b.strip()),
-        seed=args.seed, overwrite=args.overwrite, progress=progress,
-        validate=False)  # load_dataset validated it (to_undirected keeps it valid)
-    print(f"wrote {args.out}: {meta.num_parts} parts of {meta.name} "
+    Raises:
+        PartitionError: Before any work, naming the directory and the fix.
+    """
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise PartitionError("is a file, not a directory.", path=out, field="out",
+                             fix="pass another --out.")
+    if not overwrite:
+        raise PartitionError("the output directory already exists.", path=out, field="out",
+                             fix="pass --overwrite to replace the partition in it, or choose "
+                             "another --out.")
+    if any(out.iterdir()) and not (out / META_FILE).is_file():
+        raise PartitionError("is not a partition directory (no meta.json), so --overwrite "
+                             "will not replace it.", path=out, field="out",
+                             fix="pass a new --out, or empty the directory yourself.")
+
+
+def _run_partition(argv: Sequence[str]) -> int:
+    parser = _partition_parser()
+    job, ns, _ = parse_config(parser, PartitionJob, argv)
+    job.data.validate()
+    job.partition.validate()
+    if job.partition.num_parts is None:
+        raise ConfigError("the number of parts is missing.", field="partition.num_parts",
+                          fix="pass --num-parts K.")
+    out = Path(ns.out)
+    check_out(out, ns.overwrite)
+    dataset = _load(job.data, ns.progress)
+    if dataset.y is not None:
+        dataset.require_node_task(job.data.dataset)
+    meta = job.partition.run(dataset, job.partition.num_parts, str(out),
+                             overwrite=ns.overwrite, progress=ns.progress)
+    print(f"wrote {out}: {meta.num_parts} parts of {meta.name} "
           f"({meta.num_nodes:,} nodes, {meta.num_edges:,} edges), {meta.partitioner}")
     print(format_quality(meta.quality, meta.num_edges))
     return 0
 
 
-def _run_verify(args: argparse.Namespace) -> int:
+def _run_verify(argv: Sequence[str]) -> int:
     from gnnpar.partition.verify import verify_partition
 
-    dataset = (None if args.dataset is None
-               else _load(args.dataset, args.root, True, args.undirected))
-    print(verify_partition(args.dir, dataset))
+    job, ns, explicit = parse_config(_verify_parser(), VerifyJob, argv)
+    dataset = _load(job.data.validate(), True) if "data.dataset" in explicit else None
+    print(verify_partition(ns.dir, dataset))
     return 0
 
 
-def _run_info(args: argparse.Namespace) -> int:
+def _run_info(argv: Sequence[str]) -> int:
+    args = _info_parser().parse_args(argv)
     meta = PartitionMeta.load(args.dir)
     print(f"{args.dir}: format v{meta.format_version}, {meta.name}, {meta.num_parts} parts, "
           f"{meta.num_nodes:,} nodes, {meta.num_edges:,} edges, feat_dim {meta.feat_dim}, "
@@ -139,6 +178,10 @@ def _run_info(args: argparse.Namespace) -> int:
     print(f"offsets: {list(meta.offsets)}")
     if meta.quality:
         print(format_quality(meta.quality, meta.num_edges))
+    if args.plot:
+        from gnnpar.plot import plot_partition
+
+        print(f"wrote {plot_partition(args.dir, args.plot)}")
     return 0
 
 
@@ -150,14 +193,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
     partition_form = any(a.startswith(_PARTITION_FLAGS) for a in args_list)
-    commands: dict[str, tuple[Callable[[], argparse.ArgumentParser],
-                              Callable[[argparse.Namespace], int]]] = {
-        "verify": (_verify_parser, _run_verify), "info": (_info_parser, _run_info)}
+    commands: dict[str, Callable[[Sequence[str]], int]] = {
+        "verify": _run_verify, "info": _run_info}
+    log_to_stderr()
     try:
         if args_list and args_list[0] in commands and not partition_form:
-            make_parser, run = commands[args_list[0]]
-            return run(make_parser().parse_args(args_list[1:]))
-        return _run_partition(_partition_parser().parse_args(args_list))
+            return commands[args_list[0]](args_list[1:])
+        return _run_partition(args_list)
     except GnnparError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1

@@ -221,6 +221,11 @@ def load_partition(out_dir: str | os.PathLike[str], part: int, mmap: bool = True
 
     Returns:
         The part's arrays and the whole partition's metadata.
+
+    Example::
+
+        part = gnnpar.load_partition("parts/sbm-2", 0)    # memory-mapped, checksums verified
+        part.num_owned, part.feat.shape
     """
     meta = PartitionMeta.load(out_dir)
     if not 0 <= part < meta.num_parts:

@@ -97,6 +97,12 @@ def partition_graph(
     Raises:
         ConfigError: A bad argument.
         PartitionError: ``out_dir`` exists without ``overwrite``, or a bad ``assignment``.
+
+    Example::
+
+        ds = gnnpar.load_dataset("synthetic:sbm")
+        meta = gnnpar.partition_graph(ds, 4, "parts/sbm-4")   # METIS
+        meta.quality["edge_cut_share"]
     """
     if int(halo_hops) < 1:
         raise ConfigError(f"got halo_hops={halo_hops}.", field="halo_hops",

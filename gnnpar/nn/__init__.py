@@ -2,9 +2,7 @@
 
 from gnnpar.nn.dist_conv import DistConv, HaloGraph, distribute_convs, flush_pipelines
 from gnnpar.nn.feature_parallel import FeatureParallelLinear, column_ranges, shard_columns
-from gnnpar.nn.full_graph import NodeData, evaluate, train_epoch
 from gnnpar.nn.halo import HaloExchange, HaloPlan, PipelineState
-from gnnpar.nn.replicate import all_reduce_gradients, broadcast_parameters
 
 __all__ = [
     "DistConv",
@@ -12,14 +10,9 @@ __all__ = [
     "HaloExchange",
     "HaloGraph",
     "HaloPlan",
-    "NodeData",
     "PipelineState",
-    "all_reduce_gradients",
-    "broadcast_parameters",
     "column_ranges",
     "distribute_convs",
-    "evaluate",
     "flush_pipelines",
     "shard_columns",
-    "train_epoch",
 ]

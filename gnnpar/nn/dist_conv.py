@@ -25,6 +25,7 @@ Usage (the model's own ``forward`` is unchanged)::
     graph = HaloGraph.build(dist_graph, ctx, stats=stats)
     model = distribute_convs(model, graph)        # wraps every MessagePassing in place
     out = model(x_owned, graph.edge_index)        # [num_owned, C]
+    ddp = DistributedDataParallel(model)          # the gradients of the replicas
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ class HaloGraph:
         exchange: The halo exchange (routing, reducers, byte counters).
         edge_index: int64 ``[2, E]`` in-edges of the owned nodes over local ids:
             sources in ``[0, num_owned + num_halo)``, destinations in ``[0, num_owned)``.
+
+    Example::
+
+        halo = gnnpar.HaloGraph.build(graph, ctx)
+        model = gnnpar.distribute_convs(GCN(feat_dim, 64, 2, classes), halo)
+        logits = model(x_owned, halo.edge_index)          # equal to GCN on the whole graph
     """
 
     def __init__(self, exchange: HaloExchange, edge_index: Tensor) -> None:
@@ -202,8 +209,8 @@ class SparseAdjacency:
 class DistConv(nn.Module):
     """A PyG ``MessagePassing`` layer run on owned + halo rows of a partitioned graph.
 
-    Weights are those of ``conv`` (replicate them on every rank and all-reduce their
-    gradients, see :mod:`gnnpar.nn.replicate`).
+    Weights are those of ``conv``: replicate them on every rank and average their
+    gradients, e.g. with ``DistributedDataParallel`` as ``gnnpar-train --mode full`` does.
 
     Args:
         conv: The layer; its output at a node must depend only on the node's row and its
@@ -213,6 +220,12 @@ class DistConv(nn.Module):
     Shapes:
         input: ``x [num_owned, F_in]``, ``edge_index`` = ``graph.edge_index``;
         output: ``[num_owned, F_out]``.
+
+    Example::
+
+        halo = gnnpar.HaloGraph.build(graph, ctx)
+        conv = gnnpar.DistConv(SAGEConv(feat_dim, 64), halo)
+        out = conv(x_owned, halo.edge_index)                 # [num_owned, 64], exact
     """
 
     def __init__(self, conv: MessagePassing, graph: HaloGraph) -> None:
@@ -287,6 +300,12 @@ def distribute_convs(model: nn.Module, graph: HaloGraph) -> nn.Module:
 
     Returns:
         ``model`` itself, or the wrapper when ``model`` is a layer.
+
+    Example::
+
+        halo = gnnpar.HaloGraph.build(graph, ctx)
+        model = gnnpar.distribute_convs(GraphSAGE(feat_dim, 128, 2, classes), halo)
+        out = model(x_owned, halo.edge_index)
     """
     if isinstance(model, MessagePassing):
         return DistConv(model, graph)
@@ -300,8 +319,8 @@ def distribute_convs(model: nn.Module, graph: HaloGraph) -> nn.Module:
 def flush_pipelines(model: nn.Module) -> None:
     """Wait for the stale (PipeGCN) exchanges of ``model``'s layers and reset them.
 
-    Call at the end of training and before a checkpoint: nothing is left in flight, and
-    the next training step is exact again.  (Evaluation is always exact.)
+    Call at the end of training: nothing is left in flight, and the next training step
+    is exact again.  (Evaluation is always exact.)
     """
     for module in model.modules():
         if isinstance(module, DistConv):

@@ -297,6 +297,11 @@ class HaloExchange:
             scale it by ``1/p`` (``None``: exact; ``1.0`` samples every row).
         stale: PipeGCN: use the previous iteration's halo rows and gradients.
         seed: Seed of the boundary samples (the same on every rank).
+
+    Example::
+
+        halo = gnnpar.HaloGraph.build(graph, ctx, boundary_p=0.1)   # BNS-GCN
+        x_all = halo.exchange(x_owned, training=True)   # [num_owned + num_halo, F]
     """
 
     def __init__(self, plan: HaloPlan, ctx: DistContext, *, stats: CommStats | None = None,

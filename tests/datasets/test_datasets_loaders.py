@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -150,16 +151,29 @@ def test_npz_edge_index_masks_and_float_labels(tmp_path: Path) -> None:
     np.savez(tmp_path / "h.npz", src=np.array(SRC), dst=np.array(DST), num_nodes=7)
     ds = from_npz(tmp_path / "h.npz")
     assert ds.num_nodes == 7 and ds.x is None and ds.y is None
+    np.savez(tmp_path / "f.npz", src=np.array(SRC), dst=np.array(DST), num_nodes=np.array([6.0]))
+    assert from_npz(tmp_path / "f.npz").num_nodes == 6
 
 
 @pytest.mark.parametrize(("arrays", "field"), [
-    ({"edge_index": np.array([SRC, DST]), "lables": Y}, "lables"),
     ({"edge_index": np.array([SRC])}, "edge_index"),
     ({"x": X}, "edge_index"),
     ({"src": np.array(SRC, dtype=float), "dst": np.array(DST)}, "src"),
     ({"edge_index": np.array([SRC, DST]), "x": X[:4], "num_nodes": 5}, "x"),
     ({"edge_index": np.array([SRC, DST]), "y": Y[:4], "num_nodes": 5}, "y"),
     ({"edge_index": np.array([SRC, DST]), "train_mask": np.ones(4, bool)}, "train_mask"),
+    ({"edge_index": np.array([SRC, DST]), "num_nodes": np.array([5, 6])}, "num_nodes"),
+    ({"edge_index": np.array([SRC, DST]), "num_nodes": 5.5}, "num_nodes"),
+    ({"edge_index": np.array([SRC, DST]), "num_nodes": np.nan}, "num_nodes"),
+    # No num_nodes: x and y disagree in rows; the edges (ids 0..4) need 5 nodes, so the
+    # array that does not cover them is the one named.
+    ({"edge_index": np.array([SRC, DST]), "x": X[:4], "y": Y}, "x"),
+    ({"edge_index": np.array([SRC, DST]), "x": X, "y": Y[:4]}, "y"),
+    ({"edge_index": np.array([SRC, DST]), "x": X[:3], "y": Y[:4]}, "x"),
+    ({"src": np.array(SRC), "dst": np.array(DST), "feat": X[:4], "label": Y}, "feat"),
+    # Both cover the edges but differ: ambiguous, so num_nodes is asked for.
+    ({"edge_index": np.array([SRC, DST]), "x": np.zeros((7, 2)), "y": np.zeros(6, int)},
+     "num_nodes"),
 ])
 def test_bad_npz(tmp_path: Path, arrays: dict[str, np.ndarray], field: str) -> None:
     np.savez(tmp_path / "bad.npz", **arrays)
@@ -168,10 +182,56 @@ def test_bad_npz(tmp_path: Path, arrays: dict[str, np.ndarray], field: str) -> N
     assert_error(exc, "bad.npz", field)
 
 
+def test_npz_short_features_blame_features_in_the_message(tmp_path: Path) -> None:
+    np.savez(tmp_path / "short.npz", edge_index=np.array([SRC, DST]), x=X[:4], y=Y)
+    with pytest.raises(DatasetError) as exc:
+        from_npz(tmp_path / "short.npz")
+    assert "(4, 2)" in exc.value.message and "5 nodes" in exc.value.message
+    with pytest.raises(DatasetError) as exc:  # as an edge list with two files: the same
+        from_edge_list(write(tmp_path / "e.txt", rows(" ")), features=_save(tmp_path, X[:4]),
+                       labels=write(tmp_path / "y.txt", "\n".join(map(str, Y.tolist()))))
+    assert_error(exc, "x.npy", "x")
+
+
+def _save(d: Path, x: np.ndarray) -> Path:
+    np.save(d / "x.npy", x)
+    return d / "x.npy"
+
+
 def test_npz_with_pickled_objects_is_refused(tmp_path: Path) -> None:
     np.savez(tmp_path / "obj.npz", edge_index=np.array([{"a": 1}], dtype=object))
-    with pytest.raises(DatasetError, match="obj.npz"):
+    with pytest.raises(DatasetError, match="obj.npz") as exc:
         from_npz(tmp_path / "obj.npz")
+    assert_error(exc, "obj.npz", "edge_index")
+
+
+def test_npz_extra_arrays_are_not_read_and_are_named(tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    np.savez(tmp_path / "named.npz", edge_index=np.array([SRC, DST]), x=X, y=Y,
+             feat=np.zeros((5, 9)),                     # shadowed by x
+             node_names=np.array(["a", "b", "c", "d", "e"]),
+             class_names=np.array(["cat", "dog"]),
+             meta=np.array([{"k": 1}, None], dtype=object))  # would need unpickling
+    with caplog.at_level(logging.WARNING, logger="gnnpar.datasets"):
+        ds = from_npz(tmp_path / "named.npz")
+    assert ds.num_nodes == 5 and ds.src.tolist() == SRC and ds.dst.tolist() == DST
+    assert ds.x is not None and ds.x.tolist() == X.tolist()
+    assert ds.y is not None and ds.y.tolist() == [0, 1, -1, 1, 0]
+    (record,) = [r for r in caplog.records if "ignored arrays" in r.getMessage()]
+    msg = record.getMessage()
+    assert record.levelno == logging.WARNING and record.name == "gnnpar.datasets"
+    assert msg.startswith(f"{tmp_path / 'named.npz'}: ignored arrays ")
+    assert "['feat', 'node_names', 'class_names', 'meta']" in msg, msg
+    assert "gnnpar reads" in msg and "edge_index" in msg
+
+
+def test_npz_misspelt_key_is_ignored_with_a_hint(tmp_path: Path,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    np.savez(tmp_path / "typo.npz", edge_index=np.array([SRC, DST]), lables=Y)
+    with caplog.at_level(logging.WARNING, logger="gnnpar.datasets"):
+        ds = from_npz(tmp_path / "typo.npz")
+    assert ds.y is None and ds.num_nodes == 5
+    assert "ignored arrays ['lables']" in caplog.text and "'lables' -> 'labels'?" in caplog.text
 
 
 # ---------------------------------------------------------------------- PyG / DGL
@@ -184,6 +244,50 @@ def test_from_pyg_masks_and_column_labels() -> None:
     assert ds.train_idx.tolist() == [0, 3] and ds.val_idx.tolist() == [4]
     back = ds.to_pyg()
     assert torch.equal(back.edge_index, data.edge_index) and torch.equal(back.x, data.x)
+
+
+def test_from_pyg_idx_arrays_and_full_masks() -> None:
+    base = {"x": torch.from_numpy(X), "edge_index": torch.tensor([SRC, DST]),
+            "y": torch.from_numpy(Y)}
+    ds = from_pyg(Data(**base, train_idx=torch.tensor([4, 0]), valid_idx=torch.tensor([1]),
+                       test_idx=torch.tensor([3])), name="idx")
+    assert ds.train_idx.tolist() == [4, 0] and ds.val_idx.tolist() == [1]
+    assert ds.test_idx.tolist() == [3]
+    ds = from_pyg(Data(**base, train_mask=torch.tensor([True, False, False, False, True]),
+                       val_mask=torch.tensor([False, True, False, False, False]),
+                       test_mask=torch.tensor([0, 0, 0, 1, 0], dtype=torch.uint8)),
+                  name="masks")
+    assert ds.train_idx.tolist() == [0, 4] and ds.val_idx.tolist() == [1]
+    assert ds.test_idx.tolist() == [3]  # a 0/1 uint8 mask is a mask, not ids
+
+
+def test_from_pyg_without_splits_warns_and_fails_require_node_task(
+        caplog: pytest.LogCaptureFixture) -> None:
+    data = Data(x=torch.from_numpy(X), edge_index=torch.tensor([SRC, DST]),
+                y=torch.from_numpy(Y))
+    with caplog.at_level(logging.WARNING, logger="gnnpar.datasets"):
+        ds = from_pyg(data, name="mygraph")
+    assert len(ds.train_idx) == len(ds.val_idx) == len(ds.test_idx) == 0
+    (record,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    msg = record.getMessage()
+    assert msg.startswith("mygraph: Data(") and "no train/val/test split" in msg, msg
+    assert "random_split" in msg and "--split" in msg
+    with pytest.raises(DatasetError) as exc:
+        ds.require_node_task()
+    assert exc.value.field == "train_idx" and "--split 0.6,0.2,0.2" in str(exc.value)
+    unlabelled = from_pyg(Data(edge_index=torch.tensor([SRC, DST]), num_nodes=5))
+    with pytest.raises(DatasetError) as exc:
+        unlabelled.require_node_task()
+    assert exc.value.field == "y" and "--labels FILE" in str(exc.value)
+
+
+def test_from_pyg_multi_split_mask_is_refused() -> None:
+    data = Data(x=torch.from_numpy(X), edge_index=torch.tensor([SRC, DST]),
+                y=torch.from_numpy(Y), train_mask=torch.ones(5, 20, dtype=torch.bool))
+    with pytest.raises(DatasetError) as exc:
+        from_pyg(data, name="wikics")
+    assert_error(exc, "wikics", "train_mask")
+    assert "(5, 20)" in str(exc.value) and "column" in str(exc.value)
 
 
 def test_from_pyg_bad_labels_name_the_field() -> None:

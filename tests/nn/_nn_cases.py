@@ -6,8 +6,6 @@ groups many checks into one run, because process start-up costs seconds.
 
 from __future__ import annotations
 
-import runpy
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +22,6 @@ CLASSES = 3
 KINDS = ("gcn", "gcn_noloops", "sage", "gat", "pyg_gcn")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 TOL = {"float64": 1e-9, "float32": 1e-5}
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _dataset(num_nodes: int, src: np.ndarray, dst: np.ndarray, seed: int,
@@ -130,23 +127,29 @@ def to_numpy(obj: Any) -> Any:
 
 def _distributed_pass(graph: Any, model: nn.Module, x: torch.Tensor, orig: np.ndarray,
                       weights: np.ndarray, ctx: Any) -> dict[str, Any]:
-    from gnnpar.nn import all_reduce_gradients, broadcast_parameters, distribute_convs
+    """Forward and weight gradients of the distributed model, replicated by DDP.
 
-    broadcast_parameters(model, ctx)
+    DDP starts every rank from rank 0's weights and averages the gradients; the loss is
+    scaled by the world size so that the average is the sum over the ranks' nodes.
+    """
+    from torch.nn.parallel import DistributedDataParallel
+
+    from gnnpar.nn import distribute_convs
+
     model = distribute_convs(model, graph)
-    out = model(x, graph.edge_index)
-    (out * torch.from_numpy(weights[orig]).to(x.dtype)).sum().backward()
-    all_reduce_gradients(model, ctx)
+    ddp = DistributedDataParallel(model)
+    out = ddp(x, graph.edge_index)
+    (out * torch.from_numpy(weights[orig]).to(x.dtype)).sum().mul(ctx.world_size).backward()
     return {"out": out.detach(),
             "grads": {plain_name(n): p.grad for n, p in model.named_parameters()}}
 
 
 def worker(tasks: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
-    """Run named tasks (``exact``, ``train``, ``example``) in one process group."""
+    """Run named tasks (``exact``, ``train``, ``resume``) in one process group."""
     import gnnpar.distributed as gdist
 
     ctx = gdist.init()
-    funcs = {"exact": _exact, "train": _train, "example": _example}
+    funcs = {"exact": _exact, "train": _train, "resume": _resume}
     return {name: to_numpy(funcs[task](ctx, *args)) for name, (task, args) in tasks.items()}
 
 
@@ -195,7 +198,7 @@ def fp_weights(num_nodes: int, width: int, seed: int) -> np.ndarray:
 def _feature_parallel(ctx: Any, part_dir: str, seed: int) -> dict[str, Any]:
     from gnnpar.comm import CommStats
     from gnnpar.graph import DistGraph
-    from gnnpar.nn import FeatureParallelLinear, all_reduce_gradients, shard_columns
+    from gnnpar.nn import FeatureParallelLinear, shard_columns
 
     g = DistGraph.load(part_dir, ctx)
     stats = CommStats()
@@ -206,39 +209,62 @@ def _feature_parallel(ctx: Any, part_dir: str, seed: int) -> dict[str, Any]:
     out = layer(x_cols, torch.from_numpy(ids))
     q = fp_weights(g.meta.num_nodes, HIDDEN, seed)
     (out * torch.from_numpy(q[ids])).sum().backward()
-    all_reduce_gradients(layer, ctx)
+    if ctx.world_size > 1:  # the replicated weight's gradient: the sum over the ranks
+        for p in layer.parameters():
+            torch.distributed.all_reduce(p.grad)
     return {"ids": ids, "out": out.detach(), "x_cols_shape": tuple(x_cols.shape),
             "grads": {n: p.grad for n, p in layer.named_parameters()},
             "stats": stats.as_dict()}
 
 
-def _train(ctx: Any, part_dir: str, epochs: int,
+def _full_config(part_dir: str, out: str, epochs: int, **settings: Any) -> Any:
+    """``gnnpar-train --mode full`` with a 2-layer GCN (hidden 32, no dropout, lr 0.02)."""
+    from gnnpar.train.config import (
+        Config,
+        DataConfig,
+        FullConfig,
+        ModelConfig,
+        RunConfig,
+        TrainConfig,
+    )
+
+    seed = settings.pop("seed", 0)
+    return Config(data=DataConfig(dataset=part_dir),
+                  model=ModelConfig(name="gcn", hidden=32, dropout=0.0),
+                  train=TrainConfig(mode="full", epochs=epochs, lr=0.02, seed=seed),
+                  full=FullConfig(**settings),
+                  run=RunConfig(out=out, progress=False))
+
+
+def _train(ctx: Any, part_dir: str, out: str, epochs: int,
            configs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Train a 2-layer GCN under each halo configuration; losses and accuracies."""
-    import gnnpar.nn as gnn
-    from gnnpar.comm import CommStats
-    from gnnpar.graph import DistGraph
+    """Train under each halo configuration through the Trainer; losses and accuracies."""
+    from gnnpar.train.trainer import Trainer
 
-    g = DistGraph.load(part_dir, ctx)
-    data = gnn.NodeData.load(g, ctx)
-    out: dict[str, Any] = {}
-    for name, cfg in configs.items():
-        stats = CommStats()
-        graph = gnn.HaloGraph.build(g, ctx, stats=stats, **cfg)
-        torch.manual_seed(0)
-        model = GCN(g.meta.feat_dim, 32, 2, g.meta.num_classes)
-        gnn.broadcast_parameters(model, ctx)
-        model = gnn.distribute_convs(model, graph)
-        opt = torch.optim.Adam(model.parameters(), lr=0.02)
-        stats.reset()
-        losses = [gnn.train_epoch(model, graph, data, opt, ctx, epoch=e) for e in range(epochs)]
-        gnn.flush_pipelines(model)
-        out[name] = {"losses": losses, "acc": gnn.evaluate(model, graph, data, ctx),
-                     "halo_bytes": stats.counters["halo"].bytes_sent / epochs}
-    return out
+    res: dict[str, Any] = {}
+    for name, settings in configs.items():
+        trainer = Trainer(_full_config(part_dir, f"{out}/{name}", epochs, **settings),
+                          part_dir, ctx)
+        summary = trainer.fit()
+        epochs_ = trainer.record.epochs
+        res[name] = {"losses": [e["train_loss"] for e in epochs_],
+                     "acc": {k: summary[k] for k in ("train_acc", "val_acc", "test_acc")},
+                     "halo_bytes": sum(e["comm"]["halo"]["bytes"] for e in epochs_) / epochs}
+    return res
 
 
-def _example(ctx: Any, argvs: list[list[str]]) -> list[dict[str, Any]]:
-    """Run examples/train_fullgraph.py's ``main`` once per argument list."""
-    main = runpy.run_path(str(REPO / "examples" / "train_fullgraph.py"))["main"]
-    return [main(argv) for argv in argvs]
+def _resume(ctx: Any, part_dir: str, out: str, epochs: int) -> dict[str, Any]:
+    """Full-graph training uninterrupted, and stopped after 2 epochs then resumed."""
+    from dataclasses import replace
+
+    from gnnpar.train.trainer import Trainer
+
+    full = Trainer(_full_config(part_dir, f"{out}/full", epochs), part_dir, ctx)
+    full.fit()
+    first = _full_config(part_dir, f"{out}/parts", 2)
+    Trainer(first, part_dir, ctx).fit()
+    resumed_cfg = replace(first, train=replace(first.train, epochs=epochs),
+                          run=replace(first.run, resume=True))
+    resumed = Trainer(resumed_cfg, part_dir, ctx)
+    resumed.fit()
+    return {"full": full.record.to_dict(), "resumed": resumed.record.to_dict()}

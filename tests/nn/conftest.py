@@ -3,7 +3,7 @@
 Process start-up (importing torch and PyG) costs seconds per rank on a loaded 2-core
 machine, so each world size runs once and the tests read its results: exactness on two
 partitioned graphs at every size; at 2 ranks also training with the communication
-reducers and the full-graph example (train, checkpoint, resume).
+reducers and resuming full-graph training, both through the Trainer.
 """
 
 from __future__ import annotations
@@ -28,20 +28,7 @@ FP_SEED = 11
 TRAIN_EPOCHS = 40
 TRAIN_CONFIGS = {"exact": {}, "bns_p0.1": {"boundary_p": 0.1, "seed": 1},
                  "stale": {"stale": True}}
-EXAMPLE_EPOCHS = 4
-
-
-def example_argvs(part_dir: Path, out: Path) -> list[list[str]]:
-    """Uninterrupted run; the same run stopped after 2 epochs; its resumption."""
-    common = ["--part-dir", str(part_dir), "--model", "sage", "--hidden", "16",
-              "--dropout", "0", "--no-progress", "--threads", "1"]
-    ckpt = str(out / "ckpt")
-    return [
-        [*common, "--epochs", str(EXAMPLE_EPOCHS), "--record", str(out / "full.json")],
-        [*common, "--epochs", "2", "--record", str(out / "first.json"), "--checkpoint", ckpt],
-        [*common, "--epochs", str(EXAMPLE_EPOCHS), "--record", str(out / "resumed.json"),
-         "--checkpoint", ckpt, "--resume"],
-    ]
+RESUME_EPOCHS = 4
 
 
 @pytest.fixture(scope="session", params=[1, 2, 4], ids=lambda w: f"world{w}")
@@ -65,8 +52,10 @@ def nn_run(request: pytest.FixtureRequest,
                     homophily=0.7, feature_noise=3.0)
         partition_graph(graph, 2, root / "sbm-random", method="random", seed=0)
         partition_graph(graph, 2, root / "sbm-metis", method="metis", seed=0)
-        tasks["train"] = ("train", (str(root / "sbm-random"), TRAIN_EPOCHS, TRAIN_CONFIGS))
-        tasks["example"] = ("example", (example_argvs(root / "sbm-metis", root),))
+        tasks["train"] = ("train", (str(root / "sbm-random"), str(root / "runs"), TRAIN_EPOCHS,
+                                    TRAIN_CONFIGS))
+        tasks["resume"] = ("resume", (str(root / "sbm-metis"), str(root / "resume"),
+                                      RESUME_EPOCHS))
     if world == 1:  # a one-process gloo group needs no spawn
         started = not dist.is_initialized()
         ranks = [cases.worker(tasks)]

@@ -1,4 +1,4 @@
-"""Full-graph training with the communication reducers, and the full-graph example."""
+"""Full-graph training (``--mode full``) with the communication reducers, and its resume."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import EXAMPLE_EPOCHS
+from conftest import RESUME_EPOCHS
 
 WORLD2 = pytest.mark.parametrize("nn_run", [2], indirect=True, ids=["world2"])
 
@@ -46,22 +46,18 @@ def test_every_rank_reports_the_same_all_reduced_figures(nn_run: dict[str, Any])
 
 
 @WORLD2
-def test_example_records_checkpoints_and_resumes_exactly(nn_run: dict[str, Any]) -> None:
-    root = nn_run["root"]
-    full, first, resumed = (json.loads((root / f"{n}.json").read_text())
-                            for n in ("full", "first", "resumed"))
-    assert nn_run["ranks"][0]["example"][0] == full
-    summary1 = dict(nn_run["ranks"][1]["example"][0]["summary"])
-    summary1.pop("mean_epoch_time_s")
-    assert summary1.items() <= full["summary"].items()
-    assert full["args"]["model"] == "sage" and full["env"]["world_size"] == 2
-    assert [e["epoch"] for e in full["epochs"]] == list(range(EXAMPLE_EPOCHS))
+def test_full_graph_run_records_checkpoints_and_resumes_exactly(nn_run: dict[str, Any]) -> None:
+    res = nn_run["ranks"][0]["resume"]
+    full, resumed = res["full"], res["resumed"]
+    assert full["config"]["train"]["mode"] == "full" and full["env"]["world_size"] == 2
+    assert [e["epoch"] for e in full["epochs"]] == list(range(RESUME_EPOCHS))
     for e in full["epochs"]:
-        assert {"loss", "epoch_time_s", "train_acc", "val_acc", "test_acc"} <= e.keys()
-        assert e["comm_bytes"]["halo"] > 0 and e["comm_bytes"]["grad"] > 0
-    assert (root / "ckpt" / "state.json").is_file()
-    assert resumed["epochs"][:2] == first["epochs"]
-    for a, b in zip(full["epochs"][2:], resumed["epochs"][2:], strict=True):
-        assert abs(a["loss"] - b["loss"]) <= 1e-6
+        assert e["comm"]["halo"]["bytes"] > 0 and e["comm"]["grad"]["bytes"] > 0
+        assert e["sampled_edges"] is None and 0 <= e["val_acc"] <= 1
+    root = nn_run["root"]
+    assert (root / "resume" / "parts" / "checkpoint" / "state.json").is_file()
+    assert json.loads((root / "resume" / "full" / "record.json").read_text()) == full
+    for a, b in zip(full["epochs"], resumed["epochs"], strict=True):
+        assert abs(a["train_loss"] - b["train_loss"]) <= 1e-6
         assert a["val_acc"] == b["val_acc"]
-    assert 0.0 < full["summary"]["best_val_acc"] <= 1.0
+    assert resumed["summary"]["test_acc"] == full["summary"]["test_acc"]

@@ -24,7 +24,7 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
 def test_partition_verify_info(tmp_path: Path) -> None:
     out = tmp_path / "parts"
     r = cli(SPEC, "--num-parts", "3", "--out", str(out), "--halo-hops", "2",
-            "--balance", "nodes,edges", "--seed", "5")
+            "--balance", "nodes,edges", "--partition-seed", "5")
     assert r.returncode == 0, r.stderr
     assert "edge cut:" in r.stdout and "max/mean" in r.stdout
     assert "assign (metis)" in r.stderr and "write" in r.stderr  # progress bars
@@ -48,10 +48,16 @@ def test_partition_verify_info(tmp_path: Path) -> None:
 def test_errors_exit_1_with_the_fix(tmp_path: Path) -> None:
     out = tmp_path / "parts"
     out.mkdir()
-    r = cli(SPEC, "--num-parts", "2", "--out", str(out), "--quiet")
+    r = cli(SPEC, "--num-parts", "2", "--out", str(out), "--no-progress")
     assert r.returncode == 1
     assert "already exists" in r.stderr and "--overwrite" in r.stderr
-    r = cli(SPEC, "--num-parts", "401", "--out", str(tmp_path / "other"), "--quiet")
+    (out / "notes.txt").write_text("keep me")  # not a partition: --overwrite refuses it
+    r = cli(SPEC, "--num-parts", "2", "--out", str(out), "--no-progress", "--overwrite")
+    assert r.returncode == 1 and "not a partition directory" in r.stderr
+    assert (out / "notes.txt").read_text() == "keep me"
+    r = cli(SPEC, "--out", str(tmp_path / "other"), "--no-progress")
+    assert r.returncode == 1 and "--num-parts" in r.stderr
+    r = cli(SPEC, "--num-parts", "401", "--out", str(tmp_path / "other"), "--no-progress")
     assert r.returncode == 1 and "num_parts" in r.stderr and "1..400" in r.stderr
     r = cli("verify", str(tmp_path / "missing"))
     assert r.returncode == 1 and "does not exist" in r.stderr
@@ -60,8 +66,8 @@ def test_errors_exit_1_with_the_fix(tmp_path: Path) -> None:
 @pytest.mark.parametrize("method", ["random", "contiguous"])
 def test_dataset_directory_named_like_a_subcommand(tmp_path: Path, method: str) -> None:
     sbm(num_nodes=200, avg_degree=4, num_classes=2, feat_dim=2, seed=0).save(tmp_path / "verify")
-    r = cli("verify", "--num-parts", "2", "--out", "parts", "--method", method, "--quiet",
-            cwd=tmp_path)
+    r = cli("verify", "--num-parts", "2", "--out", "parts", "--partitioner", method,
+            "--no-progress", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "parts" / "meta.json").read_text())["partitioner"][
         "method"] == method
@@ -75,10 +81,46 @@ def test_undirected_flag_adds_reverse_edges(tmp_path: Path) -> None:
     edges = tmp_path / "edges.txt"
     edges.write_text("0 1\n1 2\n1 2\n2 3\n3 3\n")
     out = tmp_path / "parts"
-    r = cli(str(edges), "--num-parts", "2", "--out", str(out), "--undirected", "--quiet")
+    r = cli(str(edges), "--num-parts", "2", "--out", str(out), "--undirected", "--no-progress")
     assert r.returncode == 0, r.stderr
     assert json.loads((out / "meta.json").read_text())["num_edges"] == 7
     r = cli("verify", str(out), "--dataset", str(edges), "--undirected")
     assert r.returncode == 0, r.stderr
     r = cli("verify", str(out), "--dataset", str(edges))
     assert r.returncode == 1  # the directed source no longer matches
+
+
+def test_info_plot_draws_the_parts(tmp_path: Path) -> None:
+    from matplotlib.image import imread
+
+    out = tmp_path / "parts"
+    assert cli(SPEC, "--num-parts", "3", "--out", str(out), "--no-progress").returncode == 0
+    r = cli("info", str(out), "--plot", str(tmp_path / "parts.png"))
+    assert r.returncode == 0, r.stderr
+    image = imread(tmp_path / "parts.png")
+    assert image.shape[0] > 100 and image.shape[1] > 100
+    assert (image[..., :3] < 0.9).any(axis=-1).mean() > 0.02  # not a blank page
+
+
+def test_edge_list_with_features_labels_and_random_split(tmp_path: Path) -> None:
+    ds = sbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=4, seed=2)
+    edges = tmp_path / "edges.csv"
+    pairs = zip(ds.src, ds.dst, strict=True)
+    edges.write_text("src,dst\n" + "".join(f"{s},{d}\n" for s, d in pairs))
+    import numpy as np
+
+    np.save(tmp_path / "x.npy", np.asarray(ds.x))
+    (tmp_path / "y.csv").write_text("".join(f"{v}\n" for v in np.asarray(ds.y)))
+    out = tmp_path / "parts"
+    common = [str(edges), "--num-parts", "2", "--no-progress", "--features",
+              str(tmp_path / "x.npy"), "--labels", str(tmp_path / "y.csv")]
+    r = cli(*common, "--out", str(out))  # labels but no split: a clear choice, no work
+    assert r.returncode == 1 and "--split 0.6,0.2,0.2" in r.stderr, r.stderr
+    assert not out.exists()
+    r = cli(*common, "--split", "0.6,0.2,0.2", "--split-seed", "4", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["num_nodes"] == 300 and meta["feat_dim"] == 4 and meta["num_classes"] == 3
+    train = sum(len(np.load(out / f"part-{k}" / "train_idx.npy")) for k in range(2))
+    val = sum(len(np.load(out / f"part-{k}" / "val_idx.npy")) for k in range(2))
+    assert (train, val) == (180, 60)  # floor(0.6 * 300), floor(0.2 * 300)

@@ -3,7 +3,7 @@
 :func:`reference_batches` is a plain numpy neighbour sampler (uniform without replacement
 over in-edges, ``rng.choice`` per node) that lays batches out the way PyG's
 ``NeighborLoader`` does: seeds first, then each hop's new nodes, edges hop by hop.
-:func:`train_reference` trains the same PyG model as ``gnnpar.models.build_model`` on it,
+:func:`train_reference` trains the same PyG model as ``gnnpar.train.models.build_model`` on it,
 in one process, and evaluates on the whole graph; :func:`mlp_accuracy` is the
 features-only baseline that a GNN must beat on the test graph.
 """

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 from torch_geometric.data import Data
 
-from gnnpar.config import Config, DataConfig, ModelConfig, TrainConfig
 from gnnpar.errors import GnnparError
+from gnnpar.train.config import Config, ModelConfig
 
 ACCURACY = {"epochs": 5, "batch_size": 128, "fanouts": (10, 5), "lr": 0.01}
 """Hyper-parameters of the accuracy comparison (hidden size: ``small_config``'s)."""
@@ -21,11 +21,22 @@ class Stop(Exception):
     """Raised by a step hook to interrupt a run, as a crash or Ctrl-C would."""
 
 
-def small_config(out: str, **train: Any) -> Config:
+def configure(cfg: Config, **settings: Any) -> Config:
+    """``cfg`` with each ``field=value`` set in the section that has the field."""
+    sections = {f: name for name in ("data", "partition", "model", "train", "sample", "full",
+                                     "run") for f in vars(getattr(cfg, name))}
+    by_section: dict[str, dict[str, Any]] = {}
+    for key, value in settings.items():
+        by_section.setdefault(sections[key], {})[key] = value
+    return replace(cfg, **{name: replace(getattr(cfg, name), **values)
+                           for name, values in by_section.items()})
+
+
+def small_config(out: str, **settings: Any) -> Config:
     """A configuration small enough for a test graph of a few thousand nodes."""
-    t = {"fanouts": (10, 5), "batch_size": 64, "epochs": 2, "lr": 0.01, "eval_batch_size": 512,
-         "progress": False, "out": out, **train}
-    return Config(data=DataConfig(), model=ModelConfig(hidden=32), train=TrainConfig(**t))
+    base = {"fanouts": (10, 5), "batch_size": 64, "epochs": 2, "lr": 0.01,
+            "eval_batch_size": 512, "progress": False, "out": out}
+    return configure(Config(model=ModelConfig(hidden=32)), **{**base, **settings})
 
 
 def _params(trainer: Any) -> dict[str, np.ndarray]:
@@ -50,7 +61,7 @@ def jobs(todo: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
 def train(part_dir: str, cfg: Config) -> dict[str, Any]:
     """Train to the end; return the summary and the final parameters."""
     from gnnpar.distributed import init
-    from gnnpar.trainer import Trainer
+    from gnnpar.train.trainer import Trainer
 
     ctx = init()
     trainer = Trainer(cfg, part_dir, ctx)
@@ -60,7 +71,8 @@ def train(part_dir: str, cfg: Config) -> dict[str, Any]:
 
 def _tracer(trace: list[tuple[int, int, int]], stop_at: tuple[int, int] | None = None) -> Any:
     """A step hook that records ``(epoch, step, crc of the batch's n_id)`` and may stop."""
-    def hook(epoch: int, step: int, batch: Data) -> None:
+    def hook(epoch: int, step: int, batch: Data | None) -> None:
+        assert batch is not None
         trace.append((epoch, step, zlib.crc32(batch.n_id.numpy().tobytes())))
         if (epoch, step) == stop_at:
             raise Stop(f"stopped at epoch {epoch}, step {step}")
@@ -70,7 +82,7 @@ def _tracer(trace: list[tuple[int, int, int]], stop_at: tuple[int, int] | None =
 def resume(part_dir: str, out: str) -> dict[str, Any]:
     """An uninterrupted run, and runs stopped mid-epoch / after an epoch, then resumed."""
     from gnnpar.distributed import init
-    from gnnpar.trainer import Trainer
+    from gnnpar.train.trainer import Trainer
 
     ctx = init()
     res: dict[str, Any] = {}
@@ -78,36 +90,38 @@ def resume(part_dir: str, out: str) -> dict[str, Any]:
     trace: list[tuple[int, int, int]] = []
     full = Trainer(cfg, part_dir, ctx)
     full.fit(_tracer(trace))
-    res["full"] = {"trace": trace, "params": _params(full), "steps": len(full.loader),
+    res["full"] = {"trace": trace, "params": _params(full), "steps": full.engine.steps_per_epoch,
                    "record": full.record.to_dict()}
     # Stop after the un-checkpointed step 4 of epoch 1 (last checkpoint: after step 3),
     # and after step 0 of epoch 1 (last checkpoint: the end of epoch 0).
     for name, stop in (("mid_epoch", (1, 4)), ("epoch_boundary", (1, 0))):
-        run_cfg = replace(cfg, train=replace(cfg.train, out=f"{out}/{name}"))
+        run_cfg = configure(cfg, out=f"{out}/{name}")
         before: list[tuple[int, int, int]] = []
         try:
             Trainer(run_cfg, part_dir, ctx).fit(_tracer(before, stop))
         except Stop:
             pass
         after: list[tuple[int, int, int]] = []
-        resumed = Trainer(replace(run_cfg, train=replace(run_cfg.train, resume=True)),
-                          part_dir, ctx)
+        resumed = Trainer(configure(run_cfg, resume=True), part_dir, ctx)
         resumed.fit(_tracer(after))
         res[name] = {"before": before, "after": after, "params": _params(resumed),
                      "record": resumed.record.to_dict()}
     return res
 
 
-def failing(part_dir: str, out: str, mode: str, bad_rank: int, at_step: int) -> str:
+def failing(part_dir: str, out: str, mode: str, bad_rank: int, at_step: int,
+            timeout_s: float = 20.0) -> str:
     """Train; rank ``bad_rank`` raises (``mode="raise"``) or dies (``"exit"``) mid-epoch.
 
     Returns:
         What this rank's run ended with (the failing rank raises or dies instead).
     """
-    from gnnpar.distributed import init
-    from gnnpar.trainer import Trainer
+    from datetime import timedelta
 
-    ctx = init()
+    from gnnpar.distributed import init
+    from gnnpar.train.trainer import Trainer
+
+    ctx = init(timeout=timedelta(seconds=timeout_s))
 
     def hook(epoch: int, step: int, batch: Data) -> None:
         if ctx.rank == bad_rank and step == at_step:
@@ -116,7 +130,7 @@ def failing(part_dir: str, out: str, mode: str, bad_rank: int, at_step: int) -> 
             raise ValueError(f"injected failure on rank {ctx.rank}")
 
     try:
-        Trainer(small_config(out), part_dir, ctx).fit(hook)
+        Trainer(small_config(out, timeout_s=timeout_s), part_dir, ctx).fit(hook)
     except GnnparError as exc:
         return f"{type(exc).__name__}: {exc}"
     return "finished without error"
@@ -125,7 +139,7 @@ def failing(part_dir: str, out: str, mode: str, bad_rank: int, at_step: int) -> 
 def bad_inputs(cases: dict[str, tuple[str, Config]]) -> dict[str, str]:
     """Construct and fit a trainer for each case; return the error each one raised."""
     from gnnpar.distributed import init
-    from gnnpar.trainer import Trainer
+    from gnnpar.train.trainer import Trainer
 
     ctx = init()
     out = {}
@@ -137,3 +151,58 @@ def bad_inputs(cases: dict[str, tuple[str, Config]]) -> dict[str, str]:
             out[name] = f"{type(exc).__name__}: {exc}"
     return out
 
+
+
+def _remote_counts(batch: Data, first: int, last: int) -> dict[str, int]:
+    """What gathering and sampling ``batch`` must have requested of other ranks.
+
+    Counted from the batch and this rank's id range ``[first, last)`` alone: the distinct
+    remote nodes (feature rows), and per hop the remote frontier nodes (one request and
+    one count each) and the edges sampled into them (one neighbour id each).
+    """
+    n_id = batch.n_id
+    remote = (n_id < first) | (n_id >= last)
+    out = {"feature_rows": int(np.unique(n_id[remote].numpy()).size), "sample_rows": 0}
+    bounds = np.cumsum([0, *batch.num_sampled_nodes])
+    edge_bounds = np.cumsum([0, *batch.num_sampled_edges])
+    col = batch.edge_index[1].numpy()
+    for hop in range(len(batch.num_sampled_edges)):
+        lo, hi = bounds[hop], bounds[hop + 1]
+        away = remote[lo:hi].numpy()
+        dst = col[edge_bounds[hop]:edge_bounds[hop + 1]]
+        out["sample_rows"] += 2 * int(away.sum()) + int(away[dst - lo].sum())
+    return out
+
+
+def _counter(counts: dict[int, dict[str, int]], first: int, last: int) -> Any:
+    """A step hook adding each batch's :func:`_remote_counts` to ``counts[epoch]``."""
+    def hook(epoch: int, step: int, batch: Data | None) -> None:
+        if batch is None:
+            return
+        acc = counts.setdefault(epoch, {"feature_rows": 0, "sample_rows": 0, "steps": 0})
+        acc["steps"] += 1
+        for k, v in _remote_counts(batch.cpu(), first, last).items():
+            acc[k] += v
+    return hook
+
+
+def byte_runs(part_dir: str, out: str) -> dict[str, Any]:
+    """Both modes with a step hook that counts, from the batches, what had to travel."""
+    from gnnpar.distributed import init
+    from gnnpar.train.trainer import Trainer
+
+    ctx = init()
+    res: dict[str, Any] = {}
+    for mode, model in (("sample", "sage"), ("full", "gcn")):
+        if mode == "sample":
+            cfg = small_config(f"{out}/{mode}", epochs=3, eval_every=2)
+        else:
+            cfg = configure(Config(model=ModelConfig(hidden=32)), mode="full", name=model,
+                            epochs=3, eval_every=2, lr=0.01, progress=False,
+                            out=f"{out}/{mode}")
+        trainer = Trainer(cfg, part_dir, ctx)
+        counts: dict[int, dict[str, int]] = {}
+        trainer.fit(_counter(counts, trainer.graph.first_gid,
+                             trainer.graph.first_gid + trainer.graph.num_owned))
+        res[mode] = {"counts": counts, "record": trainer.record.to_dict()}
+    return res

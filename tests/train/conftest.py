@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +67,12 @@ def two_ranks(small_parts: dict[int, str], accuracy_parts: dict[int, str],
     """One 2-rank run: the accuracy training, the resume scenarios, the bad inputs."""
     root = tmp_path_factory.mktemp("two-ranks")
     cfg = _workers.small_config(str(root / "bad-run"))
-    t = cfg.train
     bad: dict[str, Any] = {
         "world_mismatch": (small_parts[4], cfg),
         "corrupted_part": (corrupt_copy(small_parts[2], root / "corrupted"), cfg),
-        "fanout_zero": (small_parts[2], replace(cfg, train=replace(t, fanouts=(10, 0)))),
-        "fanout_negative": (small_parts[2], replace(cfg, train=replace(t, fanouts=(-1, 5)))),
-        "batch_size_zero": (small_parts[2], replace(cfg, train=replace(t, batch_size=0))),
+        "fanout_zero": (small_parts[2], _workers.configure(cfg, fanouts=(10, 0))),
+        "fanout_negative": (small_parts[2], _workers.configure(cfg, fanouts=(-1, 5))),
+        "batch_size_zero": (small_parts[2], _workers.configure(cfg, batch_size=0)),
         "missing_dir": (str(root / "nowhere"), cfg),
     }
     todo = {

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 import torch
 
-from gnnpar.config import ModelConfig
 from gnnpar.distributed import shutdown
-from gnnpar.models import build_model
+from gnnpar.train.config import ModelConfig
+from gnnpar.train.models import build_model
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +37,9 @@ def results(two_ranks: list[dict[str, Any]], accuracy_parts: dict[int, str],
         one = [_workers.train(accuracy_parts[1], cfg)]
         torch.manual_seed(0)
         model = build_model(ModelConfig(hidden=cfg.model.hidden), ds.feat_dim, ds.num_classes)
-        t = cfg.train
-        ref = _reference.train_reference(ds, model, list(t.fanouts), t.batch_size, t.epochs,
-                                         t.lr, seed=0)
+        ref = _reference.train_reference(ds, model, list(cfg.sample.fanouts),
+                                         cfg.sample.batch_size, cfg.train.epochs, cfg.train.lr,
+                                         seed=0)
         mlp = _reference.mlp_accuracy(ds, cfg.model.hidden)
     finally:
         shutdown()
@@ -56,16 +56,16 @@ def test_one_and_two_parts_match_reference(results: dict[str, Any]) -> None:
     s1 = results[1][0]["summary"]
     s2 = results[2][0]["summary"]
     for s in (s1, s2):
-        assert abs(s["test_acc_full"] - ref) <= 0.01, (s["test_acc_full"], ref)
+        assert abs(s["test_acc"] - ref) <= 0.01, (s["test_acc"], ref)
         assert abs(s["test_acc_sampled"] - ref) <= 0.01, (s["test_acc_sampled"], ref)
-    assert abs(s1["test_acc_full"] - s2["test_acc_full"]) <= 0.01
+    assert abs(s1["test_acc"] - s2["test_acc"]) <= 0.01
     assert abs(s1["test_acc_sampled"] - s2["test_acc_sampled"]) <= 0.01
 
 
 def test_every_rank_reports_the_same_summary(results: dict[str, Any]) -> None:
     ranks = results[2]
     assert [r["rank"] for r in ranks] == [0, 1]
-    for key in ("test_acc_full", "val_acc_full", "test_acc_sampled", "val_acc_sampled"):
+    for key in ("test_acc", "val_acc", "test_acc_sampled", "val_acc_sampled"):
         assert ranks[0]["summary"][key] == ranks[1]["summary"][key]
     for name, value in ranks[0]["params"].items():  # DDP kept the replicas equal
         assert np.array_equal(value, ranks[1]["params"][name]), name
@@ -76,7 +76,7 @@ def test_record_has_comm_by_kind(results: dict[str, Any]) -> None:
     comm = s["comm_per_epoch"]
     assert comm["feature"]["rows"] > 0 and comm["feature"]["bytes"] > 0
     assert comm["sample"]["rows"] > 0 and comm["grad"]["bytes"] > 0
-    assert s["comm_full_inference"]["halo"]["rows"] > 0
+    assert s["eval_comm"]["halo"]["rows"] > 0
     assert s["sampled_edges_per_s"] > 0 and s["epoch_time_s"] > 0
     one = results[1][0]["summary"]
     assert all(c["bytes"] == 0 for c in one["comm_per_epoch"].values())

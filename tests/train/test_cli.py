@@ -1,126 +1,224 @@
-"""``gnnpar-train``: configuration from flags, validation, partition cache, a real launch."""
+"""``gnnpar-train``: one config (flags > file > defaults), checks before any work, run dirs."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
-from gnnpar.cli import build_parser, main, partition_cache_dir, resolve_partition
-from gnnpar.config import Config, DataConfig, config_from_args, field_docs
+import gnnpar.train.launch as launch_module
+from gnnpar.config import field_docs, from_dict, sections
 from gnnpar.errors import ConfigError
+from gnnpar.train.checkpoint import save_checkpoint
+from gnnpar.train.cli import build_parser, main, parse
+from gnnpar.train.config import Config
+from gnnpar.train.prepare import partition_cache_dir, resolve_partition
+from gnnpar.train.rundir import check_resume, prepare_run_dir
 
 TINY = "synthetic:sbm?nodes=1500&feat_dim=16&classes=4&seed=2"
 
 
-def _cfg(*argv: str) -> Config:
-    return config_from_args(build_parser().parse_args(list(argv)))
-
-
 def test_defaults_and_flags() -> None:
-    cfg = _cfg()
-    assert cfg == Config()
-    assert cfg.data.dataset == "synthetic:sbm" and cfg.data.num_parts is None
-    cfg = _cfg("parts/x", "--model", "gat", "--fanouts", "15,10,5", "--layers", "3",
-               "--batch-size", "256", "--epochs", "3", "--lr", "0.1", "--hidden", "64",
-               "--dropout", "0.2", "--out", "r", "--resume", "--seed", "7", "--no-prefetch",
-               "--num-parts", "4", "--checkpoint-steps", "5")
-    assert cfg.data.dataset == "parts/x" and cfg.data.num_parts == 4
+    assert parse([]) == Config()
+    cfg = parse(["parts/x", "--model", "gat", "--fanouts", "15,10,5", "--layers", "3",
+                 "--batch-size", "256", "--epochs", "3", "--lr", "0.1", "--hidden", "64",
+                 "--dropout", "0.2", "--out", "r", "--seed", "7", "--no-prefetch",
+                 "--num-parts", "4", "--checkpoint-steps", "5", "--partition-seed", "3",
+                 "--split", "0.5,0.25,0.25", "--timeout-s", "30"])
+    assert cfg.data.dataset == "parts/x" and cfg.data.split == "0.5,0.25,0.25"
+    assert cfg.partition.num_parts == 4 and cfg.partition.seed == 3
     assert (cfg.model.name, cfg.model.layers, cfg.model.hidden, cfg.model.dropout) == \
         ("gat", 3, 64, 0.2)
-    t = cfg.train
-    assert t.fanouts == (15, 10, 5) and t.batch_size == 256 and t.epochs == 3
-    assert (t.lr, t.out, t.resume, t.seed, t.prefetch, t.checkpoint_steps) == \
-        (0.1, "r", True, 7, False, 5)
-    cfg.validate()
+    assert cfg.sample.fanouts == (15, 10, 5) and cfg.sample.batch_size == 256
+    assert not cfg.sample.prefetch and (cfg.train.epochs, cfg.train.lr) == (3, 0.1)
+    assert (cfg.run.out, cfg.run.checkpoint_steps, cfg.run.timeout_s) == ("r", 5, 30.0)
 
 
 def test_every_field_has_a_docstring_shown_in_help() -> None:
     text = build_parser().format_help()
-    for section in (Config, *[type(v) for v in vars(Config()).values()]):
+    for name, section in {"config": Config, **sections(Config)}.items():
         docs = field_docs(section)
-        assert set(docs) == set(section.__dataclass_fields__), section
-    assert "Seed nodes per step on each rank" in text and "--fanouts" in text
+        assert set(docs) == set(section.__dataclass_fields__), name
+    for phrase in ("Seed nodes per step on each rank", "--fanouts", "--mode", "--boundary-p",
+                   "--split", "--overwrite", "--timeout-s", "--config"):
+        assert phrase in text, phrase
 
 
 @pytest.mark.parametrize("argv,field,flag", [
-    (["--batch-size", "0"], "train.batch_size", "--batch-size"),
-    (["--fanouts", "10,0"], "train.fanouts", "--fanouts"),
-    (["--fanouts", "10"], "train.fanouts", "--fanouts"),
+    (["--batch-size", "0"], "sample.batch_size", "--batch-size"),
+    (["--fanouts", "10,0"], "sample.fanouts", "--fanouts"),
+    (["--fanouts", "10"], "sample.fanouts", "--fanouts"),
     (["--epochs", "-1"], "train.epochs", "--epochs"),
     (["--model", "gin"], "model.name", "--model"),
     (["--model", "gat", "--hidden", "30", "--heads", "4"], "model.hidden", "--hidden"),
     (["--dropout", "1.0"], "model.dropout", "--dropout"),
     (["--lr", "0"], "train.lr", "--lr"),
-    (["--partitioner", "kl"], "data.partitioner", "--partitioner"),
+    (["--lr", "inf"], "train.lr", "--lr"),
+    (["--mode", "both"], "train.mode", "--mode"),
+    (["--partitioner", "kl"], "partition.partitioner", "--partitioner"),
+    (["--mode", "full", "--boundary-p", "1.5"], "full.boundary_p", "--boundary-p"),
+    (["--resume"], "run.out", "--out"),
+    (["--out", "r", "--resume", "--overwrite"], "run.resume", "--resume"),
+    (["--split", "0.9,0.9,0.1"], "data.split", "--split"),
 ])
 def test_validation_names_field_and_flag(argv: list[str], field: str, flag: str) -> None:
     with pytest.raises(ConfigError) as info:
-        _cfg(*argv).validate()
+        parse(argv)
     assert info.value.field == field
     assert flag in str(info.value)
 
 
-def test_bad_flag_value_exits_before_launch(capsys: pytest.CaptureFixture[str]) -> None:
+def test_flags_of_the_other_mode_are_refused() -> None:
+    with pytest.raises(ConfigError, match="--fanouts.*--mode sample") as info:
+        parse(["--mode", "full", "--fanouts", "5,5"])
+    assert info.value.field == "sample.fanouts"
+    with pytest.raises(ConfigError, match="--stale"):
+        parse(["--stale"])
+    assert parse(["--mode", "full", "--stale"]).full.stale
+
+
+def test_config_file_round_trip_and_precedence(tmp_path: Path) -> None:
+    cfg = parse(["--mode", "full", "--model", "gcn", "--epochs", "7", "--boundary-p", "0.5",
+                 "--balance", "nodes,edges", "--out", "runs/x"])
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg.to_dict()))
+    assert parse(["--config", str(path)]) == cfg
+    assert from_dict(Config, json.loads(path.read_text())) == cfg
+    assert parse(["--config", str(path), "--epochs", "9"]).train.epochs == 9  # flags win
+    toml = tmp_path / "config.toml"
+    toml.write_text('[train]\nmode = "full"\nepochs = 7\n[model]\nname = "gcn"\n'
+                    '[full]\nboundary_p = 0.5\n[partition]\nbalance = ["nodes", "edges"]\n'
+                    '[run]\nout = "runs/x"\n')
+    assert parse(["--config", str(toml)]) == cfg
+    toml.write_text("[sample]\nfanout = [5]\n")
+    with pytest.raises(ConfigError, match="unknown field") as info:
+        parse(["--config", str(toml)])
+    assert info.value.field == "sample.fanout" and str(toml) in str(info.value)
+    toml.write_text('[sample]\nbatch_size = "big"\n')
+    with pytest.raises(ConfigError, match="expected int"):
+        parse(["--config", str(toml)])
+
+
+def test_bad_flag_exits_before_launch(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--batch-size", "0", "--nproc", "2"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("gnnpar-train: error: train.batch_size: got 0")
+    assert err.startswith("gnnpar-train: error: sample.batch_size: got 0")
     assert main(["--num-parts", "3", "--nproc", "2", "--root", "unused"]) == 1
     assert "--num-parts 3 with 2 processes" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--fanouts", "ten"])
 
 
-def test_partition_cache_is_reused(tmp_path: Path) -> None:
-    data = DataConfig(dataset=TINY, root=str(tmp_path))
-    out = resolve_partition(data, 2, create=True)
-    assert out == partition_cache_dir(data, 2) and (out / "meta.json").is_file()
+@pytest.fixture
+def no_spawn(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Record (instead of run) every attempt to start workers."""
+    calls: list[Any] = []
+    monkeypatch.setattr(launch_module, "launch_workers", lambda *a, **k: calls.append(a))
+    return calls
+
+
+def test_world_size_check_fails_without_spawning(tmp_path: Path, no_spawn: list[Any],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    parts = resolve_partition(parse([TINY, "--root", str(tmp_path)]), 2)
+    out = tmp_path / "run"
+    assert main([str(parts), "--nproc", "4", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "2 parts but 4 processes" in err and "--nproc 2" in err
+    assert no_spawn == [] and not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a GPU")
+def test_cuda_on_a_machine_without_gpu_is_refused_before_spawning(
+        no_spawn: list[Any], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["--device", "cuda", "--nproc", "2", "--out", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err
+    assert "run.device" in err and "sees no GPU" in err and "--device cpu" in err
+    assert no_spawn == []
+
+
+def test_run_directory_is_never_overwritten_silently(tmp_path: Path, no_spawn: list[Any],
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    (run / "checkpoint").mkdir(parents=True)
+    (run / "record.json").write_text('{"format": "gnnpar-run", "format_version": 2, '
+                                     '"status": "complete", "epochs": [{}, {}]}')
+    assert main([TINY, "--nproc", "2", "--out", str(run), "--root", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "already holds a run (2 epochs, status complete)" in err
+    assert "--resume" in err and "--overwrite" in err
+    assert (run / "record.json").is_file() and no_spawn == []
+    assert not (tmp_path / "partitions").exists()  # refused before any data was read
+    # --overwrite replaces the run's own files only.
+    assert prepare_run_dir(str(run), name="x", overwrite=True) == run
+    assert list(run.iterdir()) == []
+    # A directory holding other files is never written into, not even with --overwrite.
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="not a gnnpar run"):
+        prepare_run_dir(str(other), name="x", overwrite=True)
+    assert (other / "notes.txt").read_text() == "keep me"
+    # Without --out, each run gets a new directory.
+    first = prepare_run_dir(None, name=str(tmp_path / "auto"))
+    (first / "record.json").write_text("{}")
+    assert prepare_run_dir(None, name=str(tmp_path / "auto")) == tmp_path / "auto-2"
+
+
+def test_resume_refuses_other_settings(tmp_path: Path) -> None:
+    from gnnpar.distributed import DistContext
+
+    ctx = DistContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"),
+                      backend="gloo")
+    out = tmp_path / "run"
+    cfg = parse(["--out", str(out), "--epochs", "4"])
+    model = torch.nn.Linear(2, 2)
+    save_checkpoint(out / "checkpoint", ctx, model, extra={
+        "config": cfg.to_dict(), "epochs": [{}, {}], "partial": {},
+        "position": {"epoch": 2, "step": 0}})
+    check_resume(out, parse(["--out", str(out), "--resume", "--epochs", "6", "--no-progress"]))
+    with pytest.raises(ConfigError) as info:
+        check_resume(out, parse(["--out", str(out), "--resume", "--lr", "0.01",
+                                 "--fanouts", "5,5"]))
+    text = str(info.value)
+    assert "--lr 0.005 -> 0.01" in text and "--fanouts [10, 10] -> [5, 5]" in text
+    assert "config.json" in text
+    with pytest.raises(ConfigError, match="finished 2 epochs") as info:
+        check_resume(out, parse(["--out", str(out), "--resume", "--epochs", "2"]))
+    assert info.value.field == "train.epochs"
+    with pytest.raises(ConfigError, match="no checkpoint"):
+        check_resume(tmp_path / "empty", cfg)
+
+
+def test_partition_cache_follows_settings_and_inputs(tmp_path: Path) -> None:
+    cfg = parse([TINY, "--root", str(tmp_path)])
+    out = resolve_partition(cfg, 2)
+    assert out == partition_cache_dir(cfg, 2) and (out / "meta.json").is_file()
     stamp = (out / "meta.json").stat().st_mtime_ns
-    assert resolve_partition(data, 2, create=True) == out
-    assert (out / "meta.json").stat().st_mtime_ns == stamp
-    assert partition_cache_dir(data, 4) != out
-    # A partition directory is used as it is.
-    assert resolve_partition(DataConfig(dataset=str(out)), 2, create=True) == out
-
-
-def test_undirected_partition_is_cached_apart(tmp_path: Path) -> None:
+    assert resolve_partition(cfg, 2) == out
+    assert (out / "meta.json").stat().st_mtime_ns == stamp  # reused, not rewritten
+    assert partition_cache_dir(cfg, 4) != out
+    assert partition_cache_dir(parse([TINY, "--root", str(tmp_path), "--partition-seed", "1"]),
+                               2) != out
+    assert resolve_partition(parse([str(out)]), 2) == out  # a partition dir as it is
     edges = tmp_path / "edges.txt"
-    edges.write_text("0 1\n1 2\n2 3\n3 0\n")  # a directed 4-cycle
-    directed = resolve_partition(DataConfig(dataset=str(edges), root=str(tmp_path)), 2, True)
-    data = DataConfig(dataset=str(edges), root=str(tmp_path), undirected=True)
-    undirected = resolve_partition(data, 2, create=True)
+    edges.write_text("0 1\n1 2\n2 3\n3 0\n")
+    directed = partition_cache_dir(parse([str(edges), "--root", str(tmp_path)]), 2)
+    undirected = partition_cache_dir(parse([str(edges), "--root", str(tmp_path),
+                                            "--undirected"]), 2)
     assert undirected != directed
-    assert json.loads((directed / "meta.json").read_text())["num_edges"] == 4
-    assert json.loads((undirected / "meta.json").read_text())["num_edges"] == 8
+    os.utime(edges, ns=(1, 1))  # an edited input is partitioned anew
+    assert partition_cache_dir(parse([str(edges), "--root", str(tmp_path)]), 2) != directed
 
 
-def test_gnnpar_train_nproc_2(tmp_path: Path) -> None:
-    exe = shutil.which("gnnpar-train")
-    cmd = [exe] if exe else [sys.executable, "-m", "gnnpar.cli"]
-    run_dir = tmp_path / "run"
-    proc = subprocess.run(
-        [*cmd, TINY, "--nproc", "2", "--epochs", "2", "--batch-size", "128", "--fanouts", "5,5",
-         "--hidden", "16", "--eval-batch-size", "512", "--out", str(run_dir),
-         "--root", str(tmp_path / "data"), "--no-progress"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={**os.environ, "GNNPAR_TIMEOUT_S": "60"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = proc.stdout
-    for text in ("test accuracy:", "sampled", "full-neighbour", "epoch time:",
-                 "sampled edges/s:", "communicated per epoch", "feature", "grad", "sample",
-                 "2 parts (metis), 2 workers", str(run_dir / "record.json")):
-        assert text in out, (text, out)
-    record = json.loads((run_dir / "record.json").read_text())
-    assert record["format"] == "gnnpar-run"
-    assert record["args"]["train"]["epochs"] == 2 and record["env"]["world_size"] == 2
-    assert [e["epoch"] for e in record["epochs"]] == [0, 1]
-    for e in record["epochs"]:
-        assert 0 <= e["test_acc"] <= 1 and e["epoch_time_s"] > 0
-        assert e["sampled_edges_per_s"] > 0 and e["comm"]["feature"]["bytes"] > 0
-    assert 0 <= record["summary"]["test_acc_full"] <= 1
-    assert (run_dir / "checkpoint" / "state.json").is_file()
+def test_help_imports_no_torch() -> None:
+    code = ("import sys; from gnnpar.train.cli import build_parser; "
+            "build_parser().format_help(); print('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr

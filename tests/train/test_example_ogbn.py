@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from gnnpar.cli import partition_cache_dir
-from gnnpar.config import DataConfig
 from gnnpar.datasets.synthetic import sbm
+from gnnpar.train.cli import parse
+from gnnpar.train.prepare import partition_cache_dir
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_ogbn.py"
 
@@ -50,15 +49,16 @@ def test_train_ogbn_example_under_torchrun(tmp_path: Path) -> None:
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
          "2", str(EXAMPLE), str(meta), "--root", str(tmp_path / "data"), "--epochs", "2",
          "--batch-size", "128", "--fanouts", "5,5", "--hidden", "16", "--out", str(run),
-         "--no-progress"],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
-        env={**os.environ, "GNNPAR_TIMEOUT_S": "60"})
+         "--no-progress", "--timeout-s", "60"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "test accuracy:" in proc.stdout and "full-neighbour" in proc.stdout
     record = json.loads((run / "record.json").read_text())
     assert record["env"]["world_size"] == 2 and len(record["epochs"]) == 2
-    parts = partition_cache_dir(DataConfig(dataset=str(meta), root=str(tmp_path / "data"),
-                                           undirected=True), 2)
+    assert record["config"]["data"]["undirected"]  # the example's own default
+    parts = partition_cache_dir(parse([str(meta), "--root", str(tmp_path / "data"),
+                                       "--undirected"]), 2)
     part_meta = json.loads((parts / "meta.json").read_text())
     assert part_meta["num_nodes"] == 1200 and part_meta["num_parts"] == 2
-    assert record["summary"]["test_acc_full"] > 0.5
+    assert record["partition"]["dir"] == str(parts)
+    assert record["summary"]["test_acc"] > 0.5

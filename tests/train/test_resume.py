@@ -38,4 +38,5 @@ def test_checkpoint_and_record_written(two_ranks: list[dict[str, Any]]) -> None:
     out = Path(record["summary"]["record"]).parent
     assert (out / "checkpoint" / "state.json").is_file()
     assert (out / "record.json").is_file()
-    assert record["args"]["train"]["checkpoint_steps"] == 2
+    assert record["config"]["run"]["checkpoint_steps"] == 2
+    assert record["status"] == "complete"

@@ -14,6 +14,16 @@ models, unchanged; the same module runs in the two ways the trainer needs:
   targets: the first rows); ``GCNConv``, which has no bipartite form, runs on all input
   rows and is cut right after.  The outputs are those of ``BasicGNN.forward`` with
   ``trim_to_layer``, row for row;
+* ``GCNConv`` with ``gcn_norm="global"`` (the default of ``gnnpar-train``) does not use
+  the sampled subgraph's degrees, which are smaller than the graph's (a last-hop node has
+  no in-edge in the subgraph at all) and differ between training and full-neighbour
+  inference (PyG's behaviour, ``gcn_norm="sampled"``): each edge ``s -> d`` is weighted
+  with the graph's degrees as full-graph GCN does, ``1 / sqrt(deg(s) deg(d))``, times
+  ``in_degree(d) / sampled(d)`` (the in-edges of ``d`` over those sampled), which makes the
+  sampled sum an unbiased estimate of the full one and equal to it wherever every in-edge
+  was sampled; ``deg`` is PyG's ``add_remaining_self_loops`` degree, in-edges other than
+  self-loops plus one.  The batch then carries the graph's ``in_degree`` and
+  ``self_loops`` of its nodes;
 * on the whole partitioned graph, after ``gnnpar.nn.distribute_convs`` has wrapped each
   message-passing layer in a halo-exchange ``DistConv``, for exact full-neighbour
   inference (``model(x, edge_index)``).
@@ -23,14 +33,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
-from torch_geometric.nn import GATConv, SAGEConv
+from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 from torch_geometric.nn.models import GAT, GCN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-from gnnpar.config import ModelConfig
 from gnnpar.errors import ConfigError
+from gnnpar.train.config import ModelConfig
 
 MODELS: dict[str, type[BasicGNN]] = {"sage": GraphSAGE, "gcn": GCN, "gat": GAT}
 _BIPARTITE = (SAGEConv, GATConv)
@@ -65,18 +76,36 @@ class SampledGNN(nn.Module):
     Args:
         gnn: A model from :func:`build_model` (no jumping knowledge, norms without batch
             arguments, activation after the norm).
+        gcn_norm: ``"global"`` or ``"sampled"`` normalisation of ``GCNConv`` layers (see
+            the module docstring).
     """
 
-    def __init__(self, gnn: BasicGNN) -> None:
+    def __init__(self, gnn: BasicGNN, gcn_norm: str = "global") -> None:
         super().__init__()
         if gnn.jk_mode is not None or gnn.supports_norm_batch or gnn.act_first:
             raise ConfigError("SampledGNN runs models without jumping knowledge, batch-wise "
                               "norms or act_first.", field="gnn",
-                              fix="build the model with gnnpar.models.build_model.")
+                              fix="build the model with gnnpar.train.models.build_model.")
+        if gcn_norm not in ("global", "sampled"):
+            raise ConfigError(f"unknown gcn_norm {gcn_norm!r}.", field="gcn_norm",
+                              fix="pass 'global' or 'sampled'.")
+        for conv in gnn.convs:
+            if gcn_norm == "global" and isinstance(conv, GCNConv) and (
+                    conv.improved or not conv.normalize or not conv.add_self_loops):
+                raise ConfigError("global GCN normalisation needs GCNConv(normalize=True, "
+                                  "add_self_loops=True, improved=False).", field="gcn_norm",
+                                  fix="pass gcn_norm='sampled' for other GCNConv settings.")
         self.gnn = gnn
+        self.gcn_norm = gcn_norm
+
+    @property
+    def needs_degrees(self) -> bool:
+        """Whether batches must carry ``in_degree`` and ``self_loops`` (global GCN)."""
+        return self.gcn_norm == "global" and any(isinstance(c, GCNConv) for c in self.gnn.convs)
 
     def forward(self, x: Tensor, edge_index: Tensor, num_sampled_nodes: list[int],
-                num_sampled_edges: list[int]) -> Tensor:
+                num_sampled_edges: list[int], in_degree: Tensor | None = None,
+                self_loops: Tensor | None = None) -> Tensor:
         """Logits of the seeds of a batch laid out like PyG's ``NeighborLoader`` output.
 
         Args:
@@ -84,6 +113,8 @@ class SampledGNN(nn.Module):
             edge_index: ``[2, E]`` batch-local edges, hop by hop.
             num_sampled_nodes: ``[L + 1]`` nodes per hop (seeds first).
             num_sampled_edges: ``[L]`` edges per hop.
+            in_degree: ``[N]`` the graph's in-degree of each node (global GCN only).
+            self_loops: ``[N]`` the graph's self-loops of each node (global GCN only).
 
         Returns:
             ``[num_sampled_nodes[0], C]`` logits of the seeds.
@@ -95,6 +126,13 @@ class SampledGNN(nn.Module):
             edges = edge_index[:, : sum(num_sampled_edges[: layers - i])]  # into them
             if isinstance(conv, _BIPARTITE):
                 x = conv((x, x[:n_dst]), edges)
+            elif isinstance(conv, GCNConv) and self.gcn_norm == "global":
+                if in_degree is None or self_loops is None:
+                    raise ConfigError("global GCN normalisation needs the batch's in_degree "
+                                      "and self_loops.", field="in_degree",
+                                      fix="load batches with node_attrs including "
+                                      "'in_degree' and 'self_loops'.")
+                x = global_gcn(conv, x, edges, n_dst, in_degree, self_loops)
             else:
                 x = conv(x, edges)[:n_dst]
             if i < layers - 1:
@@ -105,13 +143,47 @@ class SampledGNN(nn.Module):
         return x
 
 
+def global_gcn(conv: GCNConv, x: Tensor, edge_index: Tensor, n_dst: int,
+               in_degree: Tensor, self_loops: Tensor) -> Tensor:
+    """``conv`` on sampled edges with the graph's degrees (see the module docstring).
+
+    Args:
+        conv: A normalising ``GCNConv`` with self-loops.
+        x: ``[N, F]`` input rows of the batch's nodes.
+        edge_index: ``[2, E]`` sampled edges (source, destination), destinations in
+            ``[0, n_dst)``, every sampled in-edge of each destination included.
+        n_dst: Rows to compute.
+        in_degree: ``[N]`` in-degree of each node in the whole graph.
+        self_loops: ``[N]`` self-loops of each node in the whole graph.
+
+    Returns:
+        ``[n_dst, F_out]``: exactly the full-graph ``GCNConv`` rows of the destinations
+        whose in-edges were all sampled; an unbiased estimate of them otherwise.
+    """
+    h = conv.lin(x)
+    src, dst = edge_index[0], edge_index[1]
+    inv = (in_degree - self_loops + 1).to(h.dtype).rsqrt()  # PyG's add_remaining_self_loops
+    sampled = torch.bincount(dst, minlength=n_dst).clamp_(min=1)
+    scale = in_degree[:n_dst].to(h.dtype) / sampled
+    keep = src != dst  # self-loops are replaced by the one of the normalisation
+    s, d = src[keep], dst[keep]
+    weight = inv.index_select(0, s) * inv.index_select(0, d) * scale.index_select(0, d)
+    out = h[:n_dst] * inv[:n_dst].square().unsqueeze(-1)
+    out = out.index_add(0, d, h.index_select(0, s) * weight.unsqueeze(-1))
+    bias: Tensor | None = conv.bias
+    result: Tensor = out + bias if bias is not None else out
+    return result
+
+
 def forward_batch(model: nn.Module, batch: Data) -> Tensor:
     """Logits ``[batch_size, C]`` of a minibatch's seeds.
 
     Args:
         model: A :class:`SampledGNN`, possibly wrapped in ``DistributedDataParallel``.
-        batch: A ``DistNeighborLoader`` batch.
+        batch: A ``DistNeighborLoader`` batch (with ``in_degree`` and ``self_loops`` for
+            global GCN).
     """
     out: Tensor = model(batch.x, batch.edge_index, batch.num_sampled_nodes,
-                        batch.num_sampled_edges)
+                        batch.num_sampled_edges, batch.get("in_degree"),
+                        batch.get("self_loops"))
     return out[: batch.batch_size]

@@ -1,4 +1,4 @@
-"""gnnpar.checkpoint and gnnpar.run_record in one process (no process group needed)."""
+"""gnnpar.train.checkpoint and gnnpar.train.record in one process (no process group needed)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 import torch
 from torch_geometric.nn.models import GraphSAGE
 
-from gnnpar.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.run_record import RunRecord
+from gnnpar.train.checkpoint import has_checkpoint, load_checkpoint, read_state, save_checkpoint
+from gnnpar.train.record import EPOCH_FIELDS, RunRecord
 
 CTX = DistContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"),
                   backend="gloo")
@@ -92,26 +92,48 @@ def test_checkpoint_errors_name_the_path_and_the_fix(tmp_path: Path) -> None:
         load_checkpoint(tmp_path / "ok", CTX, model, opt)
 
 
-def test_run_record_is_written_by_rank_0_and_continues_after_resume(tmp_path: Path) -> None:
+def _entry(epoch: int, loss: float) -> dict:
+    return {**dict.fromkeys(EPOCH_FIELDS), "epoch": epoch, "train_loss": loss, "comm": {},
+            "eval_comm": {}}
+
+
+def test_read_state_gives_the_json_part_without_tensors(tmp_path: Path) -> None:
+    model, opt = _model_and_opt(0)
+    save_checkpoint(tmp_path / "ckpt", CTX, model, opt,
+                    extra={"position": {"epoch": 2, "step": 0}, "rng": torch.arange(3)})
+    state = read_state(tmp_path / "ckpt")
+    assert state["world_size"] == 1
+    assert state["extra"]["position"] == {"epoch": 2, "step": 0}
+    assert set(state["extra"]["rng"]) == {"__tensor__"}
+    with pytest.raises(ConfigError, match="no checkpoint here"):
+        read_state(tmp_path / "nowhere")
+
+
+def test_run_record_round_trip_and_resume(tmp_path: Path) -> None:
     path = tmp_path / "runs" / "record.json"
-    record = RunRecord.start({"lr": 0.1, "part_dir": tmp_path}, CTX)
+    record = RunRecord(config={"train": {"lr": 0.1}}, partition={"dir": str(tmp_path)},
+                       env=RunRecord.environment(1, "gloo", "cpu"))
     for epoch in range(3):
-        record.add_epoch(epoch, loss=torch.tensor(0.5**epoch), comm={"halo": 10})
+        record.add_epoch(_entry(epoch, 0.5**epoch))
     record.summary = {"best": 0.9}
-    record.write(path, CTX)
+    record.status = "complete"
+    record.write(path)
     doc = json.loads(path.read_text())
-    assert doc["format"] == "gnnpar-run" and doc["args"]["part_dir"] == str(tmp_path)
-    assert doc["env"]["world_size"] == 1
-    assert [e["loss"] for e in doc["epochs"]] == [1.0, 0.5, 0.25]
-    assert list(path.parent.iterdir()) == [path]
+    assert doc["format"] == "gnnpar-run" and doc["format_version"] == 2
+    assert doc["partition"]["dir"] == str(tmp_path) and doc["status"] == "complete"
+    assert doc["env"]["world_size"] == 1 and doc["env"]["gnnpar"]
+    assert [e["train_loss"] for e in doc["epochs"]] == [1.0, 0.5, 0.25]
+    assert list(path.parent.iterdir()) == [path]  # no temporary file left
 
     resumed = RunRecord.load(path)
-    resumed.add_epoch(1, loss=7.0)
+    resumed.add_epoch(_entry(1, 7.0))  # a resumed epoch replaces it and what followed
     assert [e["epoch"] for e in resumed.epochs] == [0, 1]
-    other_rank = DistContext(rank=1, world_size=2, local_rank=1, device=torch.device("cpu"),
-                             backend="gloo")
-    resumed.write(tmp_path / "rank1.json", other_rank)
-    assert not (tmp_path / "rank1.json").exists()
+    with pytest.raises(ValueError, match="EPOCH_FIELDS"):
+        resumed.add_epoch({"epoch": 2, "loss": 1.0})
     (tmp_path / "junk.json").write_text("[]")
     with pytest.raises(ConfigError, match="gnnpar-run"):
         RunRecord.load(tmp_path / "junk.json")
+    (tmp_path / "old.json").write_text(json.dumps({"format": "gnnpar-run",
+                                                   "format_version": 1}))
+    with pytest.raises(ConfigError, match="format_version"):
+        RunRecord.load(tmp_path / "old.json")

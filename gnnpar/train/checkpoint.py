@@ -116,6 +116,35 @@ def has_checkpoint(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / STATE_FILE).is_file()
 
 
+def read_state(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The JSON part of a checkpoint, without loading any tensor (no process group needed).
+
+    Returns:
+        ``{"world_size": int, "extra": ...}``: the saving run's world size and its
+        ``extra`` state, tensors left as ``{"__tensor__": key}`` placeholders.
+
+    Raises:
+        ConfigError: No checkpoint at ``path``, or one of another format.
+    """
+    ckpt = Path(path)
+    if not has_checkpoint(ckpt):
+        raise ConfigError("no checkpoint here (state.json is missing).", path=ckpt,
+                          fix="pass the run directory of a run that saved a checkpoint, or "
+                          "start without --resume.")
+    doc = read_json(ckpt / STATE_FILE, ConfigError)
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or \
+            doc.get("format_version") != FORMAT_VERSION:
+        raise ConfigError(f"not a {FORMAT} v{FORMAT_VERSION} checkpoint.",
+                          path=ckpt / STATE_FILE, field="format",
+                          fix="resume from a checkpoint written by this gnnpar version.")
+    state = doc.get("state")
+    if not isinstance(state, dict) or not isinstance(doc.get("world_size"), int):
+        raise ConfigError("state.json lacks the state or world_size field.",
+                          path=ckpt / STATE_FILE, field="state",
+                          fix="resume from a checkpoint written by gnnpar, or start anew.")
+    return {"world_size": doc["world_size"], "extra": state.get("extra", {})}
+
+
 def load_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Module,
                     optimizer: torch.optim.Optimizer | None = None) -> dict[str, Any]:
     """Restore ``model`` (and ``optimizer``) from ``path`` in place (collective).
@@ -130,16 +159,8 @@ def load_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Mo
         The ``extra`` state given to :func:`save_checkpoint`.
     """
     ckpt = Path(path)
-    if not has_checkpoint(ckpt):
-        raise ConfigError("no checkpoint here (state.json is missing).", path=ckpt,
-                          fix="pass a directory written by a run with --checkpoint, or start "
-                          "without --resume.")
-    doc = read_json(ckpt / STATE_FILE, ConfigError)
-    if doc.get("format") != FORMAT or doc.get("format_version") != FORMAT_VERSION:
-        raise ConfigError(f"not a {FORMAT} v{FORMAT_VERSION} checkpoint.",
-                          path=ckpt / STATE_FILE, field="format",
-                          fix="resume from a checkpoint written by this gnnpar version.")
-    skeleton = doc["state"]
+    read_state(ckpt)  # checks the format
+    skeleton = read_json(ckpt / STATE_FILE, ConfigError)["state"]
     if optimizer is not None and "optim" not in skeleton:
         raise ConfigError("the checkpoint holds no optimizer state.", path=ckpt,
                           field="optim", fix="load it without an optimizer.")

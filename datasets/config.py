@@ -1,0 +1,79 @@
+"""The ``data`` section of every command's configuration: which graph, and how to read it.
+
+Shared by ``gnnpar-train``, ``gnnpar-partition`` and ``python -m gnnpar.datasets`` (one
+flag per field, see :mod:`gnnpar.config`), so a graph is named the same way everywhere::
+
+    gnnpar-partition edges.csv --features x.npy --labels y.csv --split 0.6,0.2,0.2 ...
+    gnnpar-train     edges.csv --features x.npy --labels y.csv --split 0.6,0.2,0.2 --nproc 2
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gnnpar.config import check_int, option
+from gnnpar.datasets.spec import DEFAULT_SPEC
+from gnnpar.errors import ConfigError, DatasetError
+
+if TYPE_CHECKING:
+    from gnnpar.datasets.graph import GraphDataset
+
+
+@dataclass
+class DataConfig:
+    """What graph to use (see gnnpar.datasets for every accepted form)."""
+
+    dataset: str = option(DEFAULT_SPEC, flag="dataset")
+    """Dataset spec: synthetic:sbm[?key=value&...], synthetic:rmat[?...], an OGB name
+    (ogbn-arxiv), an OGB meta_dict .json, a saved dataset directory, a .npz or an edge
+    list (.csv/.tsv/.txt); gnnpar-train also takes a partition directory."""
+
+    root: str = "data"
+    """Directory of downloaded OGB datasets, and of cached partitions
+    (ROOT/partitions)."""
+
+    features: str | None = None
+    """Node features of an edge list: .npy or CSV, one row per node."""
+
+    labels: str | None = None
+    """Node labels of an edge list: .npy or CSV, one integer class per node (-1 =
+    unlabelled)."""
+
+    split: str | None = None
+    """Train/val/test split: fractions of the labelled nodes (e.g. 0.6,0.2,0.2; a
+    random split seeded by --split-seed) or three files of node ids
+    (TRAIN,VAL,TEST, .npy or one id per line); replaces the dataset's own split."""
+
+    split_seed: int = 0
+    """Seed of the random split of --split fractions."""
+
+    undirected: bool = False
+    """Add every reverse edge (deduplicated) before partitioning, as usual for directed
+    citation graphs such as ogbn-arxiv and ogbn-papers100M."""
+
+    def validate(self) -> DataConfig:
+        """Check every value without reading data; return ``self`` or raise."""
+        if not isinstance(self.dataset, str) or not self.dataset:
+            raise ConfigError("the dataset is empty.", field="data.dataset",
+                              fix="pass a dataset spec such as synthetic:sbm.")
+        check_int(DataConfig, "data.split_seed", self.split_seed, 0)
+        if self.split is not None:
+            from gnnpar.datasets.spec import parse_split
+
+            try:
+                parse_split(self.split)
+            except DatasetError as exc:
+                raise ConfigError(f"--split {self.split}: {exc.message}", field="data.split",
+                                  fix=exc.fix) from None
+        return self
+
+    def load(self) -> GraphDataset:
+        """The dataset, with the edge-list files and the split applied (validated)."""
+        from gnnpar.datasets.spec import load_dataset, parse_split
+
+        dataset = load_dataset(
+            self.dataset, self.root, features=self.features, labels=self.labels,
+            split=None if self.split is None else parse_split(self.split),
+            split_seed=self.split_seed)
+        return dataset.to_undirected() if self.undirected else dataset

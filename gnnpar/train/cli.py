@@ -1,0 +1,295 @@
+"""``gnnpar-train``: train a GNN on a partitioned graph, every mode, one command.
+
+Usage::
+
+    gnnpar-train [DATASET] [--mode sample|full] [--nproc N] [--config FILE] [flags ...]
+
+``DATASET`` is a partition directory (``gnnpar-partition``'s output) or a dataset spec
+(default: the embedded synthetic graph ``synthetic:sbm``), which is partitioned into one
+part per process first and cached under ``ROOT/partitions``.  Every flag is a field of
+:class:`~gnnpar.train.config.Config` (``--help`` lists them by section); ``--config FILE``
+reads them from TOML or JSON, and flags given on the command line win.
+
+Two ways to start the processes:
+
+* ``gnnpar-train ... --nproc N`` starts N workers on this machine
+  (:mod:`gnnpar.train.launch`: loopback only, one short error line per failed rank);
+* ``torchrun --nproc-per-node N [--nnodes ...] -m gnnpar.train ...`` (or the
+  ``gnnpar-train`` script under torchrun) makes this process one worker.
+
+Without either, it trains in one process.  Every check that needs no data (flags, the
+world size against the partition, the device, the run directory) runs before a worker
+starts.  At the end it prints the test accuracy, the epoch time, the sampled edges per
+second and the bytes communicated by kind; ``OUT/record.json`` holds everything per epoch.
+Ctrl-C stops every worker and prints the command that resumes the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gnnpar.config import add_config_arguments, parse_config
+from gnnpar.console import log_to_stderr
+from gnnpar.errors import GnnparError
+from gnnpar.train.config import Config
+from gnnpar.train.launch import Interrupted
+from gnnpar.train.record import RECORD_FILE
+from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE
+
+PROG = "gnnpar-train"
+
+
+def build_parser(prog: str = PROG, description: str | None = None) -> argparse.ArgumentParser:
+    """The ``gnnpar-train`` argument parser: one flag per configuration field."""
+    parser = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=description or "Train a GNN on a graph split over several processes: "
+        "distributed neighbour sampling (--mode sample) or full-graph halo exchange "
+        "(--mode full), DDP, exact full-neighbour inference at the end.",
+        epilog="Examples:\n  gnnpar-train --nproc 2\n"
+        "  gnnpar-train --nproc 2 --mode full --model gcn --epochs 100 --lr 0.01\n"
+        "  gnnpar-train edges.csv --features x.npy --labels y.csv --split 0.6,0.2,0.2 "
+        "--nproc 2\n"
+        "  gnnpar-train ogbn-products --undirected --nproc 4 --fanouts 15,10,5 --layers 3\n"
+        "  gnnpar-train --config runs/sbm-sample/config.json --resume\n"
+        "  torchrun --nproc-per-node 2 -m gnnpar.train parts/sbm-2 --out runs/sbm")
+    add_config_arguments(parser, Config)
+    return parser
+
+
+def parse(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = None,
+          parser: argparse.ArgumentParser | None = None) -> Config:
+    """The validated configuration of a ``gnnpar-train`` command line.
+
+    Args:
+        argv: Arguments without the program name (default ``sys.argv[1:]``).
+        defaults: ``{"section.field": value}`` defaults of an example script.
+        parser: The parser (default :func:`build_parser`'s).
+
+    Raises:
+        ConfigError: A value or a combination of values is invalid.
+    """
+    cfg, _, _ = parse_config(parser or build_parser(), Config, argv, defaults)
+    return cfg.validate()
+
+
+# ---------------------------------------------------------------------- workers
+def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None
+               ) -> dict[str, Any] | None:
+    """Train as one rank of the process group in the environment (torchrun's, or none).
+
+    Args:
+        cfg: The validated configuration.
+        part_dir: The partition directory, when the launcher settled it; ``None``: rank 0
+            settles the run directory and the partition (it partitions a dataset spec
+            when no cached partition exists) and tells the others.
+        out: The run directory the launcher prepared (with ``part_dir``).
+
+    Returns:
+        The run record on rank 0, ``None`` on the other ranks.
+    """
+    from datetime import timedelta
+
+    import torch
+
+    from gnnpar.comm import broadcast_text
+    from gnnpar.distributed import init, shutdown
+    from gnnpar.faults import agreed
+    from gnnpar.train.prepare import check_before_start, resolve_partition
+
+    ctx = init(device=cfg.run.device, timeout=timedelta(seconds=cfg.run.timeout_s))
+    if cfg.run.threads:
+        torch.set_num_threads(cfg.run.threads)
+    if ctx.is_main:
+        log_to_stderr()
+    done = False
+    try:
+        if part_dir is None:
+            def settle() -> str:
+                if not ctx.is_main:
+                    return ""
+                local = int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size))
+                run_dir = check_before_start(cfg, ctx.world_size, local)
+                parts = resolve_partition(cfg, ctx.world_size, progress=cfg.run.progress)
+                return json.dumps([str(parts), str(run_dir)])
+
+            part_dir, out = json.loads(broadcast_text(ctx, agreed(ctx, settle)))
+        cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, out=out))
+        record = _train(cfg, part_dir, ctx)
+        done = True
+        return record
+    except KeyboardInterrupt:
+        raise Interrupted(out) from None
+    finally:
+        shutdown(wait=done)
+
+
+def _train(cfg: Config, part_dir: str, ctx: Any) -> dict[str, Any] | None:
+    """Fit; the trainer (its DDP reducer holds the process group) is gone on return."""
+    from gnnpar.train.trainer import Trainer
+
+    trainer = Trainer(cfg, part_dir, ctx)
+    trainer.fit()
+    return trainer.record.to_dict() if ctx.is_main else None
+
+
+def launch(cfg: Config) -> dict[str, Any]:
+    """Settle everything, start ``cfg.run.nproc`` workers here, return the run record.
+
+    Raises:
+        WorkersFailed: A rank failed (the message names it and its error).
+        Interrupted: Ctrl-C or SIGTERM; every rank was stopped.
+    """
+    from gnnpar.train.launch import launch_workers
+    from gnnpar.train.prepare import check_before_start, resolve_partition
+    from gnnpar.train.record import RunRecord
+
+    nproc = cfg.run.nproc
+    assert nproc is not None
+    out = check_before_start(cfg, nproc, nproc)
+    part_dir = resolve_partition(cfg, nproc, progress=cfg.run.progress)
+    threads = cfg.run.threads or max(1, (os.cpu_count() or 1) // nproc)
+    cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, threads=threads))
+    try:
+        launch_workers("gnnpar.train.cli:run_worker", (cfg, str(part_dir), str(out)), nproc,
+                       threads=threads, grace_s=min(10.0, cfg.run.timeout_s))
+    except Interrupted:
+        _mark_interrupted(out / RECORD_FILE)
+        raise Interrupted(str(out)) from None
+    return RunRecord.load(out / RECORD_FILE).to_dict()
+
+
+def _mark_interrupted(path: Path) -> None:
+    """Record that the launcher stopped the run (rank 0 may have seen only a peer leave)."""
+    from gnnpar.train.record import RunRecord
+
+    try:
+        record = RunRecord.load(path)
+    except GnnparError:
+        return  # no record yet
+    record.status = "interrupted"
+    record.write(path)
+
+
+# ---------------------------------------------------------------------- reports
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def _acc(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def format_summary(record: dict[str, Any]) -> str:
+    """The end-of-run report printed by ``gnnpar-train``.
+
+    Args:
+        record: A run record (:meth:`RunRecord.to_dict`) with its summary.
+    """
+    s, c, env, part = record["summary"], record["config"], record["env"], record["partition"]
+    model, sample = c["model"], s["mode"] == "sample"
+    how = (f"fanouts {','.join(map(str, c['sample']['fanouts']))}, batch "
+           f"{c['sample']['batch_size']}/rank" if sample else "full graph" + (
+               f", BNS p={c['full']['boundary_p']}" if c["full"]["boundary_p"] else "")
+           + (", stale halos" if c["full"]["stale"] else ""))
+    lines = [
+        f"{part['name']}: {part['num_nodes']:,} nodes, {part['num_edges']:,} edges, "
+        f"{part['num_parts']} parts ({part['partitioner']}), {env['world_size']} workers "
+        f"({env['device']}); {s['mode']} mode, {model['name']} "
+        f"{model['layers']}x{model['hidden']}, {how}, {s['epochs']} epochs",
+        f"test accuracy:     {_acc(s['test_acc'])} full-neighbour"
+        + (f", {_acc(s['test_acc_sampled'])} sampled" if sample else "")
+        + f" (val {_acc(s['val_acc'])}"
+        + (f" / {_acc(s['val_acc_sampled'])}" if sample else "") + ")",
+        f"epoch time:        {s['epoch_time_s']:.2f} s ({s['steps_per_epoch']} step"
+        f"{'s' if s['steps_per_epoch'] != 1 else ''}; mean after the first epoch)",
+    ]
+    if sample:
+        lines.append(f"sampled edges/s:   {s['sampled_edges_per_s'] / 1e6:.3f} M (all ranks)")
+    lines.append("communicated per epoch (all ranks):")
+    for kind, v in s["comm_per_epoch"].items():
+        lines.append(f"  {kind:<12} {v['rows']:>14,} rows {_size(v['bytes']):>12}")
+    total = sum(v["bytes"] for v in s["eval_comm"].values())
+    lines.append(f"full-neighbour inference: {_size(total)} communicated")
+    lines.append(f"total wall time:   {s['wall_time_s']:.1f} s")
+    lines.append(f"run record:        {s['record']}")
+    return "\n".join(lines)
+
+
+def resume_hint(out: str | Path | None) -> str:
+    """What to type to continue an interrupted run in ``out``."""
+    if out is None:
+        return "no checkpoint was written yet."
+    ckpt = Path(out) / CHECKPOINT_DIR / "state.json"
+    where = "no checkpoint yet"
+    try:
+        pos = json.loads(ckpt.read_text())["state"]["extra"]["position"]
+        where = f"the newest checkpoint is epoch {pos['epoch'] + 1}, step {pos['step']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return (f"{where}; continue with: {PROG} --config {Path(out) / CONFIG_FILE} --resume"
+            if ckpt.is_file() else f"{where} in {out}.")
+
+
+def _printer(exc: GnnparError) -> bool:
+    """Whether this process prints ``exc`` (once per run, also under torchrun)."""
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    return rank == (1 if exc.cause_rank == 0 and world > 1 else 0)
+
+
+def _report_to_torchrun(text: str) -> None:
+    """Hand the one-line error to torchrun's failure summary (its error file)."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if path and "RANK" in os.environ:
+        try:
+            Path(path).write_text(json.dumps({"message": text, "timestamp": int(time.time())}))
+        except OSError:
+            pass
+
+
+def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = None,
+         prog: str = PROG, description: str | None = None) -> int:
+    """Entry point of ``gnnpar-train`` (and of the example scripts); the exit status.
+
+    Args:
+        argv: Arguments without the program name.
+        defaults: ``{"section.field": value}`` defaults of an example script.
+        prog: Program name in messages.
+        description: ``--help`` description.
+    """
+    if int(os.environ.get("RANK", "0")) == 0:
+        log_to_stderr()
+    try:
+        cfg = parse(argv, defaults, build_parser(prog, description))
+        record = launch(cfg) if cfg.run.nproc is not None else run_worker(cfg)
+    except GnnparError as exc:
+        text = str(exc)
+        if _printer(exc):
+            print(f"{prog}: error: {text}", file=sys.stderr)
+        _report_to_torchrun(text)
+        return 1
+    except (Interrupted, KeyboardInterrupt) as exc:
+        if int(os.environ.get("RANK", "0")) == 0:
+            out = exc.out if isinstance(exc, Interrupted) else None
+            print(f"\n{prog}: interrupted, every worker stopped; {resume_hint(out)}",
+                  file=sys.stderr)
+        return 130
+    if record is not None:
+        print(format_summary(record))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

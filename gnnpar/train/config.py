@@ -1,0 +1,306 @@
+"""``gnnpar-train``'s configuration: one nested dataclass for every mode.
+
+=========== ==================================================================
+section     what it sets
+=========== ==================================================================
+``data``    the graph (:class:`~gnnpar.datasets.config.DataConfig`)
+``partition`` how a dataset spec is split (:class:`~gnnpar.partition.config.PartitionConfig`)
+``model``   the PyG model
+``train``   the mode (``sample`` or ``full``), epochs, optimiser, seed
+``sample``  minibatch mode: fan-outs, batch sizes, feature cache, GCN normalisation
+``full``    full-graph mode: boundary-node sampling, stale halos
+``run``     where and how it runs: run directory, resume, checkpoints, processes, device
+=========== ==================================================================
+
+Every field is one flag of ``gnnpar-train`` (its docstring is the help text) and one key
+of a ``--config`` TOML/JSON file; see :mod:`gnnpar.config`.  :meth:`Config.validate`
+checks every value before any work starts, naming the field, its flag and the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from gnnpar.config import (
+    check_choice,
+    check_int,
+    check_number,
+    config_error,
+    flag_of,
+    sections,
+    to_dict,
+)
+from gnnpar.datasets.config import DataConfig
+from gnnpar.errors import ConfigError
+from gnnpar.partition.config import PartitionConfig
+
+MODEL_NAMES = ("sage", "gcn", "gat")
+MODES = ("sample", "full")
+GCN_NORMS = ("global", "sampled")
+
+
+@dataclass
+class ModelConfig:
+    """Which PyG model to train (torch_geometric.nn.models)."""
+
+    name: str = field(default="sage", metadata={"flag": "model"})
+    """sage (GraphSAGE, mean), gcn or gat."""
+
+    hidden: int = 128
+    """Hidden width."""
+
+    layers: int = 2
+    """Message-passing layers (in sample mode, one fan-out per layer)."""
+
+    dropout: float = 0.5
+    """Dropout probability after each hidden layer."""
+
+    heads: int = 4
+    """Attention heads (gat only); must divide --hidden."""
+
+    def validate(self) -> ModelConfig:
+        """Check every value; return ``self`` or raise :class:`ConfigError`."""
+        check_choice(ModelConfig, "model.name", self.name, MODEL_NAMES)
+        for name in ("hidden", "layers", "heads"):
+            check_int(ModelConfig, f"model.{name}", getattr(self, name), 1)
+        check_number(ModelConfig, "model.dropout", self.dropout, 0.0)
+        if self.dropout >= 1.0:
+            raise config_error(ModelConfig, "model.dropout", self.dropout,
+                               "need 0 <= dropout < 1", "0.5")
+        if self.name == "gat" and self.hidden % self.heads:
+            raise config_error(ModelConfig, "model.hidden", self.hidden,
+                               f"GAT needs hidden divisible by heads={self.heads}",
+                               str(self.heads * max(1, self.hidden // self.heads)))
+        return self
+
+
+@dataclass
+class TrainConfig:
+    """How to train: the mode, the optimiser, the epochs."""
+
+    mode: str = "sample"
+    """sample (minibatches of sampled neighbourhoods, DistDGL-style) or full (the whole
+    graph every step, exact halo exchange before each layer)."""
+
+    epochs: int = 10
+    """Passes over the training nodes (full mode: one gradient step each)."""
+
+    lr: float = 0.005
+    """Adam learning rate."""
+
+    weight_decay: float = 0.0
+    """Adam weight decay."""
+
+    seed: int = 0
+    """Seed of the initial weights, the shuffle, the sampler and dropout."""
+
+    eval_every: int = 1
+    """Validation and test accuracy every this many epochs (and after the last):
+    sampled neighbourhoods in sample mode, exact in full mode."""
+
+    def validate(self) -> TrainConfig:
+        """Check every value; return ``self`` or raise :class:`ConfigError`."""
+        check_choice(TrainConfig, "train.mode", self.mode, MODES)
+        for name in ("epochs", "eval_every"):
+            check_int(TrainConfig, f"train.{name}", getattr(self, name), 1)
+        check_number(TrainConfig, "train.lr", self.lr, 0.0, strict=True)
+        check_number(TrainConfig, "train.weight_decay", self.weight_decay, 0.0)
+        check_int(TrainConfig, "train.seed", self.seed, 0)
+        return self
+
+
+@dataclass
+class SampleConfig:
+    """Minibatch mode (--mode sample): distributed neighbour sampling."""
+
+    fanouts: tuple[int, ...] = (10, 10)
+    """Neighbours sampled per hop, seeds' hop first (e.g. 15,10); one per layer."""
+
+    batch_size: int = 1024
+    """Seed nodes per step on each rank."""
+
+    eval_batch_size: int = 4096
+    """Seed nodes per step on each rank for the sampled validation and test accuracy."""
+
+    cache_mb: float = 0.0
+    """Per-rank budget of the cache of remote feature rows, in MiB (0: no cache)."""
+
+    prefetch: bool = True
+    """Sample the next batch while the current one trains (on a process group of its
+    own)."""
+
+    gcn_norm: str = "global"
+    """GCN normalisation on sampled batches: global (the graph's degrees, sampled
+    neighbours scaled by degree / sampled, the same as full-neighbour inference) or
+    sampled (PyG's GCNConv on the sampled subgraph's own degrees)."""
+
+    def validate(self, model: ModelConfig) -> SampleConfig:
+        """Check every value against the model; return ``self`` or raise."""
+        fan = self.fanouts
+        if not isinstance(fan, tuple) or not fan or any(
+                isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in fan):
+            raise config_error(SampleConfig, "sample.fanouts", fan,
+                               "every fan-out must be an int >= 1", "15,10")
+        if len(fan) != model.layers:
+            raise ConfigError(
+                f"{len(fan)} fan-outs {list(fan)} for {model.layers} layers; each layer "
+                "aggregates one sampled hop.", field="sample.fanouts",
+                fix=f"give one fan-out per layer (--fanouts with {model.layers} values) or "
+                f"--layers {len(fan)}.")
+        for name in ("batch_size", "eval_batch_size"):
+            check_int(SampleConfig, f"sample.{name}", getattr(self, name), 1)
+        check_number(SampleConfig, "sample.cache_mb", self.cache_mb, 0.0)
+        check_choice(SampleConfig, "sample.gcn_norm", self.gcn_norm, GCN_NORMS)
+        return self
+
+
+@dataclass
+class FullConfig:
+    """Full-graph mode (--mode full): halo exchange and its communication reducers."""
+
+    boundary_p: float | None = None
+    """BNS-GCN: send each boundary row with this probability per epoch, scaled by 1/p
+    (default: exact)."""
+
+    stale: bool = False
+    """PipeGCN: use the previous epoch's halo rows and gradients, overlapping the
+    exchange with compute (the first epoch is exact)."""
+
+    def validate(self) -> FullConfig:
+        """Check every value; return ``self`` or raise :class:`ConfigError`."""
+        if self.boundary_p is not None:
+            check_number(FullConfig, "full.boundary_p", self.boundary_p, 0.0, strict=True,
+                         high=1.0)
+            if self.stale:
+                raise ConfigError("boundary sampling and stale halos cannot be combined.",
+                                  field="full.boundary_p",
+                                  fix="pass one of --boundary-p and --stale.")
+        return self
+
+
+@dataclass
+class RunConfig:
+    """Where and how the run goes: run directory, resume, checkpoints, processes."""
+
+    out: str | None = None
+    """Run directory: record.json, config.json, checkpoint/ (default: a new
+    runs/DATASET-MODE[-N])."""
+
+    resume: bool = False
+    """Continue the run in --out from its newest checkpoint (same settings required)."""
+
+    overwrite: bool = False
+    """Replace the run in --out (its record.json, config.json and checkpoint/)."""
+
+    checkpoint_every: int = 1
+    """Checkpoint every this many epochs (and after the last)."""
+
+    checkpoint_steps: int = 0
+    """Sample mode: also checkpoint every this many steps within an epoch (0: at epoch
+    ends only)."""
+
+    nproc: int | None = None
+    """Launch this many worker processes on this machine (default: this process is one
+    worker of torchrun, or the only one)."""
+
+    device: str | None = None
+    """cpu or cuda (default: the local rank's GPU when torch sees one, else cpu)."""
+
+    threads: int | None = None
+    """Torch threads per process (default: cores / processes under --nproc, else what
+    the launcher set)."""
+
+    timeout_s: float = 300.0
+    """Collective timeout in seconds: a peer silent this long (dead or hung) fails the
+    run, naming the rank."""
+
+    progress: bool = True
+    """Show progress bars (rank 0, on a terminal)."""
+
+    def validate(self) -> RunConfig:
+        """Check every value; return ``self`` or raise :class:`ConfigError`."""
+        if self.out is not None and not self.out:
+            raise config_error(RunConfig, "run.out", self.out, "the run directory is empty",
+                               "runs/mine")
+        if self.resume and self.overwrite:
+            raise ConfigError("--resume continues the run in --out, --overwrite replaces it.",
+                              field="run.resume", fix="pass one of them.")
+        if self.resume and self.out is None:
+            raise ConfigError("--resume needs the run directory to continue.",
+                              field="run.out", fix="pass --out RUN_DIR --resume.")
+        check_int(RunConfig, "run.checkpoint_every", self.checkpoint_every, 1)
+        check_int(RunConfig, "run.checkpoint_steps", self.checkpoint_steps, 0)
+        for name in ("nproc", "threads"):
+            if getattr(self, name) is not None:
+                check_int(RunConfig, f"run.{name}", getattr(self, name), 1)
+        if self.device is not None and self.device.split(":")[0] not in ("cpu", "cuda"):
+            raise config_error(RunConfig, "run.device", self.device, "need cpu or cuda", "cuda")
+        check_number(RunConfig, "run.timeout_s", self.timeout_s, 0.0, strict=True)
+        return self
+
+
+@dataclass
+class Config:
+    """A whole training run.
+
+    Example::
+
+        from gnnpar.train.config import RunConfig, SampleConfig
+        cfg = gnnpar.Config(sample=SampleConfig(fanouts=(15, 10)),
+                            run=RunConfig(out="runs/mine")).validate()
+    """
+
+    data: DataConfig = field(default_factory=DataConfig)
+    """The graph."""
+
+    partition: PartitionConfig = field(default_factory=PartitionConfig)
+    """How a dataset spec is partitioned."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """The model."""
+
+    train: TrainConfig = field(default_factory=TrainConfig)
+    """The mode and the optimiser."""
+
+    sample: SampleConfig = field(default_factory=SampleConfig)
+    """Minibatch mode."""
+
+    full: FullConfig = field(default_factory=FullConfig)
+    """Full-graph mode."""
+
+    run: RunConfig = field(default_factory=RunConfig)
+    """Run directory, processes, device."""
+
+    def validate(self) -> Config:
+        """Check every value and their combinations; return ``self`` or raise.
+
+        A setting of the other mode's section that differs from its default is refused
+        rather than silently ignored.
+        """
+        self.data.validate()
+        self.partition.validate()
+        self.model.validate()
+        self.train.validate()
+        self.run.validate()
+        if self.train.mode == "sample":
+            self.sample.validate(self.model)
+        else:
+            self.full.validate()
+        other = "full" if self.train.mode == "sample" else "sample"
+        section = getattr(self, other)
+        given = [f"{other}.{f.name}" for f in fields(section)
+                 if getattr(section, f.name) != getattr(type(section)(), f.name)]
+        if self.train.mode == "full" and self.run.checkpoint_steps:
+            given.append("run.checkpoint_steps")
+        if given:
+            secs = sections(Config)
+            flags = ", ".join(flag_of(secs[p.split(".")[0]], p.split(".")[1]) for p in given)
+            raise ConfigError(f"{flags} set, but they apply to --mode {other} and this run "
+                              f"is --mode {self.train.mode}.", field=given[0],
+                              fix=f"drop {flags}, or pass --mode {other}.")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (the run record's ``config``, ``OUT/config.json``)."""
+        return to_dict(self)

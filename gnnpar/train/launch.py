@@ -1,0 +1,276 @@
+"""Start the workers of one machine: a loopback-only store, one process per rank, one error.
+
+``gnnpar-train --nproc N`` (and :func:`gnnpar.testing.run_multiproc`) start their ranks
+here rather than through torch's elastic agent, whose c10d rendezvous listens on every
+interface and keeps pickled state in an unauthenticated store.  The launcher:
+
+* hosts the ``TCPStore`` that the ranks rendezvous in (``MASTER_ADDR:MASTER_PORT``) on a
+  socket bound to ``127.0.0.1`` only, and points gloo and NCCL at the loopback interface
+  (``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME=lo`` unless set), so nothing listens
+  beyond this machine; nothing is unpickled from the store;
+* starts each rank as a spawned process with a torchrun-like environment (``RANK``,
+  ``LOCAL_RANK``, ``WORLD_SIZE``, ...), which dies with the launcher (``PR_SET_PDEATHSIG``);
+* collects each rank's outcome from a JSON error file (never a pickle): when a rank fails,
+  the others get ``grace_s`` to report theirs (a peer's failure reaches them as a failed
+  collective), then the rest are killed, so no rank is left hanging;
+* on Ctrl-C, stops every rank and raises :class:`Interrupted`.
+
+Multi-machine runs use ``torchrun`` instead; its c10d store is unauthenticated, so it
+belongs on a private network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import json
+import os
+import signal
+import socket
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gnnpar.errors import DistributedError, GnnparError
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    """How one rank ended.
+
+    Attributes:
+        rank: The rank.
+        exitcode: Its process's exit code (negative: killed by that signal).
+        type: The exception's class name (``None`` when it exited without one).
+        message: The exception's text, or what happened to the process.
+        own: Whether the failure is the rank's own, not the echo of a peer's.
+        gnnpar: Whether it was a :class:`~gnnpar.errors.GnnparError` (a user error, shown
+            without traceback).
+        traceback: The traceback, for errors that are not gnnpar's.
+    """
+
+    rank: int
+    exitcode: int
+    type: str | None = None
+    message: str = ""
+    own: bool = True
+    gnnpar: bool = False
+    traceback: str = ""
+
+
+class WorkersFailed(DistributedError):
+    """Some ranks failed; :attr:`outcomes` says how each one ended."""
+
+    def __init__(self, message: str, outcomes: list[RankOutcome]) -> None:
+        super().__init__(message)
+        self.outcomes = outcomes
+
+
+class Interrupted(Exception):
+    """The run was interrupted (Ctrl-C or SIGTERM) and every rank stopped.
+
+    Args:
+        out: The run directory, when it was settled (for the resume hint).
+    """
+
+    def __init__(self, out: str | None = None) -> None:
+        super().__init__(f"interrupted (run directory {out})")
+        self.out = out
+
+
+def loopback_store(world_size: int) -> Any:
+    """A ``TCPStore`` server for ``world_size`` ranks listening on ``127.0.0.1`` only."""
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    store = TCPStore("127.0.0.1", sock.getsockname()[1], world_size, is_master=True,
+                     master_listen_fd=sock.fileno(), wait_for_workers=False)
+    sock.detach()  # the store owns the listening descriptor now
+    return store
+
+
+def worker_env(rank: int, world_size: int, port: int, threads: int | None) -> dict[str, str]:
+    """The torchrun-like environment of rank ``rank`` of a one-machine run."""
+    env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
+           "LOCAL_WORLD_SIZE": str(world_size), "GROUP_RANK": "0",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+           "TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": "0",
+           "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo"),
+           "NCCL_SOCKET_IFNAME": os.environ.get("NCCL_SOCKET_IFNAME", "lo")}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def describe_error(exc: BaseException) -> dict[str, Any]:
+    """What a rank reports of the exception it ends with (JSON-able)."""
+    return {"type": type(exc).__name__, "message": str(exc),
+            "own": getattr(exc, "cause_rank", None) is None,
+            "gnnpar": isinstance(exc, GnnparError),
+            "traceback": "" if isinstance(exc, (GnnparError, KeyboardInterrupt))
+            else "".join(traceback.format_exception(exc))}
+
+
+@contextlib.contextmanager
+def _environ(env: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` updated with ``env`` inside the block (a spawned child inherits it)."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _child(target: str, args: tuple[Any, ...], error_file: str) -> None:
+    _die_with_parent()
+    module, name = target.rsplit(":", 1)
+    try:
+        import torch
+
+        if "OMP_NUM_THREADS" in os.environ:
+            torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+        getattr(importlib.import_module(module), name)(*args)
+    except BaseException as exc:  # noqa: BLE001 - reported to the launcher, then exit
+        Path(error_file).write_text(json.dumps(describe_error(exc)))
+        os._exit(130 if isinstance(exc, KeyboardInterrupt) else 1)
+
+
+def _outcome(rank: int, exitcode: int, error_file: Path, stopped: bool) -> RankOutcome:
+    if stopped:  # still running after a peer failed: its peers' errors say why
+        return RankOutcome(rank, exitcode, None, "still running after a peer failed; stopped",
+                           own=False)
+    if error_file.is_file():
+        with contextlib.suppress(ValueError, OSError):
+            info = json.loads(error_file.read_text())
+            return RankOutcome(rank, exitcode, info["type"], info["message"], info["own"],
+                               info["gnnpar"], info["traceback"])
+    if exitcode < 0:
+        name = signal.Signals(-exitcode).name if -exitcode in signal.valid_signals() else "?"
+        return RankOutcome(rank, exitcode, None, f"killed by signal {-exitcode} ({name})")
+    return RankOutcome(rank, exitcode, None, f"exited with code {exitcode} without an error")
+
+
+def summarise(outcomes: Sequence[RankOutcome], world_size: int) -> str:
+    """The failure in a few lines: each root cause once, naming its ranks.
+
+    A rank's own error, or a process that died, is a root cause; a rank whose collective
+    failed because of a peer only repeats it, and is shown only when nothing else is
+    known.  Errors that are not gnnpar's keep their traceback.
+    """
+    causes = [o for o in outcomes if o.exitcode != 0 and o.own]
+    shown = causes or [o for o in outcomes if o.exitcode != 0][:1]
+    groups: dict[str, list[int]] = {}
+    tracebacks: dict[str, str] = {}
+    for o in shown:
+        text = o.message if o.gnnpar or o.type is None else f"{o.type}: {o.message}"
+        groups.setdefault(text, []).append(o.rank)
+        tracebacks.setdefault(text, o.traceback)
+    lines = []
+    for text, ranks in groups.items():
+        who = (f"rank {ranks[0]} of {world_size}" if len(ranks) == 1
+               else f"ranks {', '.join(map(str, ranks))} of {world_size}")
+        echo = not causes  # a peer's report ("rank r of W ...") names the cause itself
+        lines.append(text if echo or world_size == 1 else f"{who}: {text}")
+        if tracebacks[text]:
+            lines.append(tracebacks[text].rstrip())
+    return "\n".join(lines)
+
+
+def launch_workers(target: str, args: tuple[Any, ...], nproc: int,
+                   threads: int | None = None, grace_s: float = 10.0) -> None:
+    """Run ``target(*args)`` on ``nproc`` local ranks and wait for all of them.
+
+    Args:
+        target: ``"module:function"`` to run on every rank (it calls
+            :func:`gnnpar.distributed.init` itself, as a torchrun worker would).
+        args: Its arguments (picklable; they go to our own child processes only).
+        nproc: Number of ranks.
+        threads: Torch threads per rank.
+        grace_s: Once a rank has failed, how long the others get to report theirs.
+
+    Raises:
+        WorkersFailed: A rank failed; the message is :func:`summarise`'s.
+        Interrupted: Ctrl-C or SIGTERM; every rank was stopped.
+    """
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    store = loopback_store(nproc)
+    port = store.port
+    with tempfile.TemporaryDirectory(prefix="gnnpar-launch-") as tmp:
+        files = [Path(tmp) / f"rank-{r}.json" for r in range(nproc)]
+        procs = [ctx.Process(target=_child, name=f"gnnpar-rank-{r}",
+                             args=(target, args, str(files[r]))) for r in range(nproc)]
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            for rank, p in enumerate(procs):
+                with _environ(worker_env(rank, nproc, port, threads)):
+                    p.start()  # the rank's environment from its start, as under torchrun
+            _wait(procs, grace_s)
+        except (KeyboardInterrupt, Interrupted):
+            _stop(procs, 5.0)
+            raise Interrupted() from None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            stopped = _stop(procs, 0.0)
+        outcomes = [_outcome(r, p.exitcode or 0, files[r], r in stopped)
+                    for r, p in enumerate(procs)]
+    del store
+    if any(o.exitcode != 0 for o in outcomes):
+        if all(o.type in ("KeyboardInterrupt", "Interrupted") for o in outcomes
+               if o.exitcode != 0):
+            raise Interrupted()
+        raise WorkersFailed(summarise(outcomes, nproc), outcomes)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise Interrupted()
+
+
+def _wait(procs: list[Any], grace_s: float) -> None:
+    """Until every rank has exited, or ``grace_s`` after the first one failed."""
+    deadline = None
+    while any(p.is_alive() for p in procs):
+        if deadline is None and any(p.exitcode not in (None, 0) for p in procs):
+            deadline = time.monotonic() + grace_s
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+        time.sleep(0.05)
+
+
+def _stop(procs: list[Any], wait_s: float) -> set[int]:
+    """Give the living ranks ``wait_s`` to exit, then SIGKILL them (stopped ones too).
+
+    Returns:
+        The ranks killed here.
+    """
+    end = time.monotonic() + wait_s
+    while wait_s and any(p.is_alive() for p in procs) and time.monotonic() < end:
+        time.sleep(0.05)
+    killed = set()
+    for rank, p in enumerate(procs):
+        if p.is_alive():
+            p.kill()
+            killed.add(rank)
+        p.join()
+    return killed
+

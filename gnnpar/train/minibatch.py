@@ -1,0 +1,179 @@
+"""Minibatch mode (``--mode sample``): distributed neighbour sampling, DistDGL-style.
+
+Each rank serves its feature rows (:class:`~gnnpar.feature_store.DistFeatureStore`) and
+samples minibatches of its own training nodes across part boundaries
+(:class:`~gnnpar.loader.DistNeighborLoader`).  Every rank takes the same number of steps.
+A step's loss is the sum over the rank's seeds divided by the number of seeds of *all*
+ranks in that step (the batch's ``global_batch_size``, known without communicating),
+scaled by the world size that DDP's averaging divides by: the update is that of the mean
+loss over the global batch, also when a rank's batch is smaller or empty.  Validation and
+test accuracy are taken on batches sampled with the training fan-outs (the same
+neighbourhoods at every evaluation), counts all-reduced over the ranks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.data import Data
+from tqdm import tqdm
+
+from gnnpar.comm import CommStats, all_reduce_sum
+from gnnpar.distributed import DistContext, new_group
+from gnnpar.feature_store import ARRAYS, DistFeatureStore
+from gnnpar.graph import SPLITS, DistGraph
+from gnnpar.loader import DistNeighborLoader
+from gnnpar.train.config import Config
+from gnnpar.train.models import SampledGNN, forward_batch
+
+StepHook = Callable[[int, int, "Data | None"], None]
+"""Called as ``hook(epoch, step, batch)`` after each optimizer step (and its checkpoint);
+``batch`` is the minibatch (``None`` in full-graph mode)."""
+POSTFIX_EVERY = 20
+"""Steps between updates of the progress bar's loss (each one waits for the device)."""
+
+
+def degree_arrays(graph: DistGraph) -> dict[str, Tensor]:
+    """The graph's in-degree and self-loop count of each owned node (global GCN).
+
+    Returns:
+        ``{"in_degree": [num_owned], "self_loops": [num_owned]}``, int64.
+    """
+    n = graph.num_owned
+    indptr = graph.indptr[: n + 1]
+    dst = torch.repeat_interleave(torch.arange(n), indptr.diff())
+    loops = torch.bincount(dst[graph.indices[: int(indptr[-1])] == dst], minlength=n)
+    return {"in_degree": graph.in_degree[:n].clone(), "self_loops": loops}
+
+
+class MinibatchEngine:
+    """The loaders and the sampled model of one rank.
+
+    Args:
+        cfg: The run's configuration (``sample`` section).
+        graph: This rank's part.
+        ctx: Distributed context.
+        model: The replicated PyG model.
+        num_global: Global size of each split.
+        stats: Byte counters of the loaders (kinds ``feature``, ``feature_ids``,
+            ``sample``, ``cache_fill``).
+
+    Attributes:
+        loader: The training loader (its position is part of every checkpoint).
+        eval_loaders: Loaders of the non-empty validation and test splits.
+        module: The sampled model (what DDP wraps).
+    """
+
+    def __init__(self, cfg: Config, graph: DistGraph, ctx: DistContext, model: nn.Module,
+                 num_global: dict[str, int], stats: CommStats) -> None:
+        s, seed = cfg.sample, cfg.train.seed
+        self.cfg = cfg
+        self.ctx = ctx
+        self.module = SampledGNN(model, gcn_norm=s.gcn_norm)
+        arrays: dict[str, Any] = {n: getattr(graph.part, a) for n, a in ARRAYS.items()}
+        if self.module.needs_degrees:
+            arrays.update(degree_arrays(graph))
+        fctx = new_group(ctx) if s.prefetch and ctx.world_size > 1 else ctx
+        self.features = DistFeatureStore(graph, fctx, cache_bytes=int(s.cache_mb * 2**20),
+                                         stats=stats, arrays=arrays)
+        attrs = tuple(arrays)
+        fanouts = list(s.fanouts)
+        self.loader = DistNeighborLoader(graph, self.features, fanouts, "train", s.batch_size,
+                                         shuffle=True, seed=seed, prefetch=s.prefetch,
+                                         node_attrs=attrs)
+        self.eval_loaders = {
+            split: DistNeighborLoader(graph, self.features, fanouts, split, s.eval_batch_size,
+                                      shuffle=False, seed=seed + 1, node_attrs=attrs)
+            for split in SPLITS[1:] if num_global[split] > 0}
+        self.steps_per_epoch = len(self.loader)
+
+    def train_epoch(self, ddp: nn.Module, optimizer: torch.optim.Optimizer, epoch: int,
+                    seed_step: Callable[[int, int], None], acc: dict[str, float],
+                    save: Callable[[dict[str, float]], None], hook: StepHook | None,
+                    progress: bool) -> dict[str, float]:
+        """Run the rest of ``epoch`` from the loader's position (collective).
+
+        Args:
+            ddp: The DDP-wrapped :attr:`module`.
+            optimizer: Its optimizer.
+            epoch: The epoch.
+            seed_step: Re-seeds dropout for ``(epoch, step)``.
+            acc: This rank's sums of the epoch so far (after a resume mid-epoch).
+            save: Checkpoints mid-epoch with the sums so far (every ``checkpoint_steps``).
+            hook: Called after every step.
+            progress: Show a progress bar.
+
+        Returns:
+            This rank's sums: ``loss``, ``correct``, ``seeds``, ``edges``, ``time``.
+        """
+        ctx, every = self.ctx, self.cfg.run.checkpoint_steps
+        acc = {"loss": 0.0, "correct": 0.0, "seeds": 0.0, "edges": 0.0, "time": 0.0, **acc}
+        start = self.loader.state_dict()["step"]
+        ddp.train()
+        bar = tqdm(total=len(self.loader), initial=start, leave=False, unit="step",
+                   desc=f"epoch {epoch + 1}/{self.cfg.train.epochs}",
+                   disable=None if ctx.is_main and progress else True)
+        dev = ctx.device
+        # On the device, so that a step does not wait for it; read once per epoch.
+        loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
+        correct = torch.zeros((), dtype=torch.int64, device=dev)
+        seeds = 0
+
+        def totals(t0: float) -> dict[str, float]:
+            return {**acc, "loss": acc["loss"] + float(loss_sum),
+                    "correct": acc["correct"] + float(correct), "seeds": acc["seeds"] + seeds,
+                    "time": acc["time"] + time.perf_counter() - t0}
+
+        t0 = time.perf_counter()
+        for step, batch in enumerate(self.loader, start):
+            seed_step(epoch, step)
+            batch = batch.to(dev)
+            y = batch.y[: batch.batch_size]
+            logits = forward_batch(ddp, batch)
+            loss = F.cross_entropy(logits, y, reduction="sum")
+            optimizer.zero_grad(set_to_none=True)
+            (loss * (ctx.world_size / batch.global_batch_size)).backward()
+            optimizer.step()
+            loss_sum += loss.detach()
+            correct += (logits.argmax(-1) == y).sum()
+            seeds += batch.batch_size
+            acc["edges"] += sum(batch.num_sampled_edges)
+            bar.update()
+            if not bar.disable and (step + 1) % POSTFIX_EVERY == 0:
+                bar.set_postfix(loss=f"{float(loss_sum) / max(seeds, 1):.4f}")
+            if every and (step + 1) % every == 0 and step + 1 < len(self.loader):
+                save(totals(t0))
+            if hook is not None:
+                hook(epoch, step, batch)
+        bar.close()
+        return totals(t0)
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Validation and test accuracy on sampled neighbourhoods (collective).
+
+        Returns:
+            ``{"val_acc", "test_acc"}`` over all ranks' nodes; ``nan`` for an empty split.
+        """
+        self.module.eval()
+        dev = self.ctx.device
+        splits = SPLITS[1:]
+        counts = torch.zeros(2 * len(splits), dtype=torch.float64, device=dev)
+        for i, split in enumerate(splits):
+            loader = self.eval_loaders.get(split)
+            if loader is None:
+                continue
+            loader.set_epoch(0)  # the same sampled neighbourhoods at every evaluation
+            for batch in loader:
+                batch = batch.to(dev)
+                pred = forward_batch(self.module, batch).argmax(-1)
+                counts[2 * i] += (pred == batch.y[: batch.batch_size]).sum()
+                counts[2 * i + 1] += batch.batch_size
+        counts = all_reduce_sum(self.ctx, counts).cpu()
+        return {f"{s}_acc": float(counts[2 * i] / counts[2 * i + 1])
+                if counts[2 * i + 1] else float("nan") for i, s in enumerate(splits)}

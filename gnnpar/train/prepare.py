@@ -1,0 +1,148 @@
+"""What ``gnnpar-train`` settles before any worker starts: checks, run directory, partition.
+
+:func:`check_before_start` runs every check that needs no data — the world size against
+the partition's parts, the device, the run directory — in well under a second, before a
+worker is spawned or a dataset read.  :func:`resolve_partition` then finds the partition
+to train on: a partition directory is used as it is; a dataset spec is loaded (with
+``--features`` / ``--labels`` / ``--split``), checked for a node-classification task and
+partitioned into one part per process, cached under ``ROOT/partitions`` under a key of
+every setting and every input file's size and modification time, so a changed input or
+setting is partitioned anew.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from gnnpar.errors import ConfigError, PartitionError
+from gnnpar.train.config import Config
+from gnnpar.train.rundir import check_resume, dataset_slug, prepare_run_dir
+
+META_FILE = "meta.json"
+
+
+def is_partition_dir(spec: str) -> bool:
+    """Whether the dataset argument names a partition directory (it holds ``meta.json``)."""
+    return (Path(spec).expanduser() / META_FILE).is_file()
+
+
+def _inputs(cfg: Config) -> list[Path]:
+    """Every file the dataset is read from (for the cache key)."""
+    from gnnpar.datasets.spec import parse_split
+
+    d = cfg.data
+    paths = [Path(p).expanduser() for p in (d.dataset, d.features, d.labels) if p]
+    split = parse_split(d.split) if d.split else ()
+    paths += [Path(p) for p in split if isinstance(p, str)]  # split files, not fractions
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files += sorted(f for f in p.rglob("*") if f.is_file())
+        elif p.exists():
+            files.append(p)
+    return files
+
+
+def partition_cache_dir(cfg: Config, num_parts: int) -> Path:
+    """Where the partition of ``cfg.data`` into ``num_parts`` parts is cached.
+
+    The name holds a readable slug of the spec, the part count, the partitioner and a
+    hash of the data and partition settings and of every input file's path, size and
+    modification time.
+    """
+    d, p = cfg.data, cfg.partition
+    stamp = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in _inputs(cfg)]
+    key = json.dumps({"data": {**asdict(d), "root": None}, "partition": asdict(p),
+                      "num_parts": num_parts, "files": stamp}, sort_keys=True, default=str)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    name = f"{dataset_slug(d.dataset)}-{num_parts}p-{p.partitioner}-{digest}"
+    return Path(d.root) / "partitions" / name
+
+
+def check_world_size(cfg: Config, world_size: int) -> None:
+    """Refuse a world size that does not fit the partition, without loading anything.
+
+    Raises:
+        ConfigError: ``--num-parts`` differs from the world size, or the partition
+            directory has another number of parts.
+    """
+    parts = cfg.partition.num_parts
+    if parts is not None and parts != world_size:
+        raise ConfigError(
+            f"--num-parts {parts} with {world_size} processes; gnnpar runs one part per "
+            "process.", field="partition.num_parts",
+            fix=f"pass --nproc {parts} (or torchrun --nproc-per-node {parts}), or "
+            f"--num-parts {world_size}.")
+    if is_partition_dir(cfg.data.dataset):
+        from gnnpar.partition.format import PartitionMeta
+
+        meta = PartitionMeta.load(Path(cfg.data.dataset).expanduser())
+        if meta.num_parts != world_size:
+            raise ConfigError(
+                f"the partition has {meta.num_parts} parts but {world_size} processes would "
+                "start; gnnpar runs one part per process.", path=cfg.data.dataset,
+                field="num_parts",
+                fix=f"pass --nproc {meta.num_parts} (or torchrun --nproc-per-node "
+                f"{meta.num_parts}), or re-partition with `gnnpar-partition DATASET "
+                f"--num-parts {world_size} --out DIR`.")
+
+
+def check_device(cfg: Config, local_world_size: int) -> None:
+    """Refuse a device this machine does not have (before any worker starts)."""
+    device = cfg.run.device
+    if device is None or not device.startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        raise ConfigError(f"--device {device}, but torch {torch.__version__} ({build}) sees "
+                          "no GPU here.", field="run.device",
+                          fix="pass --device cpu (or drop --device), or install a CUDA build "
+                          "of torch on a machine with a GPU.")
+    count = torch.cuda.device_count()
+    if local_world_size > count:
+        raise ConfigError(f"{local_world_size} processes on this machine but {count} GPU(s); "
+                          "NCCL needs one GPU per process.", field="run.nproc",
+                          fix=f"pass --nproc {count} or fewer, or --device cpu.")
+
+
+def check_before_start(cfg: Config, world_size: int, local_world_size: int) -> Path:
+    """Every check that needs no data, then the run directory (see the module docstring).
+
+    Returns:
+        The run directory (created).
+    """
+    check_world_size(cfg, world_size)
+    check_device(cfg, local_world_size)
+    run = cfg.run
+    if run.resume:
+        check_resume(Path(run.out or ""), cfg)
+    return prepare_run_dir(run.out, name=f"{dataset_slug(cfg.data.dataset)}-{cfg.train.mode}",
+                           resume=run.resume, overwrite=run.overwrite)
+
+
+def resolve_partition(cfg: Config, world_size: int, progress: bool = False) -> Path:
+    """The partition directory to train on, partitioning a dataset spec when needed.
+
+    Call it in one process (the launcher, or rank 0): it may partition.
+
+    Returns:
+        ``cfg.data.dataset`` when it is a partition directory, else the cache directory
+        of the spec's partition into ``world_size`` parts (made now when missing).
+    """
+    if is_partition_dir(cfg.data.dataset):
+        return Path(cfg.data.dataset).expanduser()
+    out = partition_cache_dir(cfg, world_size)
+    if (out / META_FILE).is_file():
+        return out
+    dataset = cfg.data.load().require_node_task(cfg.data.dataset)
+    try:
+        cfg.partition.run(dataset, world_size, str(out), progress=progress)
+    except PartitionError:
+        if not (out / META_FILE).is_file():  # not just another run that finished first
+            raise
+    return out

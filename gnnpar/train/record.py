@@ -1,0 +1,168 @@
+"""The run record ``OUT/record.json``: one schema for every mode, every example, every run.
+
+Rank 0 writes it atomically at the start of a run, after every epoch and at the end, so it
+is readable while the run goes on and complete up to the last finished epoch after a
+crash.  Metrics are all-reduced before they are recorded (every rank would write the same
+figures).  ``gnnpar-plot OUT`` draws it.  The fields, level by level, are
+:data:`TOP_FIELDS`, :data:`EPOCH_FIELDS` and :data:`SUMMARY_FIELDS` (a test checks that a
+real run writes exactly these keys)::
+
+    {"format": "gnnpar-run", "format_version": 2, "status": "complete",
+     "config": {"data": {...}, "model": {...}, ...},
+     "partition": {"dir": "...", "num_parts": 2, ...}, "env": {"world_size": 2, ...},
+     "epochs": [{"epoch": 0, "train_loss": 1.9, "val_acc": 0.41, ...,
+                 "comm": {"feature": {"rows": 250311, "bytes": 66079104}, ...},
+                 "eval_comm": {...}}, ...],
+     "summary": {"test_acc": 0.748, "test_acc_sampled": 0.723, ...}}
+
+Bytes are what all ranks together sent to other ranks (what one rank sends to itself is
+not counted), by kind: ``feature`` rows and the ``feature_ids`` that asked for them,
+``sample`` (adjacency requests and replies), ``cache_fill``, ``grad`` (the gradient
+all-reduce, ring volume), ``halo`` / ``halo_grad`` (full-graph rows and their gradients),
+``halo_setup``; training steps under ``comm``, evaluation apart under ``eval_comm``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gnnpar.errors import ConfigError
+from gnnpar.io import read_json, write_json
+
+FORMAT = "gnnpar-run"
+FORMAT_VERSION = 2
+RECORD_FILE = "record.json"
+STATUSES = ("running", "complete", "interrupted", "failed")
+
+TOP_FIELDS = {
+    "format": '"gnnpar-run".',
+    "format_version": "2 (version 1, gnnpar 0.1, kept args/comm_bytes per example).",
+    "status": "running, complete, interrupted (Ctrl-C, a signal) or failed.",
+    "config": "The whole resolved configuration, section by section (the --config file "
+              "that repeats the run).",
+    "partition": "The partition trained on: dir, name, num_parts, num_nodes, num_edges, "
+                 "feat_dim, num_classes, partitioner.",
+    "env": "Where it ran: gnnpar, torch and python versions, host, world_size, backend, "
+           "device, torch_threads.",
+    "epochs": "One entry per finished epoch (EPOCH_FIELDS).",
+    "summary": "Final figures (SUMMARY_FIELDS); empty until the run completes.",
+}
+EPOCH_FIELDS = {
+    "epoch": "0-based epoch number.",
+    "train_loss": "Mean training loss over all ranks' training seeds of the epoch.",
+    "train_acc": "Training accuracy over the same seeds (sample mode: on sampled "
+                 "neighbourhoods, with dropout; full mode: exact, with dropout).",
+    "val_acc": "Validation accuracy, or null when not evaluated this epoch "
+               "(--eval-every): sampled neighbourhoods in sample mode, exact in full mode.",
+    "test_acc": "Test accuracy, as val_acc.",
+    "epoch_time_s": "Seconds of the training steps (mean over ranks; evaluation, "
+                    "checkpoint and record excluded).",
+    "eval_time_s": "Seconds of this epoch's evaluation (mean over ranks), or null.",
+    "sampled_edges": "Sample mode: edges sampled by all ranks in the epoch; full: null.",
+    "sampled_edges_per_s": "sampled_edges / epoch_time_s; full mode: null.",
+    "comm": "Rows and bytes sent by all ranks in the training steps, by kind: "
+            "{kind: {rows, bytes}}.",
+    "eval_comm": "The same for this epoch's evaluation ({} when none).",
+}
+SUMMARY_FIELDS = {
+    "mode": "sample or full.",
+    "epochs": "Epochs finished.",
+    "steps_per_epoch": "Steps per epoch, the same on every rank (full mode: 1).",
+    "train_acc": "Exact full-neighbour accuracy after the last epoch (every in-neighbour "
+                 "of every node, layer by layer on the partitioned graph).",
+    "val_acc": "The same on the validation nodes.",
+    "test_acc": "The same on the test nodes.",
+    "val_acc_sampled": "Sample mode: the last epoch's sampled validation accuracy; full: null.",
+    "test_acc_sampled": "Sample mode: the last epoch's sampled test accuracy; full: null.",
+    "epoch_time_s": "Mean epoch_time_s over the epochs after the first (which warms up).",
+    "sampled_edges_per_s": "Mean sampled_edges_per_s over the same epochs; full mode: null.",
+    "comm_per_epoch": "Mean comm over the same epochs: {kind: {rows, bytes}}.",
+    "eval_comm": "Rows and bytes of the final full-neighbour inference, by kind.",
+    "wall_time_s": "Seconds from the start of training to the end of the final inference.",
+    "record": "Path of this file.",
+}
+
+
+@dataclass
+class RunRecord:
+    """A run's configuration and metrics, written as JSON by rank 0.
+
+    Attributes:
+        config: The run's configuration (:meth:`Config.to_dict`, or any JSON-able dict).
+        partition: What it trains on (see :data:`TOP_FIELDS`).
+        env: Where it ran.
+        epochs: One dict of metrics per finished epoch (:data:`EPOCH_FIELDS`).
+        summary: Final figures (:data:`SUMMARY_FIELDS`).
+        status: One of :data:`STATUSES`.
+    """
+
+    config: dict[str, Any]
+    partition: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    status: str = "running"
+
+    @staticmethod
+    def environment(world_size: int, backend: str, device: str) -> dict[str, Any]:
+        """The ``env`` entry of a run on ``world_size`` ranks."""
+        import torch
+
+        from gnnpar import __version__
+
+        return {"gnnpar": __version__, "torch": torch.__version__,
+                "python": platform.python_version(), "host": socket.gethostname(),
+                "world_size": world_size, "backend": backend, "device": device,
+                "torch_threads": torch.get_num_threads()}
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> RunRecord:
+        """Read a record written by :meth:`write`.
+
+        Raises:
+            ConfigError: Not a gnnpar run record of this format version.
+        """
+        doc = read_json(path, ConfigError)
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise ConfigError(f"not a {FORMAT} record.", path=path, field="format",
+                              fix="pass a run record written by gnnpar-train.")
+        if doc.get("format_version") != FORMAT_VERSION:
+            raise ConfigError(f"format_version {doc.get('format_version')!r}; this gnnpar "
+                              f"reads {FORMAT_VERSION}.", path=path, field="format_version",
+                              fix="re-run with this gnnpar version.")
+        return cls(config=doc.get("config", {}), partition=doc.get("partition", {}),
+                   env=doc.get("env", {}), epochs=list(doc.get("epochs", [])),
+                   summary=doc.get("summary", {}), status=doc.get("status", "running"))
+
+    def add_epoch(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """Append (or, after a resume, replace) the metrics of ``entry["epoch"]``.
+
+        Args:
+            entry: Every key of :data:`EPOCH_FIELDS`.
+        """
+        missing = set(EPOCH_FIELDS) - set(entry)
+        if missing or set(entry) - set(EPOCH_FIELDS):
+            raise ValueError(f"epoch entry keys {sorted(entry)} differ from EPOCH_FIELDS "
+                             f"(missing {sorted(missing)})")
+        epoch = entry["epoch"]
+        self.epochs = [e for e in self.epochs if e["epoch"] < epoch] + [entry]
+        return entry
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document."""
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, "status": self.status,
+                "config": self.config, "partition": self.partition, "env": self.env,
+                "epochs": self.epochs, "summary": self.summary}
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        """Write the record to ``path`` atomically (call on rank 0 only)."""
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+        write_json(tmp, self.to_dict())
+        os.replace(tmp, out)

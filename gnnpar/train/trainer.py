@@ -1,0 +1,357 @@
+"""``Trainer``: one training loop for every mode, one part per rank.
+
+Each rank loads its part (:class:`~gnnpar.graph.DistGraph`), builds the same PyG model
+(same seed on every rank) and wraps it in ``DistributedDataParallel`` — the one gradient
+synchronisation of every mode — and the mode's engine runs the epochs:
+
+* ``sample`` — :class:`~gnnpar.train.minibatch.MinibatchEngine`: minibatches of sampled
+  neighbourhoods, validation and test accuracy on sampled neighbourhoods;
+* ``full`` — :class:`~gnnpar.train.fullgraph.FullGraphEngine`: one exact (or BNS /
+  stale) whole-graph step per epoch, exact evaluation.
+
+Per epoch, rank 0 appends the epoch to the run record ``OUT/record.json``
+(:mod:`gnnpar.train.record`: loss, accuracies, epoch time, rows and bytes by kind —
+training steps and evaluation counted apart) and every rank takes part in a
+``torch.distributed.checkpoint`` of the model, the optimizer and the engine's position
+(``OUT/checkpoint``, every ``checkpoint_every`` epochs and, in sample mode, every
+``checkpoint_steps`` steps).  ``resume`` continues from it with the same batches as an
+uninterrupted run, and refuses other settings (:func:`~gnnpar.train.rundir.check_resume`).
+Dropout is re-seeded per step from ``(seed, epoch, step, rank)``, so like the sampler it
+carries no state a checkpoint would have to hold.
+
+At the end, **full-neighbour inference** runs the trained layers on the whole partitioned
+graph — each ``MessagePassing`` layer wrapped in the halo-exchange
+:class:`~gnnpar.nn.DistConv` — exactly as the same PyG model on the whole graph would.
+A rank that raises or dies makes every other rank raise, naming it
+(:mod:`gnnpar.faults`).
+
+Example (every rank of ``torchrun --nproc-per-node 2 my_script.py``)::
+
+    from gnnpar import Config, Trainer, init
+    from gnnpar.train.config import RunConfig
+
+    ctx = init()
+    cfg = Config(run=RunConfig(out="runs/mine"))
+    summary = Trainer(cfg, "parts/sbm-2", ctx).fit()   # rank 0 also writes OUT/record.json
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+from torch.nn.parallel import DistributedDataParallel
+
+from gnnpar.comm import CommStats, all_reduce_sum, comm_totals, record_all_reduce
+from gnnpar.distributed import DistContext
+from gnnpar.errors import ConfigError
+from gnnpar.faults import FailureBoard, agreed
+from gnnpar.graph import DistGraph, global_split_sizes
+from gnnpar.io import write_json
+from gnnpar.sampler import mix_int
+from gnnpar.train.checkpoint import load_checkpoint, read_state, save_checkpoint
+from gnnpar.train.config import Config
+from gnnpar.train.fullgraph import FullGraphEngine, full_neighbour_accuracy
+from gnnpar.train.minibatch import MinibatchEngine, StepHook
+from gnnpar.train.models import build_model
+from gnnpar.train.record import RECORD_FILE, RunRecord
+from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE, check_resume
+
+log = logging.getLogger("gnnpar")
+
+
+class Engine(Protocol):
+    """What a mode provides to the training loop."""
+
+    @property
+    def module(self) -> nn.Module:
+        """The module DDP wraps."""
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Steps per epoch, the same on every rank."""
+
+    def train_epoch(self, ddp: nn.Module, optimizer: torch.optim.Optimizer, epoch: int,
+                    seed_step: Callable[[int, int], None], acc: dict[str, float],
+                    save: Callable[[dict[str, float]], None], hook: StepHook | None,
+                    progress: bool) -> dict[str, float]:
+        """Train the rest of ``epoch``; return this rank's sums."""
+
+    def evaluate(self) -> dict[str, float]:
+        """``{"val_acc", "test_acc"}`` of the mode's own evaluation (collective)."""
+
+
+class _GradCounter:
+    """State of the DDP communication hook that counts gradient all-reduce traffic."""
+
+    def __init__(self, stats: CommStats, world_size: int,
+                 group: dist.ProcessGroup | None) -> None:
+        self.stats = stats
+        self.world_size = world_size
+        self.group = group
+
+
+# DDP checks a hook's annotations as objects, which postponed (string) annotations are not.
+def _counted_allreduce(state: _GradCounter, bucket):  # type: ignore[no-untyped-def]
+    """DDP's own all-reduce, counted as kind ``"grad"`` (see :func:`~gnnpar.comm.ring_bytes`)."""
+    record_all_reduce(state.stats, "grad", bucket.buffer(), state.world_size)
+    return allreduce_hook(state.group, bucket)  # type: ignore[arg-type]
+
+
+def _mean(values: list[Any]) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+class Trainer:
+    """Training of one replicated PyG model on a partitioned graph, one part per rank.
+
+    Construction is collective (every rank of ``ctx`` constructs it, with the same
+    configuration); so is :meth:`fit`.
+
+    Args:
+        cfg: The run's configuration (validated here, before any collective);
+            ``cfg.run.out`` is the run directory.
+        part_dir: Partition directory with as many parts as ranks.
+        ctx: Distributed context.
+
+    Attributes:
+        graph: This rank's part.
+        model: The PyG model (``engine.module`` runs it; ``ddp`` wraps that).
+        engine: The mode's :class:`Engine`.
+        split_sizes: Global number of nodes of each split.
+        stats: Communication counters of the training steps (reset each epoch).
+        eval_stats: Counters of the evaluations.
+        record: The run record (written by rank 0).
+
+    Example::
+
+        ctx = gnnpar.init()
+        cfg = gnnpar.Config(run=RunConfig(out="runs/mine"))
+        summary = gnnpar.Trainer(cfg, "parts/sbm-2", ctx).fit()
+        summary["test_acc"]
+    """
+
+    def __init__(self, cfg: Config, part_dir: str | Path, ctx: DistContext) -> None:
+        self.cfg = cfg.validate()
+        if cfg.run.out is None:
+            raise ConfigError("the Trainer needs a run directory.", field="run.out",
+                              fix="set cfg.run.out (gnnpar-train picks a new one itself).")
+        self.ctx = ctx
+        self.out = Path(cfg.run.out)
+        self.part_dir = str(part_dir)
+        self.board = FailureBoard.connect(ctx)
+        with self.board.guard():
+            self.graph = agreed(ctx, lambda: DistGraph.load(part_dir, ctx))
+            self._setup()
+
+    def _setup(self) -> None:
+        cfg, ctx, graph = self.cfg, self.ctx, self.graph
+        self.split_sizes = global_split_sizes(graph, ctx)
+        self.stats, self.eval_stats = CommStats(), CommStats()
+        meta = graph.meta
+        torch.manual_seed(cfg.train.seed)  # the same initial weights on every rank
+        self.model = build_model(cfg.model, meta.feat_dim, meta.num_classes).to(ctx.device)
+        engine_cls = MinibatchEngine if cfg.train.mode == "sample" else FullGraphEngine
+        self.engine: Engine = engine_cls(cfg, graph, ctx, self.model, self.split_sizes,
+                                         self.stats)
+        self.ddp = DistributedDataParallel(self.engine.module, process_group=ctx.group)
+        self.ddp.register_comm_hook(_GradCounter(self.stats, ctx.world_size, ctx.group),
+                                    _counted_allreduce)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr,
+                                          weight_decay=cfg.train.weight_decay)
+        self.record = RunRecord(
+            config=cfg.to_dict(),
+            partition={"dir": self.part_dir, "name": meta.name, "num_parts": meta.num_parts,
+                       "num_nodes": meta.num_nodes, "num_edges": meta.num_edges,
+                       "feat_dim": meta.feat_dim, "num_classes": meta.num_classes,
+                       "partitioner": meta.partitioner.get("method")},
+            env=RunRecord.environment(ctx.world_size, ctx.backend, str(ctx.device)))
+        self._next_epoch = 0
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """Where checkpoints go: ``OUT/checkpoint``."""
+        return self.out / CHECKPOINT_DIR
+
+    @property
+    def record_path(self) -> Path:
+        """The JSON run record: ``OUT/record.json``."""
+        return self.out / RECORD_FILE
+
+    # ------------------------------------------------------------------ state
+    def _position(self) -> dict[str, int]:
+        """``{"epoch", "step"}`` of the next step."""
+        if isinstance(self.engine, MinibatchEngine):
+            return self.engine.loader.state_dict()
+        return {"epoch": self._next_epoch, "step": 0}
+
+    def _save(self, partial: dict[str, float]) -> None:
+        save_checkpoint(self.checkpoint_dir, self.ctx, self.model, self.optimizer, extra={
+            "position": self._position(), "partial": partial, "epochs": self.record.epochs,
+            "config": self.cfg.to_dict()})
+
+    def _resume(self) -> dict[str, float]:
+        """Restore the newest checkpoint; return the unfinished epoch's sums."""
+        if not self.cfg.run.resume:
+            return {}
+
+        def check() -> None:
+            check_resume(self.out, self.cfg)
+            saved = read_state(self.checkpoint_dir)["world_size"]
+            if saved != self.ctx.world_size:
+                raise ConfigError(f"the checkpoint was written by {saved} ranks, this run has "
+                                  f"{self.ctx.world_size}.", path=self.checkpoint_dir,
+                                  field="world_size",
+                                  fix=f"resume with {saved} processes (--nproc {saved}).")
+
+        agreed(self.ctx, check)
+        extra = load_checkpoint(self.checkpoint_dir, self.ctx, self.model, self.optimizer)
+        pos = extra["position"]
+        if isinstance(self.engine, MinibatchEngine):
+            self.engine.loader.load_state_dict({**pos, "num_steps": len(self.engine.loader),
+                                                "seed": self.cfg.train.seed})
+        self._next_epoch = int(pos["epoch"])
+        self.record.epochs = list(extra["epochs"])
+        if self.ctx.is_main:
+            log.info("resumed from %s at epoch %d, step %d", self.checkpoint_dir,
+                     pos["epoch"] + 1, pos["step"])
+        partial: dict[str, float] = extra["partial"]
+        return partial
+
+    def _seed_step(self, epoch: int, step: int) -> None:
+        torch.manual_seed(mix_int(self.cfg.train.seed, epoch, step, self.ctx.rank)
+                          & ((1 << 63) - 1))
+
+    def _write_record(self) -> None:
+        if self.ctx.is_main:
+            self.record.write(self.record_path)
+
+    # ------------------------------------------------------------------ training
+    def fit(self, hook: StepHook | None = None) -> dict[str, Any]:
+        """Train for the configured epochs (resuming when asked), then infer (collective).
+
+        Args:
+            hook: Called after every optimizer step; an exception it raises stops the run
+                (the newest checkpoint stays, for ``resume``).
+
+        Returns:
+            The run record's summary (:data:`~gnnpar.train.record.SUMMARY_FIELDS`), also
+            written to :attr:`record_path` by rank 0.
+        """
+        with self.board.guard():
+            try:
+                summary = self._fit(hook)
+            except BaseException as exc:
+                self.record.status = "interrupted" if isinstance(
+                    exc, KeyboardInterrupt) else "failed"
+                try:
+                    self._write_record()
+                except OSError:
+                    pass  # the record keeps its last state; the error matters more
+                raise
+        return summary
+
+    def _fit(self, hook: StepHook | None) -> dict[str, Any]:
+        ctx, t = self.ctx, self.cfg.train
+        wall = time.perf_counter()
+        partial = self._resume()
+        if ctx.is_main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            # A file that repeats the run: --config OUT/config.json [--resume].
+            doc = self.cfg.to_dict()
+            doc["run"].update(resume=False, overwrite=False)
+            write_json(self.out / CONFIG_FILE, doc)
+        self.record.status = "running"
+        self._write_record()
+        engine = self.engine
+        for epoch in range(self._position()["epoch"], t.epochs):
+            if not partial and isinstance(engine, MinibatchEngine):
+                engine.loader.set_epoch(epoch)
+            self.stats.reset()
+            sums = engine.train_epoch(self.ddp, self.optimizer, epoch, self._seed_step,
+                                      partial, self._save, hook, self.cfg.run.progress)
+            partial = {}
+            self._next_epoch = epoch + 1
+            train = all_reduce_sum(ctx, torch.tensor(
+                [sums["loss"], sums["correct"], sums["seeds"], sums["edges"], sums["time"]],
+                dtype=torch.float64, device=ctx.device)).cpu().tolist()
+            comm = comm_totals(self.stats, ctx)
+            epoch_time = train[4] / ctx.world_size
+            accuracy: dict[str, float | None] = {"val_acc": None, "test_acc": None}
+            eval_time, eval_comm = None, {}
+            if (epoch + 1) % t.eval_every == 0 or epoch + 1 == t.epochs:
+                self.eval_stats.reset()
+                t0 = time.perf_counter()
+                with self.stats.redirect(self.eval_stats):
+                    accuracy.update(engine.evaluate())
+                eval_time = float(all_reduce_sum(ctx, torch.tensor(
+                    [time.perf_counter() - t0], dtype=torch.float64, device=ctx.device))
+                    ) / ctx.world_size
+                eval_comm = comm_totals(self.eval_stats, ctx)
+            sample = isinstance(engine, MinibatchEngine)
+            entry = self.record.add_epoch({
+                "epoch": epoch, "train_loss": train[0] / train[2],
+                "train_acc": train[1] / train[2], **accuracy, "epoch_time_s": epoch_time,
+                "eval_time_s": eval_time, "sampled_edges": int(train[3]) if sample else None,
+                "sampled_edges_per_s": train[3] / epoch_time if sample else None,
+                "comm": comm, "eval_comm": eval_comm})
+            self._write_record()
+            if (epoch + 1) % self.cfg.run.checkpoint_every == 0 or epoch + 1 == t.epochs:
+                self._save({})
+            if ctx.is_main:
+                self._log_epoch(entry)
+        self.eval_stats.reset()
+        with self.stats.redirect(self.eval_stats):
+            if isinstance(engine, FullGraphEngine):
+                final = engine.final_accuracy()
+            else:
+                final = full_neighbour_accuracy(self.model, self.graph, ctx, self.split_sizes,
+                                                self.stats)
+        self.record.summary = self._summary(final, comm_totals(self.eval_stats, ctx),
+                                            time.perf_counter() - wall)
+        self.record.status = "complete"
+        self._write_record()
+        return self.record.summary
+
+    def _log_epoch(self, entry: dict[str, Any]) -> None:
+        t = self.cfg.train
+        accuracy = "" if entry["val_acc"] is None else (
+            f", val {entry['val_acc']:.4f} test {entry['test_acc']:.4f}"
+            f"{' (sampled)' if t.mode == 'sample' else ''}")
+        rate = ("" if entry["sampled_edges_per_s"] is None
+                else f", {entry['sampled_edges_per_s'] / 1e6:.3g}M sampled edges/s")
+        log.info("epoch %d/%d: loss %.4f, train accuracy %.4f%s, %.2f s%s", entry["epoch"] + 1,
+                 t.epochs, entry["train_loss"], entry["train_acc"], accuracy,
+                 entry["epoch_time_s"], rate)
+
+    def _summary(self, final: dict[str, float], eval_comm: dict[str, dict[str, int]],
+                 wall: float) -> dict[str, Any]:
+        epochs = self.record.epochs
+        steady = epochs[1:] if len(epochs) > 1 else epochs  # the first one warms up
+        n = max(len(steady), 1)
+        last = epochs[-1] if epochs else {}
+        sample = self.cfg.train.mode == "sample"
+        kinds = sorted({k for e in steady for k in e["comm"]})
+        return {
+            "mode": self.cfg.train.mode,
+            "epochs": len(epochs),
+            "steps_per_epoch": self.engine.steps_per_epoch,
+            **final,
+            "val_acc_sampled": last.get("val_acc") if sample else None,
+            "test_acc_sampled": last.get("test_acc") if sample else None,
+            "epoch_time_s": _mean([e["epoch_time_s"] for e in steady]),
+            "sampled_edges_per_s": _mean([e["sampled_edges_per_s"] for e in steady]),
+            "comm_per_epoch": {k: {f: sum(e["comm"].get(k, {}).get(f, 0) for e in steady) // n
+                                   for f in ("rows", "bytes")} for k in kinds},
+            "eval_comm": eval_comm,
+            "wall_time_s": wall,
+            "record": str(self.record_path),
+        }

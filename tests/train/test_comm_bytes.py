@@ -1,0 +1,98 @@
+"""Every mode's bytes by kind, training and evaluation apart, against an independent count.
+
+The expected figures come from the partition files (each part's halo ids and id range),
+the model's shapes (parameter counts written out by hand) and, for sampled minibatches,
+the batches themselves (which nodes are remote, which edges were sampled into them) —
+never from gnnpar's counters.  A run of 3 epochs evaluates after epochs 2 and 3 only, so
+an evaluation that leaked into the training figures (or the reverse) would show.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import _workers
+import numpy as np
+import pytest
+
+from gnnpar.testing import run_multiproc
+
+F, H, C, W = 16, 32, 8, 2  # small_graph: 16 features, 8 classes; hidden 32; 2 ranks
+
+
+@pytest.fixture(scope="module")
+def runs(small_parts: dict[int, str], tmp_path_factory: pytest.TempPathFactory
+         ) -> list[dict[str, Any]]:
+    return run_multiproc(_workers.byte_runs, W, small_parts[2],
+                         str(tmp_path_factory.mktemp("bytes")), timeout=600)
+
+
+def _halo_rows(part_dir: str) -> int:
+    """Halo rows every layer exchanges: the halo nodes of all parts."""
+    return sum(len(np.load(Path(part_dir) / f"part-{k}" / "halo_gids.npy")) for k in range(W))
+
+
+def _ring(params: int) -> int:
+    """Bytes all ranks send in the ring all-reduce of ``params`` float32 gradients."""
+    return W * round(2 * (W - 1) / W * 4 * params)
+
+
+def _bytes(comm: dict[str, dict[str, int]]) -> dict[str, int]:
+    return {k: v["bytes"] for k, v in comm.items()}
+
+
+def test_full_graph_bytes_by_kind(runs: list[dict[str, Any]],
+                                  small_parts: dict[int, str]) -> None:
+    record = runs[0]["full"]["record"]
+    halo = _halo_rows(small_parts[2])
+    gcn_params = F * H + H + H * C + C  # GCNConv: lin weight (no bias) + bias, twice
+    # GCN exchanges lin(x): H numbers per halo row in layer 1, C in layer 2.
+    forward = {"halo": halo * (H + C) * 4}
+    steady = {**forward, "halo_grad": halo * (H + C) * 4, "grad": _ring(gcn_params)}
+    first = {**steady, "halo_setup": halo * 4}  # the halo nodes' degrees, float32, once
+    epochs = record["epochs"]
+    assert _bytes(epochs[0]["comm"]) == first
+    for e in epochs[1:]:
+        assert _bytes(e["comm"]) == steady
+    assert [e["eval_comm"] != {} for e in epochs] == [False, True, True]
+    for e in epochs[1:]:
+        assert _bytes(e["eval_comm"]) == forward  # exact forward only: no gradients
+    assert _bytes(record["summary"]["eval_comm"]) == forward
+    for e in epochs:
+        assert e["comm"]["halo"]["rows"] == 2 * halo
+
+
+def test_minibatch_bytes_by_kind(runs: list[dict[str, Any]],
+                                 small_parts: dict[int, str]) -> None:
+    record = runs[0]["sample"]["record"]
+    sage_params = 2 * F * H + H + 2 * H * C + C  # SAGEConv: lin_l (bias) + lin_r, twice
+    row = -(-(F * 4 + 8) // 8) * 8  # x float32 and y int64 packed, padded to 8 bytes
+    for epoch, entry in enumerate(record["epochs"]):
+        per_rank = [r["sample"]["counts"][epoch] for r in runs]
+        steps = per_rank[0]["steps"]
+        assert all(c["steps"] == steps for c in per_rank)
+        rows = sum(c["feature_rows"] for c in per_rank)
+        want = {"feature": rows * row, "feature_ids": rows * 8,
+                "sample": sum(c["sample_rows"] for c in per_rank) * 8,
+                "grad": steps * _ring(sage_params)}
+        assert _bytes(entry["comm"]) == want, epoch
+        assert entry["comm"]["feature"]["rows"] == rows
+    assert [e["eval_comm"] != {} for e in record["epochs"]] == [False, True, True]
+    for e in record["epochs"][1:]:  # sampled evaluation: gathers and sampling, no grads
+        assert set(e["eval_comm"]) == {"feature", "feature_ids", "sample"}
+        assert e["eval_comm"]["feature"]["bytes"] > 0
+    # Final full-neighbour inference: SAGE exchanges its input, F then H per halo row,
+    # after the halo plan's one exchange of halo ids.
+    halo = _halo_rows(small_parts[2])
+    assert _bytes(record["summary"]["eval_comm"]) == {"halo": halo * (F + H) * 4,
+                                                      "halo_setup": halo * 8}
+
+
+def test_record_on_disk_is_the_returned_one(runs: list[dict[str, Any]]) -> None:
+    for mode in ("sample", "full"):
+        record = runs[0][mode]["record"]
+        on_disk = json.loads(Path(record["summary"]["record"]).read_text())
+        assert on_disk == record and on_disk["status"] == "complete"
+        assert runs[1][mode]["record"]["epochs"] == record["epochs"]  # all-reduced
