@@ -204,6 +204,7 @@ def main() -> None:
     p.add_argument("--fp-steps", type=int, default=4)
     p.add_argument("--small", action="store_true", help="50k-node main graph, 20k others")
     p.add_argument("--json", default=None, help="write the figures here")
+    p.add_argument("--plot", default=None, help="draw table 1 (epoch seconds) as a PNG here")
     p.add_argument("--workdir", default=None, help="where partitions are written (removed "
                    "afterwards; default: the system temporary directory)")
     args = p.parse_args()
@@ -216,6 +217,16 @@ def main() -> None:
         run(args, Path(tmp), report)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    if args.plot:
+        from gnnpar.plot import plot_table
+
+        t = report["epoch_time"]
+        rows = {"PyG": {"2 threads": t["pyg_2_threads"]["epoch_s"],
+                        "1 thread": t["pyg_1_thread"]["epoch_s"]},
+                "gnnpar": {"1 rank": t["gnnpar_1_rank_1_thread"]["epoch_s"],
+                           "2 ranks exact": t["exact"]["epoch_s"],
+                           "2 ranks stale": t["stale"]["epoch_s"]}}
+        print(f"picture: {plot_table('full-graph GCN epoch', rows, args.plot, 's / epoch')}")
 
 
 def run(args: argparse.Namespace, work: Path, report: dict[str, Any]) -> None:

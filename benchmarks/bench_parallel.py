@@ -26,6 +26,7 @@ from dataclasses import asdict
 
 import torch
 import torch.nn.functional as F
+from _measure import SavedActivationMeter  # benchmarks/ is the script directory
 
 from gnnpar.comm import CommStats
 from gnnpar.distributed import init
@@ -44,7 +45,6 @@ from gnnpar.parallel import (
     profile_model,
     shard_batch,
 )
-from gnnpar.parallel.measure import SavedActivationMeter
 from gnnpar.parallel.pipeline_parallel import stage_units_of, units_or_empty
 from gnnpar.testing import run_multiproc
 

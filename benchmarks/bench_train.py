@@ -56,6 +56,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--nproc", type=int, default=2)
     p.add_argument("--workdir", default=None, help="keep the graph and runs here")
     p.add_argument("--json", default=None, help="write the figures here")
+    p.add_argument("--plot", default=None, help="draw the run (gnnpar-plot) as a PNG here")
     return p.parse_args()
 
 
@@ -111,6 +112,10 @@ def main() -> None:
     print(f"prepare (generate + partition) {prepare_s:.1f} s; launch + train + infer "
           f"{wall_s:.1f} s; run record {s['record']}")
 
+    if args.plot:
+        from gnnpar.plot import plot_records
+
+        print(f"picture: {plot_records([s['record']], args.plot)}")
     if args.json:
         out: dict[str, Any] = {
             "nodes": part["num_nodes"], "edges": part["num_edges"], "nproc": args.nproc,

@@ -790,6 +790,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gnnpar-bin", type=Path, default=Path(sys.executable).parent,
                    help="directory of gnnpar-train and gnnpar-partition")
     p.add_argument("--json", type=Path, default=None, help="write every figure here")
+    p.add_argument("--plot", type=Path, default=None,
+                   help="draw the medians (epoch s, CPU s per run) as a PNG here")
     args = p.parse_args(argv)
     args.nodes = args.nodes or (20_000 if args.small else 100_000)
     args.repeats = args.repeats or (2 if args.small else 3)
@@ -874,6 +876,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.json.parent.mkdir(parents=True, exist_ok=True)
                 args.json.write_text(json.dumps(doc, indent=1) + "\n")
                 print(f"figures written to {args.json}")
+            if args.plot:
+                from gnnpar.plot import plot_table
+
+                rows = {f"{graph} {what}": {system: summ[key] for system, summ in
+                                            doc["graphs"][graph]["summary"].items()}
+                        for graph in doc["graphs"]
+                        for what, key in (("epoch s", "epoch_s_median"),
+                                          ("CPU s / run", "cpu_s_median"))}
+                print(f"picture: {plot_table('DistDGL vs gnnpar, medians', rows, args.plot)}")
     except BenchError as exc:
         print(f"bench_vs_distdgl: error: {exc}", file=sys.stderr)
         return 1

@@ -456,6 +456,38 @@ def _partition_title(name: str, k: int, num_nodes: int, num_edges: int, halo_hop
     return f"{head}\n{tail}"
 
 
+def plot_table(title: str, rows: Mapping[str, Mapping[str, float]],
+               out: str | os.PathLike[str], ylabel: str = "") -> Path:
+    """Grouped bars of a benchmark's table: one group per row, one bar per column.
+
+    Args:
+        title: Figure title (say the machine and the date).
+        rows: ``{row label: {column label: value}}``; a missing value leaves a gap.
+        out: PNG (or SVG / PDF) to write, atomically.
+        ylabel: Label of the value axis.
+
+    Returns:
+        The path written.
+    """
+    columns = list(dict.fromkeys(c for r in rows.values() for c in r))
+    with _figure((max(6.0, 1.5 * len(rows) + 3.0), 4.5)) as fig:
+        ax = fig.add_subplot()
+        width = 0.8 / max(len(columns), 1)
+        for j, column in enumerate(columns):
+            xs = [i + (j - (len(columns) - 1) / 2) * width
+                  for i, r in enumerate(rows.values()) if column in r]
+            ys = [r[column] for r in rows.values() if column in r]
+            bars = ax.bar(xs, ys, width, label=column, color=RUN_COLORS[j % len(RUN_COLORS)])
+            ax.bar_label(bars, fmt="%.3g", fontsize=8)
+        ax.set_xticks(range(len(rows)), list(rows))
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend()
+        ax.grid(axis="y", alpha=0.3)
+        fig.tight_layout()
+        return _save(fig, out)
+
+
 # --- figures -------------------------------------------------------------------------
 
 

@@ -278,3 +278,15 @@ def test_import_is_light_and_help_answers() -> None:
     res = subprocess.run([sys.executable, "-m", "gnnpar.plot", "--help"], check=True,
                          capture_output=True, text=True)
     assert "RECORD" in res.stdout and "--out" in res.stdout
+
+
+def test_plot_table_draws_one_bar_colour_per_column(tmp_path: Path) -> None:
+    from gnnpar.plot import RUN_COLORS, plot_table
+
+    out = plot_table("epochs", {"sbm": {"A": 2.0, "B": 3.0}, "rmat": {"A": 1.0, "B": 1.5}},
+                     tmp_path / "table.png", "s / epoch")
+    image = matplotlib.image.imread(out)
+    assert image.shape[0] == 450 and image.shape[1] >= 600
+    for colour in RUN_COLORS[:2]:
+        rgb = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)])
+        assert (np.abs(image[..., :3] * 255 - rgb).max(axis=-1) < 4).sum() > 500, colour
