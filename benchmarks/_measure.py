@@ -66,3 +66,52 @@ class SavedActivationMeter(torch.autograd.graph.saved_tensors_hooks):
         if ref[0] == 0:
             self.live -= ref[1]
             del self._refs[key]
+
+
+def budget_worker(part_dir: str, fanouts: list[int], batch_size: int,
+                  batches: int) -> dict[str, float]:
+    """Host synchronisations and collectives per loader batch and per training step.
+
+    A rank of :func:`gnnpar.testing.run_multiproc`: a prefetching loader as the trainer
+    builds it, and a GraphSAGE step (forward, backward with DDP) per batch, each under
+    :class:`gnnpar.testing.OpRecorder` (what would make a CUDA host wait; collectives).
+    """
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
+
+    import gnnpar
+    from gnnpar.testing import OpRecorder
+    from gnnpar.train.config import ModelConfig
+    from gnnpar.train.models import SampledGNN, build_model, forward_batch
+
+    ctx = gnnpar.init()
+    graph = gnnpar.DistGraph.load(part_dir, ctx, verify=False)
+    loader = gnnpar.DistNeighborLoader(graph, gnnpar.DistFeatureStore(graph, ctx), fanouts,
+                                       "train", batch_size=batch_size, prefetch=True)
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(hidden=64, layers=len(fanouts)), graph.meta.feat_dim,
+                        graph.meta.num_classes)
+    ddp = DistributedDataParallel(SampledGNN(model))
+    load, step = OpRecorder(), OpRecorder()
+    it = iter(loader)
+    n = min(batches, len(loader) - 1)
+    next(it)  # the first batch is not prefetched
+    for _ in range(n):
+        with load:
+            batch = next(it)
+        with step:
+            loss = F.cross_entropy(forward_batch(ddp, batch), batch.y[: batch.batch_size])
+            loss.backward()
+    gnnpar.shutdown()
+    return {"load_syncs": load.num_syncs / n, "load_collectives": len(load.collectives) / n,
+            "step_syncs": step.num_syncs / n, "step_collectives": len(step.collectives) / n}
+
+
+def sync_budget(part_dir: str, world_size: int, fanouts: list[int], batch_size: int,
+                batches: int = 5) -> dict[str, float]:
+    """:func:`budget_worker`'s figures averaged over ``world_size`` gloo ranks."""
+    from gnnpar.testing import run_multiproc
+
+    ranks = run_multiproc(budget_worker, world_size, part_dir, fanouts, batch_size, batches,
+                          env={"OMP_NUM_THREADS": "1"}, timeout=1800)
+    return {k: sum(r[k] for r in ranks) / world_size for k in ranks[0]}

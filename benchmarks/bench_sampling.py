@@ -5,7 +5,9 @@ Runs ``DistNeighborSampler`` (and the whole ``DistNeighborLoader``, features inc
 [15, 10], batch 1024, and prints the figures next to PyG's ``NeighborLoader`` — run in
 the same process when ``pyg-lib`` or ``torch-sparse`` is importable, else next to the
 anchors measured on a 2-core machine (issue 4).  A 1-rank row (whole graph, no
-communication) shows what the exchanges cost.
+communication) shows what the exchanges cost.  Next to the throughput: per loader batch,
+the operations that would make a CUDA host wait for the device and the collectives
+(:func:`_measure.sync_budget`).
 
     python benchmarks/bench_sampling.py [--small] [--json OUT] [--workdir DIR]
 
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _measure import sync_budget
 
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.partition.writer import partition_graph
@@ -143,6 +146,7 @@ def main() -> None:
         if world == 2:
             comm = res[0]["sampler"]["comm"].get("sample", {})
             rows[-2]["sample_bytes_sent_per_batch"] = comm.get("bytes_sent", 0) / args.batches
+    budget = sync_budget(str(dirs["2"]), 2, FANOUTS, BATCH)
     pyg = _pyg_reference(ds, args.batches)
     ref_name, ref = ("PyG NeighborLoader (measured here)", pyg["edges_per_s"]) if pyg else (
         "PyG NeighborLoader + pyg-lib (anchor)", ANCHORS["PyG NeighborLoader + pyg-lib"])
@@ -153,6 +157,8 @@ def main() -> None:
     if "sample_bytes_sent_per_batch" in rows[0]:
         print(f"sampling traffic at 2 ranks: {rows[0]['sample_bytes_sent_per_batch'] / 1e3:.1f} "
               f"kB sent per rank per batch ({rows[0]['edges_per_batch']:.0f} edges per batch)")
+    print(f"per loader batch at 2 ranks: {budget['load_syncs']:.1f} host syncs (operations "
+          f"that make a CUDA host wait), {budget['load_collectives']:.1f} collectives")
     print("\nreferences (" + ("PyG measured in this run" if pyg else
                               "pyg-lib / torch-sparse not importable: anchors from issue 4") + ")")
     for name, v in ANCHORS.items():
@@ -163,7 +169,8 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"graph_nodes": n, "fanouts": FANOUTS, "batch": BATCH, "rows": rows,
-             "pyg": pyg, "anchors": ANCHORS, "cpus": os.cpu_count()}, indent=2))
+             "pyg": pyg, "anchors": ANCHORS, "per_batch": budget, "cpus": os.cpu_count()},
+            indent=2))
 
 
 if __name__ == "__main__":

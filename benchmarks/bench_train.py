@@ -1,4 +1,4 @@
-"""End-to-end minibatch training: epoch time of 2 workers, next to DistDGL and PyG anchors.
+"""End-to-end minibatch training of 2 workers: epoch time, where it goes, syncs per batch.
 
 Run::
 
@@ -11,14 +11,14 @@ features, 16 classes, half the nodes training seeds), METIS-partitioned into 2 p
 ``gnnpar-train``'s launcher starts 2 workers (GraphSAGE, hidden 256, fan-outs [15, 10],
 batch 1024 per worker, sampled evaluation only after the last epoch).  Reported per
 epoch, from the run record: the epoch time (mean over the epochs after the first, which
-fills caches and warms up), sampled edges per second over both workers, and the rows and
-bytes sent by kind.
+fills caches and warms up) and its per-step breakdown (sample, fetch, forward,
+backward, optimizer; the part of sample + fetch spent blocked in exchanges), sampled
+edges per second over both workers, the rows and bytes sent by kind, and peak memory.
+A second short 2-rank run counts, per batch, the operations that would make a CUDA host
+wait for the device and the collectives (:func:`_measure.sync_budget`).
 
-Reference: DGL is not installable here (its PyPI wheels pin old torch releases) and
-PyG's ``torch_geometric.distributed`` needs ``pyg-lib``, so the figures measured by the
-issue on the same kind of 2-core machine are printed as **anchors**, not re-measured:
-DistDGL about 3.9 s per epoch, PyG distributed about 43 s.  Ratios are gnnpar / anchor
-(below 1: faster than the anchor).
+The side-by-side comparison with DistDGL, on the same graph in the same sitting, is
+``benchmarks/bench_vs_distdgl.py``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _measure import sync_budget
 
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.partition import partition_graph
@@ -41,9 +43,6 @@ from gnnpar.train.config import (
     SampleConfig,
     TrainConfig,
 )
-
-ANCHORS_S = {"DistDGL (anchor)": 3.9, "PyG distributed (anchor)": 43.0}
-"""Seconds per epoch measured by the issue on a 2-core machine (not re-measured here)."""
 
 
 def parse_args() -> argparse.Namespace:
@@ -92,23 +91,26 @@ def main() -> None:
 
     s, env, part = record["summary"], record["env"], record["partition"]
     epoch_s = s["epoch_time_s"]
+    budget = sync_budget(str(parts), args.nproc, [15, 10], 1024)
     print(f"graph: {part['num_nodes']:,} nodes, {part['num_edges']:,} edges, "
           f"{args.feat_dim} features; {args.nproc} workers x {env['torch_threads']} threads; "
           f"{s['steps_per_epoch']} steps/epoch; GraphSAGE 2x256, fanouts 15,10, batch 1024")
     times = ", ".join(f"{e['epoch_time_s']:.2f}" for e in record["epochs"])
-    print(f"epochs: {times} s (the first warms up)")
-    print()
-    print(f"{'system':<28} {'s / epoch':>10} {'gnnpar / it':>12}")
-    print(f"{'gnnpar (measured)':<28} {epoch_s:>10.2f} {'1.00x':>12}")
-    for name, anchor in ANCHORS_S.items():
-        print(f"{name:<28} {anchor:>10.2f} {epoch_s / anchor:>11.2f}x")
-    print()
+    print(f"epochs: {times} s (the first warms up); mean after the first {epoch_s:.2f} s")
+    t = s["step_time_s"]
+    print("per epoch: " + ", ".join(f"{k} {t[k]:.2f} s" for k in t))
+    print(f"per batch: {budget['load_syncs']:.1f} host syncs and "
+          f"{budget['load_collectives']:.1f} collectives to load, "
+          f"{budget['step_syncs']:.1f} syncs and {budget['step_collectives']:.1f} collectives "
+          "to train (forward + backward)")
     print(f"sampled edges/s (both workers): {s['sampled_edges_per_s'] / 1e6:.3f} M; "
           f"test accuracy {s['test_acc_sampled']:.4f} sampled, {s['test_acc']:.4f} "
           "full-neighbour")
     print("sent per epoch (all ranks):")
     for kind, c in s["comm_per_epoch"].items():
         print(f"  {kind:<12} {c['rows']:>14,} rows {_size(c['bytes']):>12}")
+    mem = s["peak_memory_bytes"]
+    print(f"peak memory (largest rank): {_size(mem['host'])} host")
     print(f"prepare (generate + partition) {prepare_s:.1f} s; launch + train + infer "
           f"{wall_s:.1f} s; run record {s['record']}")
 
@@ -120,10 +122,10 @@ def main() -> None:
         out: dict[str, Any] = {
             "nodes": part["num_nodes"], "edges": part["num_edges"], "nproc": args.nproc,
             "epochs": [e["epoch_time_s"] for e in record["epochs"]],
-            "epoch_time_s": epoch_s,
-            "ratio_to_anchor": {k: epoch_s / v for k, v in ANCHORS_S.items()},
-            "anchors_s": ANCHORS_S, "sampled_edges_per_s": s["sampled_edges_per_s"],
+            "epoch_time_s": epoch_s, "step_time_s": t, "per_batch": budget,
+            "sampled_edges_per_s": s["sampled_edges_per_s"],
             "comm_per_epoch": s["comm_per_epoch"], "test_acc_full": s["test_acc"],
+            "peak_memory_bytes": mem,
             "date": time.strftime("%Y-%m-%d"), "machine": "2-core shared CPU VM, no GPU",
         }
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")

@@ -11,9 +11,11 @@ cluster.
 from __future__ import annotations
 
 import contextlib
+import math
+import time
 import zlib
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -21,6 +23,9 @@ import torch.distributed as dist
 
 from gnnpar.distributed import DistContext
 from gnnpar.errors import DistributedError
+
+# torch >= 2.13 renames all_gather_into_tensor (and deprecates the old name).
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
 @dataclass
@@ -32,6 +37,7 @@ class CommCounter:
     rows_recv: int = 0
     bytes_sent: int = 0
     bytes_recv: int = 0
+    wait_s: float = 0.0
 
 
 @dataclass
@@ -58,6 +64,10 @@ class CommStats:
         c.rows_recv += rows_recv
         c.bytes_sent += bytes_sent
         c.bytes_recv += bytes_recv
+
+    def add_wait(self, kind: str, seconds: float) -> None:
+        """Add time this rank spent blocked in an exchange of ``kind``."""
+        self.counters[kind].wait_s += seconds
 
     def reset(self) -> None:
         """Zero every counter."""
@@ -120,40 +130,76 @@ def record_all_reduce(stats: CommStats, kind: str, tensor: torch.Tensor,
     stats.record(kind, rows, rows, nbytes, nbytes)
 
 
-def exchange_counts(ctx: DistContext, send_counts: torch.Tensor) -> torch.Tensor:
-    """Tell every peer how many items it will receive from this rank.
+Counts = Sequence[int] | torch.Tensor
+"""Per-rank row counts known on the host: a list, or a CPU tensor (a device tensor would
+cost a host synchronisation to read)."""
+
+
+def _host(counts: Counts) -> list[int]:
+    return counts.tolist() if isinstance(counts, torch.Tensor) else [int(c) for c in counts]
+
+
+def exchange_counts(ctx: DistContext, send_counts: torch.Tensor) -> tuple[list[int], list[int]]:
+    """Tell every peer how many items it will receive from this rank (collective).
+
+    The counts travel on ``ctx.device`` and come back to the host together: one host
+    synchronisation.
 
     Args:
         ctx: Distributed context.
-        send_counts: ``[world_size]`` int64 counts, entry ``r`` for rank ``r``.
+        send_counts: ``[world_size]`` integer counts (any device), entry ``r`` for rank ``r``.
 
     Returns:
-        ``[world_size]`` int64: entry ``r`` is what rank ``r`` will send here.
+        ``(send, recv)`` as host lists: ``recv[r]`` is what rank ``r`` will send here.
     """
+    send = send_counts.to(device=ctx.device, dtype=torch.int64)
     if ctx.world_size == 1:
-        return send_counts.clone()
-    recv = torch.empty_like(send_counts)
-    dist.all_to_all_single(recv, send_counts, group=ctx.group)
-    return recv
+        host = send.tolist()
+        return host, list(host)
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send, group=ctx.group)
+    both = torch.stack([send, recv]).tolist()
+    return both[0], both[1]
+
+
+def all_gather_counts(ctx: DistContext, counts: torch.Tensor
+                      ) -> tuple[torch.Tensor, list[list[int]]]:
+    """Every rank's ``counts`` (collective), on the device and on the host.
+
+    The counts travel on ``ctx.device``; the host copy is one host synchronisation.
+
+    Returns:
+        ``(on_device, on_host)``: int64 ``[world_size, len]`` and its rows as lists; row
+        ``r`` is rank ``r``'s counts.
+    """
+    mine = counts.to(device=ctx.device, dtype=torch.int64).reshape(-1)
+    if ctx.world_size == 1:
+        out = mine[None]
+    else:
+        out = torch.empty(ctx.world_size * mine.numel(), dtype=torch.int64, device=ctx.device)
+        _all_gather_single(out, mine, group=ctx.group)
+        out = out.view(ctx.world_size, -1)
+    return out, out.tolist()
 
 
 def all_to_all_v(
     ctx: DistContext,
     send: torch.Tensor,
-    send_counts: torch.Tensor,
-    recv_counts: torch.Tensor | None = None,
+    send_counts: torch.Tensor | Counts,
+    recv_counts: Counts | None = None,
     *,
     stats: CommStats | None = None,
     kind: str = "other",
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, list[int]]:
     """Exchange rows of different counts with every rank in one collective.
 
     Args:
         ctx: Distributed context.
-        send: Rows grouped by destination rank (rank 0's first), shape ``[S, *]``.
-        send_counts: ``[world_size]`` int64 rows for each rank; sums to ``S``.
-        recv_counts: What each rank sends here, when already known (saves the count
-            exchange, e.g. when replying to a request).
+        send: Rows grouped by destination rank (rank 0's first), shape ``[S, *]``, on
+            ``ctx.device``.
+        send_counts: ``[world_size]`` rows for each rank; sums to ``S``.
+        recv_counts: What each rank sends here, when already known on the host (saves the
+            count exchange and its host synchronisation, e.g. when replying to a request).
         stats: Counters to add this exchange to (rows and bytes that left this rank or
             arrived from another; the part sent to itself is not counted).
         kind: Counter name.
@@ -165,7 +211,9 @@ def all_to_all_v(
         send: ``[S, *F]``; recv: ``[sum(recv_counts), *F]``.
     """
     if recv_counts is None:
-        recv_counts = exchange_counts(ctx, send_counts.to(torch.int64).cpu())
+        counts = send_counts if isinstance(send_counts, torch.Tensor) else torch.tensor(
+            list(send_counts), dtype=torch.int64)
+        send_counts, recv_counts = exchange_counts(ctx, counts)
     pending = start_all_to_all_v(ctx, send, send_counts, recv_counts, stats=stats, kind=kind)
     return pending.wait(), pending.recv_counts
 
@@ -176,20 +224,27 @@ class PendingExchange:
 
     Attributes:
         recv: Buffer the rows arrive in (complete only after :meth:`wait`).
-        recv_counts: ``[world_size]`` rows arriving from each rank.
+        recv_counts: Rows arriving from each rank (host).
         work: The collective's handle (``None`` when nothing crosses a process boundary).
         send: The payload, kept alive until the collective completes.
+        stats: Counters that :meth:`wait`'s blocked time is added to (under ``kind``).
+        kind: Counter name.
     """
 
     recv: torch.Tensor
-    recv_counts: torch.Tensor
+    recv_counts: list[int]
     work: dist.Work | None = None
     send: torch.Tensor | None = None
+    stats: CommStats | None = None
+    kind: str = "other"
 
     def wait(self) -> torch.Tensor:
         """Block until the rows have arrived and return them."""
         if self.work is not None:
+            t0 = time.perf_counter()
             self.work.wait()
+            if self.stats is not None:
+                self.stats.add_wait(self.kind, time.perf_counter() - t0)
             self.work = None
             self.send = None
         return self.recv
@@ -198,22 +253,23 @@ class PendingExchange:
 def start_all_to_all_v(
     ctx: DistContext,
     send: torch.Tensor,
-    send_counts: torch.Tensor,
-    recv_counts: torch.Tensor,
+    send_counts: Counts,
+    recv_counts: Counts,
     *,
     stats: CommStats | None = None,
     kind: str = "other",
 ) -> PendingExchange:
-    """Start :func:`all_to_all_v` with known counts and return without waiting for it.
+    """Start :func:`all_to_all_v` with host-known counts and return without waiting.
 
     Lets the caller overlap local work with the exchange (copying local rows, computing
-    the next layer); the bytes are counted when the exchange starts.
+    the next layer); the bytes are counted when the exchange starts.  Nothing here reads
+    the device.
 
     Args:
         ctx: Distributed context.
-        send: Rows grouped by destination rank, shape ``[S, *F]``.
-        send_counts: ``[world_size]`` rows for each rank; sums to ``S``.
-        recv_counts: ``[world_size]`` rows each rank sends here.
+        send: Rows grouped by destination rank, shape ``[S, *F]``, on ``ctx.device``.
+        send_counts: Rows for each rank (host); sums to ``S``.
+        recv_counts: Rows each rank sends here (host).
         stats: Counters to add this exchange to.
         kind: Counter name.
 
@@ -221,47 +277,21 @@ def start_all_to_all_v(
         The exchange in flight; ``wait()`` gives ``[sum(recv_counts), *F]`` rows grouped by
         source rank.
     """
-    send_counts = send_counts.to(torch.int64).cpu()
-    recv_counts = recv_counts.to(torch.int64).cpu()
+    sent, got = _host(send_counts), _host(recv_counts)
     row_shape = tuple(send.shape[1:])
-    n_recv = int(recv_counts.sum())
+    n_recv = sum(got)
     if stats is not None:
-        row_bytes = send.element_size() * (int(torch.tensor(row_shape).prod()) if row_shape else 1)
+        row_bytes = send.element_size() * math.prod(row_shape)
         me = ctx.rank
-        rows_sent = int(send_counts.sum()) - int(send_counts[me])
-        rows_recv = n_recv - int(recv_counts[me])
+        rows_sent, rows_recv = sum(sent) - sent[me], n_recv - got[me]
         stats.record(kind, rows_sent, rows_recv, rows_sent * row_bytes, rows_recv * row_bytes)
     if ctx.world_size == 1:
-        return PendingExchange(send.clone(), recv_counts)
+        return PendingExchange(send, got)
     recv = send.new_empty((n_recv, *row_shape))
     send = send.contiguous()
-    work = dist.all_to_all_single(
-        recv,
-        send,
-        output_split_sizes=recv_counts.tolist(),
-        input_split_sizes=send_counts.tolist(),
-        group=ctx.group,
-        async_op=True,
-    )
-    return PendingExchange(recv, recv_counts, work, send)
-
-
-def bucket_by_owner(
-    owner: torch.Tensor, world_size: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Order items by owning rank.
-
-    Args:
-        owner: ``[M]`` owning rank of each item.
-        world_size: Number of ranks.
-
-    Returns:
-        ``(perm, counts)``: ``perm`` sorts items by owner (stable, so request order is
-        kept within an owner) and ``counts[r]`` is the number owned by rank ``r``.
-    """
-    perm = torch.argsort(owner, stable=True)
-    counts = torch.bincount(owner, minlength=world_size)
-    return perm, counts
+    work = dist.all_to_all_single(recv, send, output_split_sizes=got, input_split_sizes=sent,
+                                  group=ctx.group, async_op=True)
+    return PendingExchange(recv, got, work, send, stats, kind)
 
 
 def all_reduce_sum(ctx: DistContext, values: torch.Tensor) -> torch.Tensor:
@@ -278,12 +308,7 @@ def all_gather_ints(ctx: DistContext, values: list[int]) -> torch.Tensor:
     Returns:
         int64 ``[world_size, len(values)]``; row ``r`` is rank ``r``'s values.
     """
-    mine = torch.tensor(values, dtype=torch.int64, device=ctx.device)
-    if ctx.world_size == 1:
-        return mine[None].cpu()
-    rows = [torch.empty_like(mine) for _ in range(ctx.world_size)]
-    dist.all_gather(rows, mine, group=ctx.group)
-    return torch.stack(rows).cpu()
+    return all_gather_counts(ctx, torch.tensor(values, dtype=torch.int64))[0].cpu()
 
 
 def broadcast_text(ctx: DistContext, text: str, src: int = 0) -> str:

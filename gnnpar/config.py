@@ -172,7 +172,8 @@ def _add_flag(group: argparse._ArgumentGroup, path: str, f: dataclasses.Field[An
     else:
         shown = "none" if default is None else str(default)
     text = doc if "(default:" in doc else f"{doc} (default: {shown})"
-    options: dict[str, Any] = {"dest": path, "default": argparse.SUPPRESS, "help": text}
+    options: dict[str, Any] = {"dest": path, "default": argparse.SUPPRESS,
+                               "help": text.replace("%", "%%")}  # argparse formats help
     if kind is bool:
         options["action"] = argparse.BooleanOptionalAction
     elif typing.get_origin(kind) is tuple:

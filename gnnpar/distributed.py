@@ -1,8 +1,9 @@
 """Process-group setup: one process per GPU (or per CPU slot), launched by ``torchrun``.
 
 :func:`init` reads the torchrun environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
-``MASTER_ADDR``, ``MASTER_PORT``), picks NCCL for CUDA tensors and gloo for CPU tensors,
-sets a collective timeout so that a dead peer raises instead of hanging, and returns a
+``MASTER_ADDR``, ``MASTER_PORT``), picks NCCL for a CUDA device and gloo for the CPU (or
+describes a group the caller started), sets a collective timeout so that a dead peer
+fails the run instead of hanging it, and returns a
 :class:`DistContext` that every communicating function takes explicitly.  Without a
 torchrun environment it starts a one-process group, so the same code runs unchanged on a
 laptop.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import gc
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
@@ -65,11 +66,17 @@ class DistContext:
         return self.rank == 0
 
 
-def _pick_device(local_rank: int, device: str | torch.device | None) -> torch.device:
+def _pick_device(local_rank: int, local_world: int,
+                 device: str | torch.device | None) -> torch.device:
     if device is not None:
         dev = torch.device(device)
         if dev.type == "cuda" and dev.index is None:
             dev = torch.device("cuda", local_rank % max(torch.cuda.device_count(), 1))
+        elif dev.type == "cuda" and local_world > 1:
+            raise ConfigError(
+                f"device {dev} names one GPU, but {local_world} processes run on this "
+                "machine and NCCL needs one GPU each.", field="run.device",
+                fix="pass --device cuda: each rank takes the GPU of its LOCAL_RANK.")
         return dev
     if torch.cuda.is_available():
         return torch.device("cuda", local_rank % torch.cuda.device_count())
@@ -82,10 +89,27 @@ def init(
 ) -> DistContext:
     """Join (or start) the process group described by the torchrun environment.
 
+    Collectives run on the device's backend: NCCL for a CUDA device, gloo for the CPU.
+    Every gnnpar collective gets tensors on :attr:`DistContext.device`, so a group the
+    caller made itself — NCCL only, say — works as it is: ``init`` then just describes it.
+
+    Failures: a gloo collective that waits past ``timeout`` raises, and gnnpar's failure
+    board (:mod:`gnnpar.faults`) turns that into an error naming the rank that died or
+    hung.  NCCL collectives do not wait on the host: PyTorch's watchdog thread notices a
+    collective past ``timeout`` and, by default, aborts the whole process (SIGABRT, with
+    NCCL's message naming the collective and no gnnpar text).  So that a dead or stuck
+    peer surfaces as gnnpar's error instead, a group that ``init`` creates on NCCL sets
+    ``TORCH_NCCL_ASYNC_ERROR_HANDLING=2`` unless the environment sets it: the watchdog
+    then aborts the communicators but not the process, the next collective or wait
+    raises, and the board names the rank.  (Where the NCCL kernels of a broken peer never
+    end — a hung GPU rather than a dead process — only the watchdog's abort remains;
+    ``TORCH_NCCL_BLOCKING_WAIT=1`` would raise instead but makes every wait block the host.)
+
     Args:
         device: ``"cpu"``, ``"cuda"`` or a specific device; by default the GPU of
-            ``LOCAL_RANK`` when CUDA is available, else the CPU.
-        timeout: Collective timeout after which a rank waiting on a dead peer raises.
+            ``LOCAL_RANK`` when CUDA is available, else the CPU.  ``"cuda:K"`` is only
+            valid with one process per machine.
+        timeout: Collective timeout after which a rank waiting on a dead peer fails.
 
     Returns:
         The context to pass to every communicating function.
@@ -99,50 +123,37 @@ def init(
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", str(rank)))
-    dev = _pick_device(local_rank, device)
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size)))
+    if dist.is_initialized():  # the caller's group: describe it
+        backend = str(dist.get_backend())
+        if device is None:  # the group's device: a gloo-only group's tensors stay on the CPU
+            device = "cuda" if "nccl" in backend and torch.cuda.is_available() else "cpu"
+        dev = _pick_device(local_rank, local_world, device)
+        if dev.type == "cuda":
+            torch.cuda.set_device(dev)
+        return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size(),
+                           local_rank=local_rank, device=dev, backend=backend,
+                           timeout=timeout)
+    dev = _pick_device(local_rank, local_world, device)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
-        backend = "cpu:gloo,cuda:nccl"
+        backend = "nccl"
+        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2")  # raise, not abort
     else:
         backend = "gloo"
-    if not dist.is_initialized():
-        if "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
-            dist.init_process_group(
-                backend, rank=rank, world_size=world_size, timeout=timeout,
-                device_id=dev if dev.type == "cuda" else None,
-            )
-        elif world_size == 1:
-            dist.init_process_group(
-                backend, store=HashStore(), rank=0, world_size=1, timeout=timeout
-            )
-        else:
-            raise DistributedError(
-                f"WORLD_SIZE={world_size} but MASTER_ADDR/MASTER_PORT are not set.",
-                field="environment",
-                fix="launch with `torchrun --nproc-per-node N ...` or `gnnpar-train --nproc N`.",
-            )
-    return DistContext(
-        rank=dist.get_rank(),
-        world_size=dist.get_world_size(),
-        local_rank=local_rank,
-        device=dev,
-        backend=backend,
-        timeout=timeout,
-    )
-
-
-def new_group(ctx: DistContext) -> DistContext:
-    """The same ranks on a fresh process group (collective: every rank calls it).
-
-    Collectives on one group must be issued in the same order on every rank, so work that
-    communicates from a second thread (the loader's prefetch) needs a group of its own.
-
-    Returns:
-        A copy of ``ctx`` whose :attr:`DistContext.group` is the new group.
-    """
-    group = dist.new_group(list(range(ctx.world_size)), timeout=ctx.timeout,
-                           backend=ctx.backend)
-    return replace(ctx, group=group)
+    if "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
+        dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timeout,
+                                device_id=dev if dev.type == "cuda" else None)
+    elif world_size == 1:
+        dist.init_process_group(backend, store=HashStore(), rank=0, world_size=1,
+                                timeout=timeout)
+    else:
+        raise DistributedError(
+            f"WORLD_SIZE={world_size} but MASTER_ADDR/MASTER_PORT are not set.",
+            field="environment",
+            fix="launch with `torchrun --nproc-per-node N ...` or `gnnpar-train --nproc N`.")
+    return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size(),
+                       local_rank=local_rank, device=dev, backend=backend, timeout=timeout)
 
 
 def shutdown(wait: bool = True) -> None:

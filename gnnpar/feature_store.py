@@ -23,27 +23,18 @@ Counters (kinds of :class:`~gnnpar.comm.CommStats`): ``"feature_ids"`` for reque
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from gnnpar.comm import CommStats, PendingExchange, all_to_all_v, start_all_to_all_v
+from gnnpar.comm import CommStats, PendingExchange, exchange_counts, start_all_to_all_v
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.graph import DistGraph
-
-ARRAYS = {"x": "feat", "y": "label"}
-"""Default arrays: store name -> the :class:`~gnnpar.partition.format.Partition` array."""
-
-
-def _from_mmap(a: np.ndarray) -> Tensor:
-    """A tensor over a read-only memory map, without copying (never written to)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        return torch.from_numpy(a)
+from gnnpar.ops import count, from_mmap
 
 
 def _row_layout(arrays: dict[str, Tensor]) -> tuple[dict[str, tuple[int, int]], int]:
@@ -66,6 +57,45 @@ def _unpack(packed: Tensor, layout: dict[str, tuple[int, int]],
     """Views of each array's rows inside a packed ``uint8`` tensor (no copy)."""
     return {name: packed[:, off:off + width].view(protos[name].dtype).reshape(
         packed.shape[0], *protos[name].shape[1:]) for name, (off, width) in layout.items()}
+
+
+def _place(out: Tensor, rem_pos: Tensor, which: Tensor, inverse: Tensor | None,
+           rows: Tensor, num_remote: int) -> None:
+    """Write ``rows``, those of remote ids ``which`` (indices into the remote list), in place.
+
+    Distinct ids (``inverse is None``): remote id ``i`` sits at ``rem_pos[i]``.  Repeated
+    ids: the remote list is the distinct ids, and every request of an id gets its row.
+    """
+    if inverse is None:
+        out.index_copy_(0, rem_pos.index_select(0, which), rows)
+        return
+    row_of = torch.full((num_remote,), -1, dtype=torch.int64, device=out.device)
+    row_of[which] = torch.arange(which.numel(), device=out.device)
+    take = row_of.index_select(0, inverse)
+    sel = torch.nonzero(take >= 0).squeeze(1)
+    out.index_copy_(0, rem_pos.index_select(0, sel), rows.index_select(0, take[sel]))
+
+
+@dataclass
+class PendingGather:
+    """A gather whose remote rows are in flight; :meth:`finish` puts them in place."""
+
+    store: DistFeatureStore
+    out: dict[str, Tensor]
+    names: tuple[str, ...]
+    pending: PendingExchange
+    rem_pos: Tensor
+    misses: Tensor
+    inverse: Tensor | None
+    num_remote: int
+
+    def finish(self) -> dict[str, Tensor]:
+        """Wait for the remote rows; ``{name: rows}`` of every requested id, in order."""
+        arrived = self.store._arrived(self.pending.wait(), self.names)
+        for n in self.names:
+            _place(self.out[n], self.rem_pos, self.misses, self.inverse, arrived[n],
+                   self.num_remote)
+        return self.out
 
 
 class DistFeatureStore:
@@ -116,7 +146,7 @@ class DistFeatureStore:
         self.device = torch.device(device) if device is not None else ctx.device
         self.stats = stats
         if arrays is None:
-            arrays = {name: getattr(graph.part, src) for name, src in ARRAYS.items()}
+            arrays = {"x": graph.features(), "y": graph.part.label}
         for name, a in arrays.items():
             if len(a) != graph.num_owned:
                 raise ConfigError(f"array {name!r} has {len(a)} rows, this rank owns "
@@ -131,7 +161,7 @@ class DistFeatureStore:
 
     def _place(self, arrays: dict[str, np.ndarray | Tensor],
                budget: int | None) -> tuple[str, dict[str, Tensor]]:
-        owned = {name: a if isinstance(a, Tensor) else _from_mmap(a)
+        owned = {name: a if isinstance(a, Tensor) else from_mmap(a)
                  for name, a in arrays.items()}
         if self.device.type != "cuda":
             return "mmap", owned
@@ -166,64 +196,104 @@ class DistFeatureStore:
         """Names of the arrays held (by default ``("x", "y")``)."""
         return tuple(self._owned)
 
-    def _local_rows(self, name: str, local: Tensor) -> Tensor:
-        a = self._owned[name]
-        return a.index_select(0, local.to(a.device)).to(self.device, non_blocking=True)
+    def _owned_rows(self, name: str, local: Tensor, out: Tensor | None = None) -> Tensor:
+        """Rows ``local`` of owned array ``name`` on :attr:`device` (into ``out``).
 
-    def _request(self, gids: Tensor, names: tuple[str, ...], kind: str) -> PendingExchange:
-        """Ask the owners for the rows of remote ``gids``; serve the peers' requests.
-
-        ``gids`` are distinct and ascending, hence already grouped by owner (parts own
-        contiguous id ranges), so the rows arrive in the order of ``gids``.
-
-        Returns:
-            The exchange of packed rows in flight.
+        Device- and memory-mapped rows are gathered straight into the result; pinned CPU
+        rows (a CUDA device without room for them) go through a pinned staging buffer and
+        an asynchronous copy, reading the indices on the host.
         """
-        ctx, g = self.ctx, self.graph
-        counts = torch.bincount(g.owner(gids), minlength=ctx.world_size)
-        req, req_counts = all_to_all_v(ctx, gids.to(ctx.device), counts,
-                                       stats=self.stats, kind="feature_ids")
-        local = req.cpu() - g.first_gid
-        layout, width = _row_layout({n: self._owned[n] for n in names})
-        served = torch.empty((local.numel(), width), dtype=torch.uint8, device=ctx.device)
-        for n, view in _unpack(served, layout, self._owned).items():
-            view[:] = self._local_rows(n, local).to(ctx.device)
-        return start_all_to_all_v(ctx, served, req_counts, counts, stats=self.stats, kind=kind)
+        a = self._owned[name]
+        if a.device == self.device:
+            return torch.index_select(a, 0, local, out=out) if out is not None else \
+                a.index_select(0, local)
+        staged = torch.empty((local.numel(), *a.shape[1:]), dtype=a.dtype, pin_memory=True)
+        torch.index_select(a, 0, local.cpu(), out=staged)
+        if out is None:
+            return staged.to(self.device, non_blocking=True)
+        return out.copy_(staged, non_blocking=True)
 
-    def _receive(self, pending: PendingExchange, names: tuple[str, ...]) -> dict[str, Tensor]:
-        """Wait for the rows of :meth:`_request`: a view of each array's rows."""
-        layout, _ = _row_layout({n: self._owned[n] for n in names})
-        return _unpack(pending.wait().to(self.device), layout, self._owned)
+    def owned_rows(self, name: str, gids: Tensor) -> Tensor:
+        """Rows of array ``name`` for global ids this rank owns (local, not collective)."""
+        return self._owned_rows(name, gids.to(self.device) - self.graph.first_gid)
+
+    def _serve(self, ids: Tensor, names: tuple[str, ...]) -> Tensor:
+        """The rows peers asked for: one array as it is, several packed into byte rows."""
+        local = ids - self.graph.first_gid
+        if len(names) == 1:
+            return self._owned_rows(names[0], local)
+        layout, width = _row_layout({n: self._owned[n] for n in names})
+        served = torch.empty((local.numel(), width), dtype=torch.uint8, device=self.device)
+        for n, view in _unpack(served, layout, self._owned).items():
+            view[:] = self._owned_rows(n, local)
+        return served
+
+    def _arrived(self, rows: Tensor, names: tuple[str, ...]) -> dict[str, Tensor]:
+        if len(names) == 1:
+            return {names[0]: rows}
+        return _unpack(rows, _row_layout({n: self._owned[n] for n in names})[0], self._owned)
+
+    def _exchange(self, ids: Tensor, send_counts: list[int], recv_counts: list[int],
+                  names: tuple[str, ...], kind: str) -> PendingExchange:
+        """Send ``ids`` (grouped by owner), serve the peers' requests, start the rows back."""
+        req = start_all_to_all_v(self.ctx, ids, send_counts, recv_counts, stats=self.stats,
+                                 kind="feature_ids").wait()
+        return start_all_to_all_v(self.ctx, self._serve(req, names), recv_counts,
+                                  send_counts, stats=self.stats, kind=kind)
 
     def _lookup_cache(self, gids: Tensor) -> tuple[Tensor, Tensor]:
         """Whether each id's row is cached, and its cache slot (valid where cached)."""
         cached = self.cache_gids
         if cached.numel() == 0:
-            return torch.zeros(gids.numel(), dtype=torch.bool), torch.zeros_like(gids)
+            return (torch.zeros(gids.numel(), dtype=torch.bool, device=gids.device),
+                    torch.zeros_like(gids))
         slot = torch.searchsorted(cached, gids).clamp_(max=cached.numel() - 1)
         return cached[slot] == gids, slot
 
     def fill_cache(self) -> None:
         """Fetch the rows of :attr:`cache_gids` (collective; run by the first gather)."""
-        rows = self._receive(self._request(self.cache_gids, self.names, "cache_fill"),
-                             self.names)
-        self._cache = {n: rows[n].contiguous() for n in self.names}
+        ids = self.cache_gids
+        send = count(self.graph.owner(ids), self.ctx.world_size)
+        send_counts, recv_counts = exchange_counts(self.ctx, send)
+        rows = self._exchange(ids, send_counts, recv_counts, self.names, "cache_fill").wait()
+        self._cache = {n: r.contiguous() for n, r in self._arrived(rows, self.names).items()}
 
-    def gather_many(self, gids: Tensor, names: tuple[str, ...] = ("x", "y")) -> dict[str, Tensor]:
+    def gather_many(self, gids: Tensor, names: tuple[str, ...] = ("x", "y"),
+                    owned_counts: list[int] | None = None,
+                    block_sizes: list[int] | None = None) -> dict[str, Tensor]:
         """Rows of ``gids`` of each array in ``names``, in request order (collective).
 
         Remote rows are requested first; owned and cached rows are copied while they
-        travel.
+        travel.  Two ways to call it:
+
+        * any ids (repeats allowed): a remote id is fetched once;
+        * a sampled batch's distinct ids laid out in blocks, each block's own nodes first
+          (:class:`~gnnpar.sampler.SamplerOutput`, ``owned_counts = num_owned_nodes``,
+          ``block_sizes = num_sampled_nodes``): owned rows are copied run by run, and the
+          only host synchronisation is reading the exchanged request counts.
 
         Args:
-            gids: ``[n]`` global node ids (repeats allowed; a remote id is fetched once).
+            gids: ``[n]`` global node ids.
             names: Arrays to gather, a subset of :attr:`names`; the same on every rank.
+            owned_counts: Per block, how many of its leading ids this rank owns.
+            block_sizes: Per block, its length (the blocks tile ``gids``).
 
         Returns:
             ``{name: rows}`` on :attr:`device`.
 
         Shapes:
             gids: ``[n]``; ``x``: ``[n, F]``; ``y``: ``[n]``.
+        """
+        return self.start_gather(gids, names, owned_counts, block_sizes).finish()
+
+    def start_gather(self, gids: Tensor, names: tuple[str, ...] = ("x", "y"),
+                     owned_counts: list[int] | None = None,
+                     block_sizes: list[int] | None = None) -> PendingGather:
+        """:meth:`gather_many` up to the arrival of the remote rows (collective).
+
+        The ids and the owned and cached rows are handled here; the remote rows are in
+        flight when it returns, so the caller can work (train on the previous batch) on
+        this thread until :meth:`PendingGather.finish`.  Arguments as :meth:`gather_many`.
         """
         for n in names:
             if n not in self._owned:
@@ -232,26 +302,54 @@ class DistFeatureStore:
         if self._cache is None:
             self.fill_cache()
         assert self._cache is not None
-        g = self.graph
-        gids = gids.cpu().to(torch.int64)
-        owned = g.is_owned(gids)
-        remote = torch.nonzero(~owned).squeeze(1)
-        hit, slot = self._lookup_cache(gids[remote])
-        miss = remote[~hit]
-        want, inv = torch.unique(gids[miss], return_inverse=True)  # sorted: see _request
-        pending = self._request(want, names, "feature")
+        g, ctx, dev = self.graph, self.ctx, self.device
+        gids = gids.to(dev, torch.int64)
         out = {n: torch.empty((gids.numel(), *self._owned[n].shape[1:]),
-                              dtype=self._owned[n].dtype, device=self.device) for n in names}
-        pos = torch.nonzero(owned).squeeze(1)
-        cached, slot = remote[hit].to(self.device), slot[hit].to(self.device)
-        for n in names:
-            out[n][pos.to(self.device)] = self._local_rows(n, gids[pos] - g.first_gid)
-            out[n][cached] = self._cache[n][slot]
-        rows = self._receive(pending, names)
-        where = inv.to(self.device)
-        for n in names:
-            out[n][miss.to(self.device)] = rows[n][where]
-        return out
+                              dtype=self._owned[n].dtype, device=dev) for n in names}
+        slices: list[tuple[int, int]] = []
+        own_pos: Tensor | None = None
+        inverse: Tensor | None = None
+        if owned_counts is not None and block_sizes is not None:
+            slices, rem_pos = self._runs(owned_counts, block_sizes)
+            remote = gids.index_select(0, rem_pos)
+        else:
+            owned = g.is_owned(gids)
+            rem_pos = torch.nonzero(~owned).squeeze(1)
+            own_pos = torch.nonzero(owned).squeeze(1)
+            remote, inverse = torch.unique(gids.index_select(0, rem_pos), return_inverse=True)
+        hit, slot = self._lookup_cache(remote)
+        key = torch.where(hit, ctx.world_size, g.owner(remote))
+        order = torch.argsort(key, stable=True)  # misses grouped by owner, then hits
+        send_counts, recv_counts = exchange_counts(
+            ctx, count(key, ctx.world_size + 1)[:ctx.world_size])
+        misses, hits = order[:sum(send_counts)], order[sum(send_counts):]
+        pending = self._exchange(remote.index_select(0, misses), send_counts, recv_counts,
+                                 names, "feature")
+        for n in names:  # owned and cached rows while the remote ones travel
+            for lo, hi in slices:
+                self._owned_rows(n, gids[lo:hi] - g.first_gid, out=out[n][lo:hi])
+            if own_pos is not None:
+                out[n].index_copy_(0, own_pos, self._owned_rows(
+                    n, gids.index_select(0, own_pos) - g.first_gid))
+            if hits.numel():
+                rows = self._cache[n].index_select(0, slot.index_select(0, hits))
+                _place(out[n], rem_pos, hits, inverse, rows, remote.numel())
+        return PendingGather(self, out, names, pending, rem_pos, misses, inverse,
+                             remote.numel())
+
+    def _runs(self, owned_counts: list[int], block_sizes: list[int]
+              ) -> tuple[list[tuple[int, int]], Tensor]:
+        """The owned runs ``(lo, hi)`` of a sampled batch's blocks, and its remote positions."""
+        runs, remote, lo = [], [], 0
+        for own, size in zip(owned_counts, block_sizes, strict=True):
+            if own:
+                runs.append((lo, lo + own))
+            if size > own:
+                remote.append(torch.arange(lo + own, lo + size, device=self.device))
+            lo += size
+        rem = torch.cat(remote) if remote else torch.zeros(0, dtype=torch.int64,
+                                                           device=self.device)
+        return runs, rem
 
     def gather(self, gids: Tensor) -> Tensor:
         """Feature rows ``[n, F]`` of ``gids`` in request order (collective)."""

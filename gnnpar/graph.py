@@ -17,6 +17,7 @@ import torch
 from gnnpar.comm import all_reduce_sum
 from gnnpar.distributed import DistContext, check_world_matches_parts
 from gnnpar.errors import PartitionError
+from gnnpar.ops import from_mmap
 from gnnpar.partition.format import Partition, PartitionMeta, load_partition
 
 SPLITS = ("train", "val", "test")
@@ -84,12 +85,27 @@ class DistGraph:
         )
 
     def to(self, device: torch.device) -> DistGraph:
-        """This part with its adjacency, halo ids and partition book on ``device``."""
+        """This part with its adjacency, halo ids and partition book on ``device``.
+
+        Returns ``self`` when they are there already, so that the loaders of one rank
+        share one copy.
+        """
+        if self.indptr.device == torch.device(device):
+            return self
         return replace(
             self,
             **{name: getattr(self, name).to(device) for name in (
                 "offsets", "indptr", "indices", "halo_gids", "in_degree", "adj_complete")},
         )
+
+    def features(self) -> torch.Tensor:
+        """``[num_owned, F]`` features in their stored dtype, over the memory map (no copy).
+
+        ``float32``, ``float16`` or ``bfloat16``, as the partition's ``feat_dtype`` says;
+        read-only: never write to it.
+        """
+        x = from_mmap(self.part.feat)
+        return x.view(torch.bfloat16) if self.meta.feat_dtype == "bf16" else x
 
     @property
     def meta(self) -> PartitionMeta:

@@ -15,13 +15,21 @@ seeds and divided by it is the global mean — also on a rank whose batch is emp
         loss = F.cross_entropy(out, batch.y[: batch.batch_size], reduction="sum")
         (loss * world_size / batch.global_batch_size).backward()  # DDP averages
 
-Seeds and steps.  Every rank takes the seeds it owns.  All ranks take the same number of
-steps per epoch, because every step is collective:
+Seeds and steps. With ``seed_split="even"`` (the default; DistDGL's ``node_split`` splits
+evenly too) a rank that owns more than its share of the seeds (beyond a 2 % slack,
+:func:`even_split`) hands the excess to ranks with fewer, once, when the loader is built,
+with their labels; every rank trains on its own seeds plus any it was handed, so no
+rank's batches are much larger than the others' for the same steps. A partition whose
+seeds are balanced already moves none. With ``seed_split="owned"`` every rank takes
+exactly the seeds it owns (no seed leaves its rank, but an unbalanced partition gives
+some ranks smaller batches for the same steps). Each batch holds this rank's own seeds
+first. All ranks take the same number of steps per epoch, because every step is
+collective:
 
 * without ``drop_last``: ``num_steps = max over ranks of ceil(n_r / batch_size)``, and each
   rank splits its shuffled seeds into ``num_steps`` near-equal batches (sizes differ by
-  at most one, never above ``batch_size``).  Every seed of every rank is used exactly
-  once per epoch; a rank with fewer seeds than steps ends with empty batches
+  at most one, never above ``batch_size``).  Every seed is used exactly once per epoch;
+  a rank with fewer seeds than steps ends with empty batches
   (``batch_size == 0``, no nodes), which still take part in the collectives — a trainer
   should weight losses by the global number of seeds, not average per rank;
 * with ``drop_last``: ``num_steps = min over ranks of floor(n_r / batch_size)``, every batch
@@ -32,30 +40,37 @@ Randomness (shuffle and sampling) is a pure function of ``seed``, epoch, step an
 so the loader's position — :meth:`state_dict` holds the epoch and the step — is all a
 checkpoint needs to continue mid-epoch with the same batches.
 
-Prefetch.  With ``prefetch=True`` a background thread builds batch ``i + 1`` while
-batch ``i`` trains.  Building a batch is collective, and collectives on one process
-group must be issued in the same order on every rank, which two threads sharing a group
-(the trainer's DDP all-reduce and the loader's exchanges) cannot guarantee.  Prefetch
-therefore requires the feature store to talk on a group of its own — build it with
-``gnnpar.distributed.new_group(ctx)`` — or a world of one rank; otherwise it is refused.
+Prefetch, NCCL-safe by construction.  One thread issues every collective of a rank, in
+the same order on every rank — NCCL's rule, and what makes sharing one process group
+with DDP safe.  With ``prefetch=True`` the loader prepares batch ``i + 1`` before it
+hands out batch ``i``: it samples it and sends its feature requests, and the remote rows
+then travel (on gloo's threads, or the GPU's copy engines) while batch ``i`` trains on
+this thread; taking the next batch only waits for them and puts them in place.  No
+second thread, no second communicator.
+
+Labels (``seed_attrs``) are read for the seeds only, locally: from the feature store for
+this rank's own seeds, from the copy received at construction for the others.  Each
+batch also counts where its time went: :attr:`DistNeighborLoader.seconds` accumulates
+``sample`` and ``fetch`` seconds.
 """
 
 from __future__ import annotations
 
+import time
 import zlib
+from collections import defaultdict
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from gnnpar.comm import all_gather_ints
+from gnnpar.comm import all_gather_ints, all_to_all_v
 from gnnpar.errors import ConfigError
-from gnnpar.feature_store import DistFeatureStore
+from gnnpar.feature_store import DistFeatureStore, PendingGather
 from gnnpar.graph import SPLITS, DistGraph
-from gnnpar.sampler import DistNeighborSampler, check_fanouts, mix_int
+from gnnpar.sampler import DistNeighborSampler, SamplerOutput, check_fanouts, mix_int
 
 
 def _local_seeds(graph: DistGraph, seeds: str | Tensor) -> Tensor:
@@ -81,6 +96,52 @@ def _local_seeds(graph: DistGraph, seeds: str | Tensor) -> Tensor:
     return mine
 
 
+SEED_SPLITS = ("even", "owned")
+"""How seeds are shared among ranks (see the module docstring)."""
+
+
+SEED_SLACK = 0.02
+"""How far above the mean a rank's share may stay before seeds move (``"even"``)."""
+
+
+def even_split(counts: list[int], slack: float = SEED_SLACK) -> list[list[int]]:
+    """Seeds each rank keeps and hands to each other rank for near-equal shares.
+
+    Local first: no rank trains on more than ``cap = max(ceil(S / W), floor((1 + slack)
+    S / W))`` of the ``S`` seeds on ``W`` ranks — what sets the epoch's steps and the
+    slowest rank's batches — and each keeps ``min(own, cap)`` of its own.  The ranks with
+    more hand the rest to ranks with room below ``cap``, in rank order: the fewest seeds
+    that can move.  A partition already balanced within ``slack`` moves none, and its
+    batches need no exchange for their seeds.
+
+    Args:
+        counts: Seeds each rank owns.
+        slack: Relative excess over the mean share that is left in place.
+
+    Returns:
+        ``moves[s][d]``: seeds of rank ``s`` that rank ``d`` trains on (``moves[s][s]``:
+        those ``s`` keeps).
+    """
+    world, total = len(counts), sum(counts)
+    cap = max(-(-total // world), int(total / world * (1 + slack)))
+    moves = [[0] * world for _ in range(world)]
+    extra = [max(0, n - cap) for n in counts]
+    room = [max(0, cap - n) for n in counts]
+    for t in range(world):
+        moves[t][t] = min(counts[t], cap)
+    giver = taker = 0
+    while giver < world and taker < world:
+        amount = min(extra[giver], room[taker])
+        moves[giver][taker] += amount
+        extra[giver] -= amount
+        room[taker] -= amount
+        if extra[giver] == 0:
+            giver += 1
+        if room[taker] == 0:
+            taker += 1
+    return moves
+
+
 class DistNeighborLoader:
     """Iterate over minibatches of sampled subgraphs, in lockstep on every rank.
 
@@ -94,22 +155,30 @@ class DistNeighborLoader:
         features: The feature store; its context and counters serve the sampler too.
         fanouts: Neighbours sampled per hop, e.g. ``[15, 10]``.
         seeds: A split name (``"train"``, ``"val"``, ``"test"``) or ``[S]`` distinct global
-            ids; each rank keeps those it owns.
+            ids; each rank passes the same, or at least all of those it owns (it keeps
+            those).
         batch_size: Most seeds per batch (``>= 1``).
         shuffle: Shuffle each rank's seeds every epoch.
         drop_last: Only full batches (see the module docstring for how steps are set).
         seed: Seed of the shuffle and of the sampler.
         replace: Sample neighbours with replacement.
-        prefetch: Build the next batch in a background thread (needs a feature store on
-            its own process group, see the module docstring).
+        prefetch: Prepare the next batch before handing out this one, so that its remote
+            feature rows travel while this one trains (same thread; module docstring).
         node_attrs: Feature-store arrays every batch carries, one row per batch node.
+        seed_attrs: Feature-store arrays read for the seeds only (no exchange per
+            batch), e.g. the labels.
+        seed_split: ``"even"`` (near-equal shares: :func:`even_split`) or ``"owned"``
+            (each rank its own seeds).
 
     Attributes:
-        seed_gids: ``[n]`` this rank's seeds (global ids, ascending); ``input_id``
-            indexes it.
+        seed_gids: ``[n]`` this rank's seeds (global ids): its own ascending, then
+            any taken from other ranks; ``input_id`` indexes it.
+        num_own_seeds: How many of :attr:`seed_gids`, at its start, this rank owns.
         num_steps: Steps per epoch, equal on every rank.
         seed_counts: Number of seeds of each rank, in rank order.
         sampler: The :class:`DistNeighborSampler` used.
+        seconds: Seconds spent sampling (``"sample"``) and gathering features
+            (``"fetch"``) since the last :meth:`set_epoch`.
 
     Example::
 
@@ -132,19 +201,18 @@ class DistNeighborLoader:
         seed: int = 0,
         replace: bool = False,
         prefetch: bool = False,
-        node_attrs: tuple[str, ...] = ("x", "y"),
+        node_attrs: tuple[str, ...] = ("x",),
+        seed_attrs: tuple[str, ...] = ("y",),
+        seed_split: str = "even",
     ) -> None:
         fanouts = check_fanouts(fanouts)
+        if seed_split not in SEED_SPLITS:
+            raise ConfigError(f"unknown seed_split {seed_split!r}.", field="seed_split",
+                              fix=f"pass one of {', '.join(SEED_SPLITS)}.")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"got {batch_size!r}; need an int >= 1.", field="batch_size",
                               fix="pass e.g. batch_size=1024.")
         ctx = features.ctx
-        if prefetch and ctx.world_size > 1 and ctx.group is None:
-            raise ConfigError(
-                "prefetch builds batches in a background thread, whose collectives must not "
-                "share the default process group with the trainer's.", field="prefetch",
-                fix="build the feature store with ctx=gnnpar.distributed.new_group(ctx), or "
-                "pass prefetch=False.")
         self.graph = graph
         self.features = features
         self.batch_size = batch_size
@@ -153,36 +221,78 @@ class DistNeighborLoader:
         self.seed = int(seed)
         self.prefetch = bool(prefetch)
         self.node_attrs = tuple(node_attrs)
-        self.seed_gids = _local_seeds(graph, seeds)
+        self.seed_attrs = tuple(seed_attrs)
+        self.seconds: defaultdict[str, float] = defaultdict(float)
         self.sampler = DistNeighborSampler(graph, ctx, fanouts, replace, seed, features.stats)
-        self.seed_counts: list[int] = []
-        self.num_steps = self._agree_on_steps(fanouts, replace)
+        own = _local_seeds(graph, seeds).to(features.device)
+        owned_counts = self._agree(own.numel(), fanouts, replace, seed_split)
+        self.seed_gids, self.num_own_seeds, self.seed_counts = own, own.numel(), owned_counts
+        self._foreign_rows: dict[str, Tensor] = {}  # seed_attrs rows of others' seeds
+        if seed_split == "even" and ctx.world_size > 1:
+            self._take_even_share(own, owned_counts)
+        self.num_steps = self._count_steps()
         self._epoch = 0
         self._step = 0
-        self._perm: tuple[int, Tensor] | None = None
+        self._perm: tuple[int, Tensor, list[int]] | None = None
 
-    def _agree_on_steps(self, fanouts: list[int], replace: bool) -> int:
-        """Check that the ranks agree on the settings; keep their seed counts; count steps."""
+    def _agree(self, num_owned: int, fanouts: list[int], replace: bool,
+               seed_split: str) -> list[int]:
+        """Check that the ranks agree on the settings; the seeds each rank owns."""
         ctx = self.features.ctx
         settings = {
             "batch_size": self.batch_size, "shuffle": int(self.shuffle),
             "drop_last": int(self.drop_last), "seed": self.seed, "replace": int(replace),
-            "prefetch": int(self.prefetch),
+            "prefetch": int(self.prefetch), "seed_split": SEED_SPLITS.index(seed_split),
             "fanouts": zlib.crc32(repr(fanouts).encode()),
+            "seed_attrs": zlib.crc32(repr(self.seed_attrs).encode()),
             "num_nodes": self.graph.meta.num_nodes,
         }
-        table = all_gather_ints(ctx, [self.seed_gids.numel(), *settings.values()])
+        table = all_gather_ints(ctx, [num_owned, *settings.values()])
         for col, name in enumerate(settings, start=1):
             values = table[:, col]
             if bool((values != values[0]).any()):
                 raise ConfigError(
                     f"ranks disagree on {name}: {values.tolist()} (rank order).",
                     field=name, fix="pass the same loader arguments on every rank.")
-        counts = table[:, 0]
-        self.seed_counts = counts.tolist()
-        if int(counts.sum()) == 0:
+        counts: list[int] = table[:, 0].tolist()
+        if sum(counts) == 0:
             raise ConfigError("no rank owns any seed.", field="seeds",
                               fix="pass a non-empty split or seed set.")
+        return counts
+
+    def _take_even_share(self, own: Tensor, owned_counts: list[int]) -> None:
+        """Swap seeds (and their ``seed_attrs`` rows) for an even share (collective).
+
+        One exchange per array, once: a rank with more than its share hands its last
+        own seeds to ranks with fewer (:func:`even_split`); nothing when none moves.
+        """
+        ctx = self.features.ctx
+        moves = even_split(owned_counts)
+        rank, world = ctx.rank, ctx.world_size
+        if all(moves[t][t] == n for t, n in enumerate(owned_counts)):
+            return  # balanced within the slack: every rank keeps its own (no exchange)
+        send = moves[rank]
+        recv = [moves[t][rank] for t in range(world)]
+        keep, before = send[rank], sum(send[:rank])
+        self.seed_counts = [sum(moves[s][t] for s in range(world)) for t in range(world)]
+        lo = sum(recv[:rank])  # rows from this rank itself: the kept seeds
+
+        def exchange(rows: Tensor) -> tuple[Tensor, Tensor]:
+            # Own rows are [kept, given to lower ranks, given to higher]: send them grouped
+            # by destination in rank order.
+            grouped = torch.cat([rows[keep:keep + before], rows[:keep], rows[keep + before:]])
+            got, _ = all_to_all_v(ctx, grouped, send, recv)
+            return got[lo:lo + keep], torch.cat([got[:lo], got[lo + keep:]])
+
+        kept, foreign = exchange(own)
+        self.seed_gids = torch.cat([kept, foreign])
+        self._foreign_rows = {name: exchange(self.features.owned_rows(name, own))[1]
+                              for name in self.seed_attrs}
+        self.num_own_seeds = keep
+
+    def _count_steps(self) -> int:
+        """Steps per epoch from every rank's seed count (see the module docstring)."""
+        counts = torch.tensor(self.seed_counts)
         if self.drop_last:
             steps = int((counts // self.batch_size).min())
             if steps == 0:
@@ -229,6 +339,7 @@ class DistNeighborLoader:
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` from its first batch at the next iteration."""
         self._epoch, self._step = int(epoch), 0
+        self.seconds.clear()
 
     def state_dict(self) -> dict[str, int]:
         """The loader's position: the next batch is step ``step`` of epoch ``epoch``."""
@@ -249,26 +360,69 @@ class DistNeighborLoader:
                               fix="pass a state_dict saved by this loader.")
         self._epoch, self._step = int(state["epoch"]), step
 
-    def _batch_index(self, epoch: int, step: int) -> Tensor:
-        """Positions in :attr:`seed_gids` of the seeds of batch ``step``."""
-        if self._perm is None or self._perm[0] != epoch:
-            n = self.seed_gids.numel()
-            if self.shuffle:
-                gen = torch.Generator().manual_seed(
-                    mix_int(self.seed, epoch, self.features.ctx.rank) & ((1 << 63) - 1))
-                perm = torch.randperm(n, generator=gen)
-            else:
-                perm = torch.arange(n)
-            self._perm = (epoch, perm)
-        perm = self._perm[1]
-        if self.drop_last:
-            return perm[step * self.batch_size:(step + 1) * self.batch_size]
-        return torch.tensor_split(perm, self.num_steps)[step]
+    def _epoch_order(self, epoch: int) -> tuple[int, Tensor, list[int]]:
+        """Epoch ``epoch``'s order of :attr:`seed_gids` positions, own seeds first per batch.
 
-    def _make_batch(self, epoch: int, step: int) -> Data:
-        idx = self._batch_index(epoch, step)
-        out = self.sampler.sample(self.seed_gids[idx], mix_int(epoch, step))
-        rows = self.features.gather_many(out.node, self.node_attrs)
+        Computed on the host once per epoch (no device read) and moved to the device;
+        also returns how many own seeds each batch starts with.
+        """
+        n, k, steps = self.seed_gids.numel(), self.num_own_seeds, self.num_steps
+        if self.shuffle:
+            gen = torch.Generator().manual_seed(
+                mix_int(self.seed, epoch, self.features.ctx.rank) & ((1 << 63) - 1))
+            perm = torch.randperm(n, generator=gen)
+        else:
+            perm = torch.arange(n)
+        if self.drop_last:
+            step_of = torch.arange(n) // self.batch_size  # the tail gets steps and more
+        else:
+            sizes = [n // steps + (i < n % steps) for i in range(steps)]
+            step_of = torch.repeat_interleave(torch.arange(steps), torch.tensor(sizes))
+        foreign = perm >= k
+        if k < n:  # stable: each batch keeps its seeds, own ones first
+            perm = perm[torch.argsort(step_of * 2 + foreign, stable=True)]
+        own = torch.bincount(step_of[perm < k], minlength=steps + 1)[:steps].tolist()
+        return epoch, perm.to(self.seed_gids.device), own
+
+    def _batch_index(self, epoch: int, step: int) -> tuple[Tensor, int]:
+        """Positions in :attr:`seed_gids` of batch ``step``'s seeds, and how many are own."""
+        if self._perm is None or self._perm[0] != epoch:
+            self._perm = self._epoch_order(epoch)
+        _, perm, own = self._perm
+        if self.drop_last:
+            return perm[step * self.batch_size:(step + 1) * self.batch_size], own[step]
+        return torch.tensor_split(perm, self.num_steps)[step], own[step]
+
+    def _start(self, epoch: int, step: int) -> tuple[Tensor, int, SamplerOutput, PendingGather]:
+        """Sample batch ``step`` and send its feature requests (collective)."""
+        t0 = time.perf_counter()
+        idx, n_own = self._batch_index(epoch, step)
+        out = self.sampler.sample(self.seed_gids.index_select(0, idx), mix_int(epoch, step),
+                                  num_owned_seeds=n_own)
+        t1 = time.perf_counter()
+        gather = self.features.start_gather(out.node, self.node_attrs, out.num_owned_nodes,
+                                            out.num_sampled_nodes)
+        self.seconds["sample"] += t1 - t0
+        self.seconds["fetch"] += time.perf_counter() - t1
+        return idx, n_own, out, gather
+
+    def _seed_rows(self, name: str, idx: Tensor, n_own: int, seeds: Tensor) -> Tensor:
+        """Array ``name``'s rows of a batch's seeds (own ones first), read locally."""
+        rows = self.features.owned_rows(name, seeds[:n_own])
+        if n_own == idx.numel():
+            return rows
+        others = self._foreign_rows[name].index_select(0, idx[n_own:] - self.num_own_seeds)
+        return torch.cat([rows, others])
+
+    def _finish(self, step: int,
+                started: tuple[Tensor, int, SamplerOutput, PendingGather]) -> Data:
+        """Wait for batch ``step``'s remote rows; the batch."""
+        t0 = time.perf_counter()
+        idx, n_own, out, gather = started
+        rows = gather.finish()
+        seeds = out.node[: out.batch_size]
+        rows.update({n: self._seed_rows(n, idx, n_own, seeds) for n in self.seed_attrs})
+        self.seconds["fetch"] += time.perf_counter() - t0
         return Data(
             edge_index=out.edge_index, n_id=out.node, batch_size=out.batch_size,
             num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
@@ -278,19 +432,12 @@ class DistNeighborLoader:
     def __iter__(self) -> Iterator[Data]:
         """Yield the remaining batches of the current epoch (collective)."""
         self._epoch, self._step = self._position()
-        epoch = self._epoch
-        if not self.prefetch:
-            for step in range(self._step, self.num_steps):
-                batch = self._make_batch(epoch, step)
-                self._step = step + 1
-                yield batch
-        else:
-            with ThreadPoolExecutor(1, thread_name_prefix="gnnpar-prefetch") as pool:
-                nxt: Future[Data] = pool.submit(self._make_batch, epoch, self._step)
-                for step in range(self._step, self.num_steps):
-                    batch = nxt.result()
-                    if step + 1 < self.num_steps:
-                        nxt = pool.submit(self._make_batch, epoch, step + 1)
-                    self._step = step + 1
-                    yield batch
+        epoch, first = self._epoch, self._step
+        started = None
+        for step in range(first, self.num_steps):
+            batch = self._finish(step, started or self._start(epoch, step))
+            started = (self._start(epoch, step + 1)  # its rows travel while this one trains
+                       if self.prefetch and step + 1 < self.num_steps else None)
+            self._step = step + 1
+            yield batch
         self._epoch, self._step = epoch + 1, 0

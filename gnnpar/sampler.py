@@ -3,43 +3,40 @@
 :class:`DistNeighborSampler` grows a sampled computation graph hop by hop from a batch of
 seed nodes.  Per hop, frontier nodes whose in-edges this rank stores (owned nodes, and
 halo nodes with a complete adjacency when the partition has ``halo_hops > 1``) are
-sampled locally; the others are sent to their owners in **one** ``all_to_all`` and sampled
-there, each rank serving its peers' requests in the same step as its own, and the sampled
-neighbours come back in a second exchange (counts, then neighbour ids).  Every rank runs
-the same collectives per hop whether or not it has anything to send, so ranks stay in
-lockstep: an all-gather of the request counts, then — unless no rank requests anything —
-the requests, reply counts and neighbours; rows stored here are sampled while the
-requests travel.  New nodes are numbered in first-appearance order by scatters into a
-per-sampler table indexed by global id (4 bytes per graph node, reset after each batch),
-not by a sort.  The result, :class:`SamplerOutput`, uses PyG's ``NeighborLoader`` layout
-(seeds first, then the new nodes of each hop; edges hop by hop), so ``trim_to_layer``
-works on it.
+sampled locally; the others are sent to their owners and sampled there, each rank serving
+its peers' requests in the same step as its own.  Three collectives per hop, the same on
+every rank whether or not it has anything to send, so ranks stay in lockstep: an
+all-gather of the request counts (every rank learns every count, so all agree to skip the
+rest when nobody requests anything, e.g. the first hop of seeds that their own rank
+owns), the requests, and the replies — fixed-width rows of ``fanout`` neighbour ids padded
+with ``-1``, whose sizes the requester already knows, so no second count exchange is
+needed.  Rows stored here are sampled while the requests travel.
+
+Host synchronisation budget (what a CUDA host must wait for): per hop, reading the
+gathered request counts (the exchanges' split sizes) and one read of the hop's sizes
+(edges kept, new nodes, owned new nodes); nothing else reads the device.  Data-dependent
+selections use ``torch.nonzero_static`` with those host-known sizes.
+
+New nodes are numbered by scatters into a per-sampler slot table indexed by global id
+(4 bytes per graph node, reset after each batch), not by a sort: first-appearance order,
+except that within each hop this rank's own nodes come first — so the feature store
+copies their rows in contiguous runs.  The result, :class:`SamplerOutput`, uses PyG's
+``NeighborLoader`` layout (seeds first, then the new nodes of each hop; edges hop by hop,
+their destinations ascending), so ``trim_to_layer`` works on it.
 
 Randomness is *counter-based*: the random key of an edge is a hash (SplitMix64) of the
 sampler seed, the batch key, the hop, the requesting rank, the destination's global id
-and the edge's position in its in-edge list.  Sampling is thus a pure function of those
-values — deterministic for a seed and world size, independent of which rank does the work
-and of thread timing, and with no generator state to checkpoint: a loader resumes by
+and the draw's position.  Sampling is thus a pure function of those values —
+deterministic for a seed and world size, the same on CPU and CUDA, independent of which
+rank does the work, and with no generator state to checkpoint: a loader resumes by
 replaying its batch keys.
 
-Implementation trade-off (vectorised torch, no compiled extension).  Every kernel is a
-fixed sequence of whole-tensor torch operations, with no Python loop over nodes or edges,
-so the same code runs on CPU and, unchanged, on a GPU where the sampler's tensors live
-there; it needs no dependency beyond torch.  Per node of in-degree ``d`` and fan-out
-``k`` without replacement:
-
-* ``d <= k``: all in-edges are taken (no random numbers drawn);
-* ``k < d <= hub_factor * k``: random top-k — one int64 key per edge,
-  ``(segment << 31) | hash``, one radix ``sort`` for the whole hop, the first ``k`` of each
-  segment kept: ``O(sum d)`` work;
-* ``d > hub_factor * k`` (hubs): Floyd's algorithm, vectorised across nodes — ``k``
-  rounds of ``O(k)`` comparisons per node, independent of ``d``.
-
-With replacement, ``k`` positions per node are drawn directly.  The price of staying in
-torch is per-op overhead (tens of operations per hop) and ``O(sum d)`` memory traffic for
-mid-degree nodes, where a compiled per-node loop (pyg-lib, DGL, or numba) would do
-``O(k)`` work per node; the benefit is one code path for every device, no JIT warm-up
-and no extra dependency.  ``benchmarks/bench_sampling.py`` measures the result.
+The kernel (:func:`sample_neighbors`) is a fixed sequence of whole-tensor torch
+operations with no Python loop over nodes or edges and no data-dependent shape, so it
+runs unchanged on a GPU without synchronising: a node of in-degree ``d <= k`` keeps all its
+in-edges; one with ``d > k`` keeps ``k`` positions drawn by Floyd's algorithm (``k``
+rounds, each ``O(k)`` comparisons, independent of ``d``); with replacement, ``k``
+positions are drawn directly.  ``benchmarks/bench_sampling.py`` measures the result.
 """
 
 from __future__ import annotations
@@ -49,18 +46,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gnnpar.comm import (
-    CommStats,
-    all_gather_ints,
-    all_to_all_v,
-    bucket_by_owner,
-    start_all_to_all_v,
-)
+from gnnpar.comm import CommStats, all_gather_counts, start_all_to_all_v
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.graph import DistGraph
+from gnnpar.ops import count
 
-_MASK31 = (1 << 31) - 1
 _MASK62 = (1 << 62) - 1
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -100,48 +91,19 @@ def mix(z: Tensor) -> Tensor:
     return z ^ ((z >> 31) & ((1 << 33) - 1))
 
 
-def _cumsum0(x: Tensor) -> Tensor:
-    """Exclusive prefix sum with a leading zero: ``[n] -> [n + 1]``."""
-    out = x.new_zeros(x.numel() + 1)
-    torch.cumsum(x, 0, out=out[1:])
-    return out
+def mix_with(z: int, values: Tensor) -> Tensor:
+    """``mix_int(*prefix, v)`` for every ``v`` of ``values``, given ``z = mix_int(*prefix)``.
 
-
-def _expand(lengths: Tensor) -> tuple[Tensor, Tensor]:
-    """Segment id and position within the segment of every element of the segments.
-
-    Returns:
-        ``(seg, within)``, both ``[sum(lengths)]``.
+    Computed on ``values``' device (no host-to-device copy).
     """
-    total = int(lengths.sum())
-    seg = torch.repeat_interleave(
-        torch.arange(lengths.numel(), device=lengths.device), lengths, output_size=total
-    )
-    within = torch.arange(total, device=lengths.device) - torch.repeat_interleave(
-        _cumsum0(lengths)[:-1], lengths, output_size=total)
-    return seg, within
+    z_t = (values ^ z) + _signed(_GOLDEN)
+    z_t = (z_t ^ ((z_t >> 30) & ((1 << 34) - 1))) * _signed(_C1)
+    z_t = (z_t ^ ((z_t >> 27) & ((1 << 37) - 1))) * _signed(_C2)
+    return z_t ^ ((z_t >> 31) & ((1 << 33) - 1))
 
 
-def _padded(count: Tensor, nbr: Tensor, width: int) -> Tensor:
-    """Segments ``nbr`` of lengths ``count <= width`` as rows of a -1-padded table.
-
-    Shapes:
-        count: ``[n]``; nbr: ``[sum(count)]``; returns ``[n, width]``.
-    """
-    filled = torch.arange(width, device=nbr.device) < count[:, None]
-    out = torch.full((count.numel(), width), -1, dtype=nbr.dtype, device=nbr.device)
-    return out.masked_scatter_(filled, nbr)
-
-
-def sample_neighbors(
-    indptr: Tensor,
-    indices: Tensor,
-    nodes: Tensor,
-    keys: Tensor,
-    fanout: int,
-    replace: bool = False,
-    hub_factor: int = 4,
-) -> tuple[Tensor, Tensor]:
+def sample_neighbors(indptr: Tensor, indices: Tensor, nodes: Tensor, keys: Tensor,
+                     fanout: int, replace: bool = False) -> Tensor:
     """Sample up to ``fanout`` in-neighbours of each node of a CSC graph.
 
     Args:
@@ -151,95 +113,80 @@ def sample_neighbors(
         keys: ``[n]`` int64 random key of each node; equal keys give equal samples.
         fanout: Neighbours per node ``k``.
         replace: Draw with replacement (``k`` draws for every node with an in-edge).
-        hub_factor: Nodes with more than ``hub_factor * k`` in-edges use Floyd's
-            algorithm instead of the sort of random keys.
 
     Returns:
-        ``(count, nbr)``: ``count[i]`` neighbours sampled for ``nodes[i]`` (``min(k, d)``
-        without replacement) and the neighbours, grouped by node in input order.
-
-    Shapes:
-        count: ``[n]``; nbr: ``[sum(count)]``.
+        ``[n, k]`` the sampled sources of each node, padded with ``-1``: ``min(k, d)`` of
+        them without replacement (all in-edges when ``d <= k``, else a uniform ``k``-subset
+        drawn by Floyd's algorithm), ``k`` with replacement (none when ``d = 0``).
     """
     dev = keys.device
+    n, k = nodes.numel(), fanout
     start = indptr.index_select(0, nodes)
     deg = indptr.index_select(0, nodes + 1) - start
+    slots = torch.arange(k, device=dev)
+    draws = mix(keys[:, None] + (slots + 1) * _signed(_GOLDEN)) & _MASK62
     if replace:
-        has = torch.nonzero(deg > 0).squeeze(1)
-        draws = torch.arange(fanout, device=dev) * _signed(_GOLDEN)
-        pos = (mix(keys.index_select(0, has)[:, None] + draws) & _MASK62) % deg[has, None]
-        count = torch.where(deg > 0, fanout, 0)
-        return count, indices.index_select(0, (start[has, None] + pos).view(-1))
-    count = deg.clamp(max=fanout)
-    ptr = _cumsum0(count)
-    total = int(ptr[-1])
-    # Output slot o of node i reads in-edge start[i] + (o - ptr[i]): right as it stands
-    # for nodes with d <= k (all in-edges); the others overwrite their slots below.
-    src = torch.repeat_interleave(start - ptr[:-1], count, output_size=total)
-    src += torch.arange(total, device=dev)
-    slots = torch.arange(fanout, device=dev)
-    # Mid-degree nodes: keep the k smallest random keys of each in-edge list (one sort).
-    hub = deg > max(hub_factor, 1) * fanout
-    sel = torch.nonzero((deg > fanout) & ~hub).squeeze(1)
-    if sel.numel():
-        d = deg.index_select(0, sel)
-        seg, within = _expand(d)
-        node_key = torch.repeat_interleave(keys.index_select(0, sel), d, output_size=seg.numel())
-        edge_key = mix(node_key + within * _signed(_GOLDEN))
-        perm = torch.sort((seg << 31) | ((edge_key >> 33) & _MASK31), stable=True).indices
-        # Sorting keeps segments in place, so the first k sorted slots of segment s are
-        # its k smallest keys; perm minus the segment start is the in-edge position.
-        seg_start = _cumsum0(d)[:-1, None]
-        first_k = perm.index_select(0, (seg_start + slots).view(-1)).view(-1, fanout)
-        src[(ptr.index_select(0, sel)[:, None] + slots).view(-1)] = (
-            start.index_select(0, sel)[:, None] - seg_start + first_k).view(-1)
-    # Hubs: Floyd's algorithm, k rounds independent of the degree.
-    sel = torch.nonzero(hub).squeeze(1)
-    if sel.numel():
-        d = deg.index_select(0, sel)
-        draws = mix(keys.index_select(0, sel)[:, None] + (slots + 1) * _signed(_GOLDEN)) & _MASK62
-        pick = torch.empty((sel.numel(), fanout), dtype=torch.int64, device=dev)
-        for j in range(fanout):
-            top = d - fanout + j
-            r = draws[:, j] % (top + 1)
+        pos = draws % deg.clamp(min=1)[:, None]
+        valid = (deg > 0)[:, None].expand(n, k)
+    else:
+        # Floyd: round j draws r in [0, d - k + j]; a repeat is replaced by d - k + j.
+        pick = torch.empty((n, k), dtype=torch.int64, device=dev)
+        for j in range(k):
+            top = deg - k + j
+            r = draws[:, j] % (top.clamp(min=0) + 1)
             seen = (pick[:, :j] == r[:, None]).any(1)
             pick[:, j] = torch.where(seen, top, r)
-        src[(ptr.index_select(0, sel)[:, None] + slots).view(-1)] = (
-            start.index_select(0, sel)[:, None] + pick).view(-1)
-    return count, indices.index_select(0, src)
+        pos = torch.where((deg <= k)[:, None], slots, pick)
+        valid = slots < deg.clamp(max=k)[:, None]
+    edge = torch.where(valid, start[:, None] + pos, 0).view(-1)
+    nbr = indices.index_select(0, edge).view(n, k) if indices.numel() else edge.view(n, k)
+    return torch.where(valid, nbr, -1)
 
 
-def relabel(n_id: Tensor, src: Tensor, table: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Append the new nodes of ``src`` to ``n_id`` in first-appearance order.
+def relabel(nbr: Tensor, slot: Tensor, num_old: int,
+            owned: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, int]:
+    """Number the new nodes of ``nbr`` after the ``num_old`` nodes already in the batch.
 
-    Works by scatters into a lookup table indexed by global id (``O(E)``, no sort).
+    Works by scatters into ``slot`` (``O(E)``, no sort of the edges).
 
     Args:
-        n_id: ``[N]`` distinct global ids already in the batch.
-        src: ``[E]`` global ids of sampled neighbours.
-        table: int32 or int64 lookup table, longer than the largest id, holding ``i``
-            at ``n_id[i]`` and ``-1`` elsewhere; updated in place to map the new nodes
-            too (the caller resets it).  Built here when ``None``.
+        nbr: ``[n, k]`` sampled global ids, ``-1`` for no edge.
+        slot: int table over all global ids plus one scratch entry at the end: ``slot[g]``
+            is ``g``'s batch-local id, or ``-1``; updated in place with the new nodes (the
+            caller resets it).
+        num_old: Nodes already in the batch (the new ones are numbered from here).
+        owned: ``[n, k]`` whether each id is this rank's own (it then comes first among
+            the new nodes); ``None``: first-appearance order only.
 
     Returns:
-        ``(new, src_local)``: the global ids not yet in ``n_id``, in order of first
-        appearance in ``src``, and the batch-local id of every entry of ``src`` (an index
-        into ``cat([n_id, new])``).
+        ``(new, src, pos, num_owned)``: the new global ids (this rank's own first, each
+        group in order of first appearance), the batch-local id of each kept entry, the
+        flat positions of the kept entries in ``nbr`` (ascending), and how many of the new
+        nodes are this rank's own.
     """
-    n_old, dev = n_id.numel(), n_id.device
-    if table is None:
-        size = 1 + max(int(n_id.max()) if n_old else 0, int(src.max()) if src.numel() else 0)
-        table = torch.full((size,), -1, dtype=torch.int64, device=dev)
-        table[n_id] = torch.arange(n_old, device=dev)
-    unseen = torch.nonzero(table.index_select(0, src) < 0).squeeze(1)
-    cand = src.index_select(0, unseen)
+    flat = nbr.reshape(-1)
+    e, dummy, dev = flat.numel(), slot.numel() - 1, flat.device
+    valid = flat >= 0
+    ids = torch.where(valid, flat, dummy)
+    unseen = valid & (slot.index_select(0, ids) < 0)
+    target = torch.where(unseen, ids, dummy)
+    position = torch.arange(e, dtype=slot.dtype, device=dev)
     # First appearance of each unseen id: the smallest position that scatters to it.
-    table.index_fill_(0, cand, src.numel())
-    table.scatter_reduce_(0, cand, unseen.to(table.dtype), "amin")
-    first = unseen[table.index_select(0, cand) == unseen]
-    new = src.index_select(0, first)
-    table[new] = torch.arange(n_old, n_old + new.numel(), dtype=table.dtype, device=dev)
-    return new, table.index_select(0, src).long()
+    slot.index_fill_(0, target, e)
+    slot.scatter_reduce_(0, target, position, "amin")
+    first = unseen & (slot.index_select(0, target) == position)
+    own_first = first & owned.reshape(-1) if owned is not None else first
+    n_valid, n_new, n_own = torch.stack([valid.sum(), first.sum(), own_first.sum()]).tolist()
+    at = torch.nonzero_static(first, size=n_new).squeeze(1)
+    if owned is not None:  # own nodes first, first-appearance order within each group
+        at = at.index_select(0, torch.argsort((~own_first).index_select(0, at).to(torch.int8),
+                                              stable=True))
+    new = flat.index_select(0, at)
+    slot.index_copy_(0, new, torch.arange(num_old, num_old + n_new, dtype=slot.dtype,
+                                          device=dev))
+    slot[dummy] = -1
+    kept = torch.nonzero_static(valid, size=n_valid).squeeze(1)
+    return new, slot.index_select(0, flat.index_select(0, kept)).long(), kept, int(n_own)
 
 
 @dataclass
@@ -248,13 +195,17 @@ class SamplerOutput:
 
     Attributes:
         node: ``[N]`` global ids of the batch's nodes: the seeds first, then the nodes
-            first reached at hop 1, hop 2, ... (each in order of first appearance).
+            first reached at hop 1, hop 2, ... (within a hop, this rank's own first).
         row: ``[E]`` batch-local source (sampled neighbour) of each edge.
-        col: ``[E]`` batch-local destination (the node whose in-edges were sampled).
+        col: ``[E]`` batch-local destination (the node whose in-edges were sampled),
+            ascending.
         batch_size: Number of seeds (the first ``batch_size`` entries of ``node``).
         num_sampled_nodes: ``[L + 1]`` nodes added by each hop, seeds first.
         num_sampled_edges: ``[L]`` edges sampled at each hop; edges are stored hop by hop,
             so hop ``h``'s edges point into nodes added before hop ``h``.
+        num_owned_nodes: ``[L + 1]`` how many of each hop's nodes, at its start, this rank
+            owns (the rest are other ranks'), or ``None`` when the seeds' owners are not
+            known.
 
     Example::
 
@@ -269,6 +220,7 @@ class SamplerOutput:
     batch_size: int
     num_sampled_nodes: list[int]
     num_sampled_edges: list[int]
+    num_owned_nodes: list[int] | None = None
 
     @property
     def edge_index(self) -> Tensor:
@@ -293,8 +245,7 @@ class DistNeighborSampler:
 
     Every method that takes a batch is collective: all ranks of ``ctx`` call it the same
     number of times, in the same order (a rank without seeds passes an empty tensor).
-    A sampler works on one batch at a time (its slot table holds the batch's nodes), so
-    concurrent threads use one sampler each.
+    A sampler works on one batch at a time (its slot table holds the batch's nodes).
 
     Args:
         graph: This rank's part.
@@ -335,11 +286,12 @@ class DistNeighborSampler:
         self._gid_of_local = self.graph.local_to_global(
             torch.arange(graph.num_owned + graph.num_halo, device=self.device))
         self._halo_rows = bool(graph.adj_complete[graph.num_owned:].any())
-        # Batch-local id of every global id in the current batch, -1 elsewhere: relabel
-        # by scatters instead of a sort, for 4 bytes per graph node; reset after each batch.
+        self._ranks = torch.arange(ctx.world_size, device=self.device)
+        # Batch-local id of every global id in the current batch, -1 elsewhere (plus a
+        # scratch entry): relabel by scatters instead of a sort, 4 bytes per graph node.
         n = graph.meta.num_nodes
-        self._slot = torch.full((n,), -1, dtype=torch.int32 if n < 2**31 else torch.int64,
-                                device=self.device)
+        self._slot = torch.full((n + 1,), -1, dtype=torch.int32 if n < 2**31 - 1
+                                else torch.int64, device=self.device)
 
     def _sampleable_here(self, gids: Tensor) -> Tensor:
         """Local id of each global id whose in-edges this rank stores, else ``-1``."""
@@ -351,88 +303,88 @@ class DistNeighborSampler:
         return torch.where(complete, local, -1)
 
     def _sample_rows(self, local: Tensor, gids: Tensor, hop_key: Tensor,
-                     fanout: int) -> tuple[Tensor, Tensor]:
-        """``(count, nbr)`` of rows ``local`` (global ids ``gids``); nbr as global ids."""
+                     fanout: int) -> Tensor:
+        """``[n, fanout]`` sampled global ids of rows ``local`` (global ids ``gids``)."""
         keys = mix(gids * _signed(_C2) + hop_key)
-        count, nbr = sample_neighbors(self.graph.indptr, self.graph.indices, local, keys,
-                                      fanout, self.replace)
-        return count, self._gid_of_local.index_select(0, nbr)
+        nbr = sample_neighbors(self.graph.indptr, self.graph.indices, local, keys, fanout,
+                               self.replace)
+        gid = self._gid_of_local.index_select(0, nbr.clamp(min=0).view(-1)).view_as(nbr)
+        return torch.where(nbr >= 0, gid, -1)
 
-    def _hop(self, frontier: Tensor, fanout: int, hop_keys: Tensor) -> tuple[Tensor, Tensor]:
-        """Sample one hop; return ``(count, nbr)`` in frontier order (nbr as global ids).
+    def _hop(self, frontier: Tensor, fanout: int, hop_keys: Tensor) -> Tensor:
+        """Sample one hop: ``[len(frontier), fanout]`` global ids, ``-1``-padded (collective).
 
-        Four collectives: all-gather of request counts, requests, reply counts, sampled
-        neighbours (only the first when no rank requests anything).  Rows stored here are sampled
-        while the requests travel, and put in place while the neighbours travel.
+        Three collectives: the all-gather of request counts, the requests, the padded
+        replies (only the first when no rank requests anything).  Rows stored here are
+        sampled while the requests travel.
         """
-        ctx, world, dev = self.ctx, self.ctx.world_size, self.device
+        ctx, world, rank = self.ctx, self.ctx.world_size, self.ctx.rank
+        n = frontier.numel()
         local = self._sampleable_here(frontier)
-        here = torch.nonzero(local >= 0).squeeze(1)
-        away = torch.nonzero(local < 0).squeeze(1)
-        perm, send_counts = bucket_by_owner(self.graph.owner(frontier[away]), world)
-        away = away.index_select(0, perm)
-        # Row r: what rank r requests from each rank.  Every rank sees the whole matrix,
-        # so all agree to skip the other exchanges when nobody requests anything (e.g.
-        # the first hop of seeds that their own rank owns).
-        counts = all_gather_ints(ctx, send_counts.tolist())
-        if not bool(counts.any()):
-            return self._sample_rows(local, frontier, hop_keys[ctx.rank], fanout)
-        send_counts, recv_counts = counts[ctx.rank], counts[:, ctx.rank]
+        owner = torch.where(local < 0, self.graph.owner(frontier), world)
+        order = torch.argsort(owner, stable=True)  # requests grouped by owner, then ours
+        sends = count(owner, world + 1)[:world]
+        counts_dev, counts = all_gather_counts(ctx, sends)
+        send_counts, recv_counts = counts[rank], [row[rank] for row in counts]
+        n_away = sum(send_counts)
+        away, here = order[:n_away], order[n_away:]
+        table = torch.full((n, fanout), -1, dtype=torch.int64, device=self.device)
+        if not any(map(any, counts)):
+            table[here] = self._sample_rows(local.index_select(0, here),
+                                            frontier.index_select(0, here), hop_keys[rank],
+                                            fanout)
+            return table
         requests = start_all_to_all_v(ctx, frontier.index_select(0, away), send_counts,
                                       recv_counts, stats=self.stats, kind="sample")
-        mine = self._sample_rows(local.index_select(0, here), frontier.index_select(0, here),
-                                 hop_keys[ctx.rank], fanout)
+        table[here] = self._sample_rows(local.index_select(0, here),
+                                        frontier.index_select(0, here), hop_keys[rank], fanout)
         recv = requests.wait()
-        requester = torch.repeat_interleave(torch.arange(world, device=dev), recv_counts.to(dev),
+        requester = torch.repeat_interleave(self._ranks, counts_dev[:, rank],
                                             output_size=recv.numel())
-        served, served_nbr = self._sample_rows(recv - self.graph.first_gid, recv,
-                                               hop_keys.index_select(0, requester), fanout)
-        got = all_to_all_v(ctx, served, recv_counts, send_counts, stats=self.stats,
-                           kind="sample")[0]
-        served_sizes = _cumsum0(served)[_cumsum0(recv_counts.to(dev))].diff()
-        got_sizes = _cumsum0(got)[_cumsum0(send_counts.to(dev))].diff()
-        replies = start_all_to_all_v(ctx, served_nbr, served_sizes, got_sizes,
-                                     stats=self.stats, kind="sample")
-        # Rows go back in frontier order through a [frontier, fanout] table padded with -1.
-        table = torch.empty((frontier.numel(), fanout), dtype=torch.int64, device=dev)
-        table[here] = _padded(*mine, fanout)
-        table[away] = _padded(got, replies.wait(), fanout)
-        filled = table >= 0
-        return filled.sum(1), table.masked_select(filled)
+        served = self._sample_rows(recv - self.graph.first_gid, recv,
+                                   hop_keys.index_select(0, requester), fanout)
+        replies = start_all_to_all_v(ctx, served, recv_counts, send_counts, stats=self.stats,
+                                     kind="sample")
+        table[away] = replies.wait()
+        return table
 
-    def sample(self, seeds: Tensor, batch_key: int) -> SamplerOutput:
+    def sample(self, seeds: Tensor, batch_key: int,
+               num_owned_seeds: int | None = None) -> SamplerOutput:
         """Sample the computation graph of ``seeds`` (collective).
 
         Args:
             seeds: ``[B]`` distinct global ids (any rank's; usually this rank's own).
             batch_key: Identifies the batch (e.g. a hash of epoch and step); with the seed
                 it determines every random choice.
+            num_owned_seeds: The caller guarantees that the first this many seeds are this
+                rank's and the rest are not (then :attr:`SamplerOutput.num_owned_nodes`
+                is set).
 
         Returns:
             The sampled nodes and edges in PyG ``NeighborLoader`` order.
         """
-        seeds = seeds.to(self.device, torch.int64)
+        dev = self.device
+        seeds = seeds.to(dev, torch.int64)
         node = seeds
         rows, cols = [], []
         num_nodes, num_edges = [seeds.numel()], []
+        owned_counts = [seeds.numel() if num_owned_seeds is None else num_owned_seeds]
         frontier_start = 0
         slot = self._slot
-        slot[seeds] = torch.arange(seeds.numel(), dtype=slot.dtype, device=self.device)
+        slot[seeds] = torch.arange(seeds.numel(), dtype=slot.dtype, device=dev)
         try:  # on an error, reset the whole slot table (relabel may have left marks)
             for hop, fanout in enumerate(self.fanouts):
-                hop_keys = torch.tensor(
-                    [mix_int(self.seed, batch_key, hop, r) for r in range(self.ctx.world_size)],
-                    dtype=torch.int64, device=self.device,
-                )
+                hop_keys = mix_with(mix_int(self.seed, batch_key, hop), self._ranks)
                 frontier = node[frontier_start:]
-                count, nbr = self._hop(frontier, fanout, hop_keys)
-                new, src = relabel(node, nbr, slot)
-                cols.append(frontier_start + torch.repeat_interleave(
-                    torch.arange(frontier.numel(), device=self.device), count,
-                    output_size=nbr.numel()))
+                table = self._hop(frontier, fanout, hop_keys)
+                new, src, pos, n_own = relabel(
+                    table, slot, node.numel(),
+                    self.graph.is_owned(table) & (table >= 0))
+                cols.append(frontier_start + pos // fanout)
                 rows.append(src)
-                num_edges.append(nbr.numel())
+                num_edges.append(src.numel())
                 num_nodes.append(new.numel())
+                owned_counts.append(n_own)
                 frontier_start = node.numel()
                 node = torch.cat([node, new])
         except BaseException:
@@ -442,4 +394,5 @@ class DistNeighborSampler:
         return SamplerOutput(
             node=node, row=torch.cat(rows), col=torch.cat(cols), batch_size=seeds.numel(),
             num_sampled_nodes=num_nodes, num_sampled_edges=num_edges,
+            num_owned_nodes=owned_counts if num_owned_seeds is not None else None,
         )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from gnnpar.config import check_choice, check_int, option
 from gnnpar.errors import ConfigError
 from gnnpar.partition.assign import DEFAULT_BALANCE, METHODS, check_balance
+from gnnpar.partition.format import FEATURE_DTYPES
 
 if TYPE_CHECKING:
     from gnnpar.datasets.graph import GraphDataset
@@ -35,6 +36,10 @@ class PartitionConfig:
     seed: int = option(0, flag="partition-seed")
     """Seed of METIS and of the random partitioner."""
 
+    feature_dtype: str = "fp32"
+    """How features are stored and sent: fp32, or bf16 / fp16 (half the bytes on disk,
+    in memory and on the wire; bf16 keeps fp32's range)."""
+
     def validate(self) -> PartitionConfig:
         """Check every value without reading data; return ``self`` or raise."""
         if self.num_parts is not None:
@@ -42,6 +47,8 @@ class PartitionConfig:
         check_choice(PartitionConfig, "partition.partitioner", self.partitioner, METHODS)
         check_int(PartitionConfig, "partition.halo_hops", self.halo_hops, 1)
         check_int(PartitionConfig, "partition.seed", self.seed, 0)
+        check_choice(PartitionConfig, "partition.feature_dtype", self.feature_dtype,
+                     tuple(FEATURE_DTYPES))
         try:
             check_balance(self.balance)
         except ConfigError as exc:
@@ -52,7 +59,8 @@ class PartitionConfig:
     def arguments(self) -> dict[str, Any]:
         """Keyword arguments of :func:`~gnnpar.partition.partition_graph`."""
         return {"method": self.partitioner, "halo_hops": self.halo_hops,
-                "balance": tuple(self.balance), "seed": self.seed}
+                "balance": tuple(self.balance), "seed": self.seed,
+                "feature_dtype": self.feature_dtype}
 
     def run(self, dataset: GraphDataset, num_parts: int, out: str, *, overwrite: bool = False,
             progress: bool = False) -> PartitionMeta:

@@ -16,7 +16,9 @@ Edges follow message direction (source -> destination)::
         adj_complete.npy bool  [n_owned + n_halo]  whether the node's full in-edge list is
                                            stored (owned nodes always; halo nodes within
                                            halo_hops - 1 hops of an owned node)
-        feat.npy         float32 [n_owned, F]  row order = local id
+        feat.npy         [n_owned, F]  row order = local id; float32, float16 or the raw
+                                           bits of bfloat16 (uint16), as meta.json's feat_dtype
+                                           (fp32, fp16, bf16) says
         label.npy        int64 [n_owned]   (-1 = unlabelled)
         train_idx.npy val_idx.npy test_idx.npy   int64 local ids of owned nodes
 
@@ -27,17 +29,24 @@ id ``halo_gids[j]``.  With ``halo_hops = 1`` the halo rows of ``indptr`` are emp
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gnnpar.errors import PartitionError
+from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.io import load_npy, read_json, sha256_file
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Version 2 added ``feat_dtype``; a version-1 directory reads as ``fp32`` features."""
 META_FILE = "meta.json"
+FEATURE_DTYPES: dict[str, type[np.generic]] = {
+    "fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}
+"""How ``feat.npy`` stores each feature dtype (numpy has no bfloat16: its raw 16 bits)."""
+_FP16_MAX = float(np.finfo(np.float16).max)
 # Every array file of a part and its dtype: the part-file schema (see the module docstring).
 PART_DTYPES: dict[str, type[np.generic]] = {
     "orig_ids": np.int64, "halo_gids": np.int64, "indptr": np.int64, "indices": np.int64,
@@ -45,6 +54,32 @@ PART_DTYPES: dict[str, type[np.generic]] = {
     "train_idx": np.int64, "val_idx": np.int64, "test_idx": np.int64,
 }
 PART_ARRAYS = tuple(PART_DTYPES)
+
+
+def store_features(x: np.ndarray, feat_dtype: str) -> np.ndarray:
+    """Finite feature rows as ``feat.npy`` stores them for ``feat_dtype``.
+
+    ``bf16`` is rounded to nearest even and kept as its raw 16 bits; check ``fp16``
+    features with :func:`check_feature_range` first.
+    """
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if feat_dtype == "bf16":
+        bits = x.view(np.uint32)
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return x.astype(FEATURE_DTYPES[feat_dtype], copy=False)
+
+
+def check_feature_range(blocks: Iterable[np.ndarray], feat_dtype: str) -> None:
+    """Raise :class:`ConfigError` if a feature value does not fit ``feat_dtype``."""
+    if feat_dtype != "fp16":
+        return
+    for block in blocks:
+        peak = float(np.abs(block).max()) if block.size else 0.0
+        if peak > _FP16_MAX:
+            raise ConfigError(f"a feature value of magnitude {peak:.4g} does not fit float16 "
+                              "(largest 65504).", field="feature_dtype",
+                              fix="use --feature-dtype bf16 (float32's range) or scale the "
+                              "features.")
 
 
 def part_dir_name(part: int) -> str:
@@ -63,6 +98,7 @@ class PartitionMeta:
         num_nodes: Nodes in the whole graph.
         num_edges: Edges in the whole graph.
         feat_dim: Feature width ``F``.
+        feat_dtype: ``fp32``, ``fp16`` or ``bf16`` (``feat.npy`` holds bfloat16's raw bits).
         num_classes: Number of classes.
         offsets: ``K + 1`` monotone global-id boundaries: part ``k`` owns
             ``offsets[k] .. offsets[k+1]``.
@@ -86,6 +122,7 @@ class PartitionMeta:
     quality: dict[str, Any] = field(default_factory=dict)
     parts: tuple[dict[str, int], ...] = ()
     files: dict[str, str] = field(default_factory=dict)
+    feat_dtype: str = "fp32"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], path: str | os.PathLike[str]) -> PartitionMeta:
@@ -94,15 +131,16 @@ class PartitionMeta:
             raise PartitionError("expected a JSON object.", path=path,
                                  fix="re-create the partition with gnnpar-partition.")
         version = d.get("format_version")
-        if version != FORMAT_VERSION:
+        if version not in READABLE_VERSIONS:
             raise PartitionError(
-                f"format_version is {version!r}; this gnnpar reads version {FORMAT_VERSION}.",
+                f"format_version is {version!r}; this gnnpar reads versions "
+                f"{', '.join(map(str, READABLE_VERSIONS))}.",
                 path=path, field="format_version",
                 fix="re-partition with this gnnpar version (gnnpar-partition ... --overwrite).")
         kwargs: dict[str, Any] = {}
         for f in fields(cls):
             if f.name not in d:
-                if f.name in ("quality", "parts", "files"):
+                if f.name in ("quality", "parts", "files", "feat_dtype"):
                     continue
                 raise PartitionError("field is missing.", path=path, field=f.name,
                                      fix="re-create the partition with gnnpar-partition.")
@@ -110,6 +148,10 @@ class PartitionMeta:
         kwargs["offsets"] = tuple(int(o) for o in kwargs["offsets"])
         kwargs["parts"] = tuple(kwargs.get("parts", ()))
         meta = cls(**kwargs)
+        if meta.feat_dtype not in FEATURE_DTYPES:
+            raise PartitionError(f"feat_dtype is {meta.feat_dtype!r}.", path=path,
+                                 field="feat_dtype",
+                                 fix=f"use one of {', '.join(FEATURE_DTYPES)} (re-partition).")
         offs = np.asarray(meta.offsets)
         if (len(offs) != meta.num_parts + 1 or offs[0] != 0 or offs[-1] != meta.num_nodes
                 or (np.diff(offs) < 0).any()):
@@ -135,6 +177,10 @@ class PartitionMeta:
                                  fix="create it with `gnnpar-partition DATASET --num-parts K "
                                  f"--out {out_dir}`.")
         return cls.from_dict(read_json(path, PartitionError), path)
+
+    def part_dtypes(self) -> dict[str, type[np.generic]]:
+        """Every part file's stored dtype (the schema, with this partition's features)."""
+        return {**PART_DTYPES, "feat": FEATURE_DTYPES[self.feat_dtype]}
 
     def owner(self, gids: np.ndarray) -> np.ndarray:
         """Part that owns each global id (one ``searchsorted`` on the offsets)."""

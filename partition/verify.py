@@ -25,11 +25,11 @@ from gnnpar.datasets.graph import SPLITS, GraphDataset
 from gnnpar.errors import PartitionError
 from gnnpar.partition.format import (
     PART_ARRAYS,
-    PART_DTYPES,
     Partition,
     PartitionMeta,
     load_partition,
     part_dir_name,
+    store_features,
     verify_checksums,
 )
 
@@ -113,7 +113,7 @@ def verify_partition(out_dir: str | os.PathLike[str],
 def _check_part_arrays(d: Path, p: Partition) -> None:
     """Dtypes, sizes, CSC structure, halo ids and splits of one part."""
     meta, k = p.meta, p.part_id
-    for name, dtype in PART_DTYPES.items():
+    for name, dtype in meta.part_dtypes().items():
         arr = getattr(p, name)
         if arr.dtype != dtype or arr.ndim != (2 if name == "feat" else 1):
             raise _fail(d / f"{name}.npy", name, f"has dtype {arr.dtype} and {arr.ndim} "
@@ -232,10 +232,10 @@ def _check_round_trip(out: Path, parts: list[Partition], meta: PartitionMeta,
         orig = np.asarray(p.orig_ids)
         for start in range(0, len(orig), _ROWS):
             rows = orig[start:start + _ROWS]
-            want = (np.zeros((len(rows), 0), np.float32) if ds.x is None
-                    else np.asarray(ds.x[rows], dtype=np.float32))
-            if not np.array_equal(want.view(np.uint32),
-                                  np.asarray(p.feat[start:start + _ROWS]).view(np.uint32)):
+            want = store_features(np.zeros((len(rows), 0), np.float32) if ds.x is None
+                                  else ds.x[rows], meta.feat_dtype)
+            got = np.asarray(p.feat[start:start + _ROWS])
+            if want.tobytes() != got.tobytes():
                 raise _fail(d / "feat.npy", "feat", f"row {start} onwards differs from the "
                             "dataset's features.")
         want_y = (np.full(len(orig), -1, np.int64) if ds.y is None

@@ -16,7 +16,7 @@ the contract every reader relies on)::
         indices.npy        int64 [nnz]               source local ids
         in_degree.npy      int64 [n_owned + n_halo]  global in-degrees
         adj_complete.npy   bool  [n_owned + n_halo]  full in-edge list stored?
-        feat.npy           float32 [n_owned, F]      (F = 0 without features)
+        feat.npy           [n_owned, F]  float32 (or --feature-dtype; F = 0 without)
         label.npy          int64 [n_owned]           (-1 = unlabelled / no labels)
         train_idx.npy val_idx.npy test_idx.npy   int64 sorted local ids of owned nodes
       part-1/ ...
@@ -52,7 +52,15 @@ from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.io import atomic_directory, save_npy_blocks, save_npy_sha256, write_json
 from gnnpar.partition.adjacency import InEdges, group_in_edges
 from gnnpar.partition.assign import DEFAULT_BALANCE, assign_parts, check_num_parts
-from gnnpar.partition.format import FORMAT_VERSION, META_FILE, PartitionMeta, part_dir_name
+from gnnpar.partition.format import (
+    FEATURE_DTYPES,
+    FORMAT_VERSION,
+    META_FILE,
+    PartitionMeta,
+    check_feature_range,
+    part_dir_name,
+    store_features,
+)
 from gnnpar.partition.local_graph import Renumbering, build_local_graph, renumber
 from gnnpar.partition.quality import PartStats, quality_report
 
@@ -68,6 +76,7 @@ def partition_graph(
     balance: Sequence[str] = DEFAULT_BALANCE,
     seed: int = 0,
     assignment: np.ndarray | None = None,
+    feature_dtype: str = "fp32",
     overwrite: bool = False,
     progress: bool = False,
     validate: bool = True,
@@ -85,6 +94,8 @@ def partition_graph(
         balance: Quantities METIS balances: any of ``"nodes"``, ``"train"``, ``"edges"``.
         seed: Seed of METIS and of ``random``.
         assignment: A precomputed int ``[N]`` part per node; overrides ``method``.
+        feature_dtype: How features are stored and sent: ``"fp32"``, ``"fp16"`` or
+            ``"bf16"`` (half the bytes; bf16 keeps float32's range).
         overwrite: Replace an existing ``out_dir`` (only once the new one is complete).
         progress: Show a progress bar per stage.
         validate: Validate ``dataset`` first (:meth:`GraphDataset.validate`); pass
@@ -110,6 +121,13 @@ def partition_graph(
     if validate:
         dataset.validate()
     check_num_parts(num_parts, dataset.num_nodes)
+    if feature_dtype not in FEATURE_DTYPES:
+        raise ConfigError(f"got feature_dtype={feature_dtype!r}.", field="feature_dtype",
+                          fix=f"pass one of {', '.join(FEATURE_DTYPES)} "
+                          "(CLI: --feature-dtype fp32|fp16|bf16).")
+    if dataset.x is not None:
+        check_feature_range(_feature_blocks(dataset.x, np.arange(dataset.num_nodes)),
+                            feature_dtype)
     hint = "pass overwrite=True (CLI: --overwrite) or choose another --out."
     with atomic_directory(out_dir, overwrite, PartitionError, hint) as tmp:
         with tqdm(total=2, desc=f"assign ({'precomputed' if assignment is not None else method})",
@@ -129,7 +147,7 @@ def partition_graph(
         sizes: list[dict[str, int]] = []
         for k in tqdm(range(num_parts), desc="write", unit="part", disable=not progress):
             st, size = _write_part(tmp, k, dataset, in_edges, ren, degree, splits,
-                                   int(halo_hops), files)
+                                   int(halo_hops), files, feature_dtype)
             stats.append(st)
             sizes.append(size)
         meta = PartitionMeta(
@@ -138,14 +156,15 @@ def partition_graph(
             feat_dim=dataset.feat_dim, num_classes=dataset.num_classes,
             offsets=tuple(int(o) for o in ren.offsets), halo_hops=int(halo_hops),
             partitioner=partitioner, quality=quality_report(stats, dataset.num_edges),
-            parts=tuple(sizes), files=dict(sorted(files.items())))
+            parts=tuple(sizes), files=dict(sorted(files.items())), feat_dtype=feature_dtype)
         write_json(tmp / META_FILE, meta.to_dict())
     return meta
 
 
 def _write_part(tmp: Path, k: int, dataset: GraphDataset, in_edges: InEdges,
                 ren: Renumbering, degree: np.ndarray, splits: dict[str, np.ndarray],
-                halo_hops: int, files: dict[str, str]) -> tuple[PartStats, dict[str, int]]:
+                halo_hops: int, files: dict[str, str],
+                feature_dtype: str) -> tuple[PartStats, dict[str, int]]:
     """Write part ``k``'s files into ``tmp/part-k``; return its load and sizes."""
     name = part_dir_name(k)
     (tmp / name).mkdir()
@@ -163,8 +182,8 @@ def _write_part(tmp: Path, k: int, dataset: GraphDataset, in_edges: InEdges,
     save("in_degree", np.concatenate([degree[owned], degree[ren.old_of_new[local.halo_gids]]]))
     save("adj_complete", local.adj_complete)
     files[f"{name}/feat.npy"] = save_npy_blocks(
-        tmp / name / "feat.npy", (len(owned), dataset.feat_dim), np.float32,
-        _feature_blocks(dataset.x, owned))
+        tmp / name / "feat.npy", (len(owned), dataset.feat_dim), FEATURE_DTYPES[feature_dtype],
+        (store_features(b, feature_dtype) for b in _feature_blocks(dataset.x, owned)))
     if dataset.y is None:
         save("label", np.full(len(owned), -1, dtype=np.int64))
     else:

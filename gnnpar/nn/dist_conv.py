@@ -13,6 +13,8 @@ run on owned rows only.
 ``GCNConv`` weights each edge by the degrees of its *source* as well: a halo node's degree
 is not visible locally, so :meth:`HaloGraph.gcn_adjacency` computes the owned nodes' degrees
 with PyG's own self-loop rule and fetches the halo nodes' degrees from their owners once.
+(Mean-aggregating ``SAGEConv`` layers likewise run as one product with a cached mean
+adjacency, :mod:`gnnpar.nn.sage`, not as per-edge messages.)
 (The partition's ``in_degree`` alone is not enough: whether a halo node has a self-loop,
 which ``add_self_loops`` replaces, is only known to its owner.)  Its linear map commutes
 with the aggregation, so the halo rows are exchanged *after* it (``F_out`` numbers per
@@ -30,8 +32,6 @@ Usage (the model's own ``forward`` is unchanged)::
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -44,6 +44,8 @@ from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.graph import DistGraph
 from gnnpar.nn.halo import HaloExchange, HaloPlan, PipelineState
+from gnnpar.nn.sage import is_mean_sage, mean_adjacency, sage_mean
+from gnnpar.nn.sparse import SparseAdjacency
 
 # Layers taking (x_src, x_dst) and size=: their destination-side transforms (root
 # weights, the linear map after aggregation) then run on owned rows only.
@@ -71,7 +73,7 @@ class HaloGraph:
     def __init__(self, exchange: HaloExchange, edge_index: Tensor) -> None:
         self.exchange = exchange
         self.edge_index = edge_index
-        self._adj: dict[tuple[bool, bool, torch.dtype], SparseAdjacency] = {}
+        self._adj: dict[tuple[Any, ...], SparseAdjacency] = {}
 
     @classmethod
     def build(cls, graph: DistGraph, ctx: DistContext, *, stats: CommStats | None = None,
@@ -135,6 +137,14 @@ class HaloGraph:
                 edge_index, weight, self.num_owned, self.num_owned + self.num_halo)
         return self._adj[key]
 
+    def mean_adjacency(self, dtype: torch.dtype) -> SparseAdjacency:
+        """The mean over each owned node's in-edges, from local ids to owned rows (cached)."""
+        key = ("mean", dtype)
+        if key not in self._adj:
+            self._adj[key] = mean_adjacency(self.edge_index, self.num_owned,
+                                            self.num_owned + self.num_halo, dtype)
+        return self._adj[key]
+
     def _gcn_norm(self, add_self_loops: bool, improved: bool,
                   dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """Edges and weights of :meth:`gcn_adjacency` (uncached; collective)."""
@@ -152,58 +162,6 @@ class HaloGraph:
         inv = torch.cat([deg, halo_deg]).pow(-0.5)
         inv.masked_fill_(inv == float("inf"), 0.0)
         return edge_index, inv[edge_index[0]] * weight * inv[edge_index[1]]
-
-
-class _SpMM(torch.autograd.Function):
-    """``A @ h`` with a fixed sparse ``A``; the backward is ``A^T @ grad``."""
-
-    @staticmethod
-    def forward(fctx: torch.autograd.function.FunctionCtx, h: Tensor,
-                adj: SparseAdjacency) -> Tensor:
-        fctx.adj = adj  # type: ignore[attr-defined]
-        out: Tensor = torch.sparse.mm(adj.a, h)
-        return out
-
-    @staticmethod
-    def backward(fctx: torch.autograd.function.FunctionCtx,
-                 grad: Tensor) -> tuple[Tensor | None, None]:
-        return torch.sparse.mm(fctx.adj.a_t, grad), None  # type: ignore[attr-defined]
-
-
-@dataclass(frozen=True)
-class SparseAdjacency:
-    """A fixed weighted adjacency in CSR form, and its transpose for the backward pass.
-
-    One sparse-dense product (MKL / cuSPARSE) per aggregation instead of PyG's
-    gather-multiply-scatter over an ``[E, F]`` message tensor: the same sums (duplicate
-    edges add their weights), a fraction of the memory traffic.
-
-    Attributes:
-        a: ``[num_dst, num_src]`` sparse CSR, ``a[d, s]`` = weight of edge ``s -> d``.
-        a_t: ``[num_src, num_dst]`` its transpose, sparse CSR.
-    """
-
-    a: Tensor
-    a_t: Tensor
-
-    @classmethod
-    def from_edges(cls, edge_index: Tensor, weight: Tensor, num_dst: int,
-                   num_src: int) -> SparseAdjacency:
-        """Build from ``[2, E]`` (source, destination) edges and their weights."""
-        def csr(rows: Tensor, cols: Tensor, shape: tuple[int, int]) -> Tensor:
-            coo = torch.sparse_coo_tensor(torch.stack([rows, cols]), weight, shape,
-                                          check_invariants=False).coalesce()
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
-                return coo.to_sparse_csr()
-
-        src, dst = edge_index
-        return cls(csr(dst, src, (num_dst, num_src)), csr(src, dst, (num_src, num_dst)))
-
-    def __matmul__(self, h: Tensor) -> Tensor:
-        """``[num_dst, F]`` weighted sums of the rows ``h [num_src, F]`` (autograd)."""
-        out: Tensor = _SpMM.apply(h, self)  # type: ignore[no-untyped-call]
-        return out
 
 
 class DistConv(nn.Module):
@@ -259,6 +217,8 @@ class DistConv(nn.Module):
             return self._gcn(conv, x, edge_index, *args, **kwargs)
         n = self.graph.num_owned
         x_all = self.graph.exchange(x, training=self.training, state=self.pipeline)
+        if is_mean_sage(conv) and not args and not kwargs:  # no [E, F] messages
+            return sage_mean(conv, x_all, x, self.graph.mean_adjacency(x_all.dtype))
         if isinstance(conv, _BIPARTITE):  # destination-side work on owned rows only
             return conv((x_all, x), edge_index, *args, size=(x_all.size(0), n), **kwargs)
         out = conv(x_all, edge_index, *args, **kwargs)

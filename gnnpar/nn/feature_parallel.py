@@ -60,7 +60,7 @@ def shard_columns(ctx: DistContext, x_owned: Tensor, stats: CommStats | None = N
     counts = torch.tensor([x_owned.size(0) * (b - a) for a, b in blocks], dtype=torch.int64)
     recv, recv_counts = all_to_all_v(ctx, send, counts, stats=stats, kind="fp_shard")
     a, b = blocks[ctx.rank]
-    parts = recv.split_with_sizes(recv_counts.tolist())
+    parts = recv.split_with_sizes(recv_counts)
     return torch.cat([part.view(-1, b - a) for part in parts])
 
 
@@ -156,7 +156,7 @@ class FeatureParallelLinear(nn.Module):
         world = self.ctx.world_size
         m = ids.numel()
         all_ids, counts = all_to_all_v(
-            self.ctx, ids.cpu().repeat(world),
+            self.ctx, ids.repeat(world),
             torch.full((world,), m, dtype=torch.int64), stats=self.stats, kind="fp_ids")
         rows = x_cols[all_ids.to(x_cols.device)].to(self.weight.device, self.weight.dtype)
         partial = rows @ self.weight[:, a:b].t()

@@ -54,8 +54,8 @@ class HaloPlan:
         num_halo: Halo rows this rank receives.
         send_idx: int64 ``[S]`` local ids of the owned rows sent, grouped by destination
             rank (rank 0's first) and, within a destination, in its ``halo_gids`` order.
-        send_counts: int64 ``[world_size]`` rows sent to each rank.
-        recv_counts: int64 ``[world_size]`` halo rows received from each rank.
+        send_counts: int64 ``[world_size]`` rows sent to each rank (CPU).
+        recv_counts: int64 ``[world_size]`` halo rows received from each rank (CPU).
     """
 
     num_owned: int
@@ -96,8 +96,9 @@ class HaloPlan:
             return owner
 
         recv_counts = torch.bincount(agreed(ctx, owners), minlength=ctx.world_size)
-        requested, send_counts = all_to_all_v(ctx, halo, recv_counts, stats=stats,
-                                              kind="halo_setup")
+        requested, send_list = all_to_all_v(ctx, halo.to(ctx.device), recv_counts.to(ctx.device),
+                                            stats=stats, kind="halo_setup")
+        send_counts = torch.tensor(send_list, dtype=torch.int64)
 
         def local_ids() -> Tensor:
             send_idx = requested - graph.first_gid
@@ -112,7 +113,7 @@ class HaloPlan:
         send_idx = agreed(ctx, local_ids)
         if device is not None:
             send_idx = send_idx.to(device)
-        return cls(graph.num_owned, graph.num_halo, send_idx, send_counts, recv_counts)
+        return cls(graph.num_owned, graph.num_halo, send_idx, send_counts, recv_counts.cpu())
 
     def gather_halo(self, ctx: DistContext, values: Tensor,
                     stats: CommStats | None = None, kind: str = "halo") -> Tensor:
@@ -354,7 +355,7 @@ class HaloExchange:
         if state.halo is None:  # first iteration: exact, and its halo serves the next one
             out = _apply(_ExchangeFn, x, self._exact, self.ctx, self.stats)
             halo = out[self.plan.num_owned:].detach().clone()
-            state.halo = PendingExchange(halo, self.plan.recv_counts)
+            state.halo = PendingExchange(halo, self.plan.recv_counts.tolist())
             return out
         halo = state.halo.wait()
         state.halo = start_all_to_all_v(

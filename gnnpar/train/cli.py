@@ -216,6 +216,11 @@ def format_summary(record: dict[str, Any]) -> str:
         f"epoch time:        {s['epoch_time_s']:.2f} s ({s['steps_per_epoch']} step"
         f"{'s' if s['steps_per_epoch'] != 1 else ''}; mean after the first epoch)",
     ]
+    t = s["step_time_s"]
+    lines.append("  of which:        " + ", ".join(
+        f"{k} {t[k]:.2f} s" for k in ("sample", "fetch", "forward", "backward", "optimizer")
+        if sample or k not in ("sample", "fetch")) + (
+        f" ({t['wait']:.2f} s of sample + fetch blocked in exchanges)" if sample else ""))
     if sample:
         lines.append(f"sampled edges/s:   {s['sampled_edges_per_s'] / 1e6:.3f} M (all ranks)")
     lines.append("communicated per epoch (all ranks):")
@@ -223,6 +228,9 @@ def format_summary(record: dict[str, Any]) -> str:
         lines.append(f"  {kind:<12} {v['rows']:>14,} rows {_size(v['bytes']):>12}")
     total = sum(v["bytes"] for v in s["eval_comm"].values())
     lines.append(f"full-neighbour inference: {_size(total)} communicated")
+    mem = s["peak_memory_bytes"]
+    lines.append(f"peak memory:       {_size(mem['host'])} host (largest rank)" + (
+        f", {_size(mem['device'])} GPU" if mem["device"] is not None else ""))
     lines.append(f"total wall time:   {s['wall_time_s']:.1f} s")
     lines.append(f"run record:        {s['record']}")
     return "\n".join(lines)

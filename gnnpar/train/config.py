@@ -38,6 +38,8 @@ from gnnpar.partition.config import PartitionConfig
 MODEL_NAMES = ("sage", "gcn", "gat")
 MODES = ("sample", "full")
 GCN_NORMS = ("global", "sampled")
+PRECISIONS = ("fp32", "bf16")
+SEED_SPLITS = ("even", "owned")
 
 
 @dataclass
@@ -99,9 +101,14 @@ class TrainConfig:
     """Validation and test accuracy every this many epochs (and after the last):
     sampled neighbourhoods in sample mode, exact in full mode."""
 
+    precision: str = "fp32"
+    """fp32, or bf16: forward passes under bfloat16 autocast, features and halo rows
+    in bfloat16 (weights, gradients and Adam stay fp32)."""
+
     def validate(self) -> TrainConfig:
         """Check every value; return ``self`` or raise :class:`ConfigError`."""
         check_choice(TrainConfig, "train.mode", self.mode, MODES)
+        check_choice(TrainConfig, "train.precision", self.precision, PRECISIONS)
         for name in ("epochs", "eval_every"):
             check_int(TrainConfig, f"train.{name}", getattr(self, name), 1)
         check_number(TrainConfig, "train.lr", self.lr, 0.0, strict=True)
@@ -127,8 +134,13 @@ class SampleConfig:
     """Per-rank budget of the cache of remote feature rows, in MiB (0: no cache)."""
 
     prefetch: bool = True
-    """Sample the next batch while the current one trains (on a process group of its
-    own)."""
+    """Sample the next batch and send its feature requests before the current one
+    trains, so its rows travel meanwhile (same thread, same process group)."""
+
+    seed_split: str = "even"
+    """How training seeds are shared: even (a rank with over 2% more than the mean
+    share hands the excess to ranks with fewer, once, labels included) or owned (each
+    rank its own seeds, however unbalanced)."""
 
     gcn_norm: str = "global"
     """GCN normalisation on sampled batches: global (the graph's degrees, sampled
@@ -152,6 +164,7 @@ class SampleConfig:
             check_int(SampleConfig, f"sample.{name}", getattr(self, name), 1)
         check_number(SampleConfig, "sample.cache_mb", self.cache_mb, 0.0)
         check_choice(SampleConfig, "sample.gcn_norm", self.gcn_norm, GCN_NORMS)
+        check_choice(SampleConfig, "sample.seed_split", self.seed_split, SEED_SPLITS)
         return self
 
 

@@ -31,7 +31,8 @@ from gnnpar.distributed import DistContext
 from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.nn import HaloGraph, distribute_convs, flush_pipelines
 from gnnpar.train.config import Config
-from gnnpar.train.minibatch import StepHook
+from gnnpar.train.minibatch import SUMS, StepHook
+from gnnpar.train.models import COMPUTE_DTYPES, autocast
 
 
 @dataclass(frozen=True)
@@ -52,33 +53,35 @@ class NodeData:
     num_global: dict[str, int]
 
     @classmethod
-    def load(cls, graph: DistGraph, device: torch.device,
-             num_global: dict[str, int]) -> NodeData:
-        """Read this rank's rows from the partition onto ``device``."""
+    def load(cls, graph: DistGraph, device: torch.device, num_global: dict[str, int],
+             dtype: torch.dtype = torch.float32) -> NodeData:
+        """Read this rank's rows from the partition onto ``device``, features as ``dtype``."""
         part = graph.part
         splits = {s: torch.from_numpy(np.array(getattr(part, f"{s}_idx"))).to(device)
                   for s in SPLITS}
-        return cls(x=torch.from_numpy(np.array(part.feat)).to(device),
+        return cls(x=graph.features().to(device, dtype, copy=True),
                    y=torch.from_numpy(np.array(part.label)).to(device),
                    splits=splits, num_global=num_global)
 
 
 @torch.no_grad()
-def exact_accuracy(model: nn.Module, halo: HaloGraph, data: NodeData,
-                   ctx: DistContext) -> dict[str, float]:
+def exact_accuracy(model: nn.Module, halo: HaloGraph, data: NodeData, ctx: DistContext,
+                   precision: str = "fp32") -> dict[str, float]:
     """Whole-graph accuracy of each split (collective; exact halo exchange).
 
     Args:
         model: The model, its message-passing layers wrapped by ``distribute_convs``.
         halo: This rank's part of the full graph.
-        data: This rank's nodes.
+        data: This rank's nodes (features in ``precision``'s compute dtype).
         ctx: Distributed context.
+        precision: ``fp32`` or ``bf16`` (autocast).
 
     Returns:
         ``{"train_acc", "val_acc", "test_acc"}``; a split empty everywhere gives ``nan``.
     """
     model.eval()
-    pred = model(data.x, halo.edge_index).argmax(-1)
+    with autocast(ctx.device, precision):
+        pred = model(data.x, halo.edge_index).argmax(-1)
     correct = torch.stack([(pred[i] == data.y[i]).sum() for i in data.splits.values()])
     correct = all_reduce_sum(ctx, correct).cpu()
     return {f"{s}_acc": float(c) / data.num_global[s] if data.num_global[s] else float("nan")
@@ -86,8 +89,8 @@ def exact_accuracy(model: nn.Module, halo: HaloGraph, data: NodeData,
 
 
 def full_neighbour_accuracy(model: nn.Module, graph: DistGraph, ctx: DistContext,
-                            num_global: dict[str, int],
-                            stats: CommStats | None = None) -> dict[str, float]:
+                            num_global: dict[str, int], stats: CommStats | None = None,
+                            precision: str = "fp32") -> dict[str, float]:
     """Exact accuracy of a trained replicated model on the whole partitioned graph.
 
     A copy of ``model`` has its message-passing layers wrapped in ``DistConv`` (halo
@@ -96,8 +99,9 @@ def full_neighbour_accuracy(model: nn.Module, graph: DistGraph, ctx: DistContext
     import copy
 
     halo = HaloGraph.build(graph, ctx, stats=stats)
-    data = NodeData.load(graph, ctx.device, num_global)
-    return exact_accuracy(distribute_convs(copy.deepcopy(model), halo), halo, data, ctx)
+    data = NodeData.load(graph, ctx.device, num_global, COMPUTE_DTYPES[precision])
+    return exact_accuracy(distribute_convs(copy.deepcopy(model), halo), halo, data, ctx,
+                          precision)
 
 
 class FullGraphEngine:
@@ -123,7 +127,8 @@ class FullGraphEngine:
         self.ctx = ctx
         self.halo = HaloGraph.build(graph, ctx, stats=stats, boundary_p=cfg.full.boundary_p,
                                     stale=cfg.full.stale, seed=cfg.train.seed)
-        self.data = NodeData.load(graph, ctx.device, num_global)
+        self.precision = cfg.train.precision
+        self.data = NodeData.load(graph, ctx.device, num_global, COMPUTE_DTYPES[self.precision])
         self.module = distribute_convs(model, self.halo)
         self.steps_per_epoch = 1
 
@@ -145,24 +150,30 @@ class FullGraphEngine:
         ddp.train()
         data, idx = self.data, self.data.splits["train"]
         optimizer.zero_grad(set_to_none=True)
-        out = ddp(data.x, self.halo.edge_index)[idx]
-        loss = F.cross_entropy(out, data.y[idx], reduction="sum")
+        with autocast(self.ctx.device, self.precision):
+            out = ddp(data.x, self.halo.edge_index)[idx]
+            loss = F.cross_entropy(out, data.y[idx], reduction="sum")
+        t1 = time.perf_counter()
         scaled = loss * (self.ctx.world_size / data.num_global["train"])
         scaled.backward()  # type: ignore[no-untyped-call]
+        t2 = time.perf_counter()
         optimizer.step()
+        t3 = time.perf_counter()
         correct = (out.argmax(-1) == data.y[idx]).sum()
-        sums = {"loss": float(loss.detach()), "correct": float(correct),
-                "seeds": float(idx.numel()), "edges": 0.0, "time": time.perf_counter() - t0}
+        sums = {**dict.fromkeys(SUMS, 0.0), "loss": float(loss.detach()),
+                "correct": float(correct), "seeds": float(idx.numel()),
+                "time": time.perf_counter() - t0, "t_forward": t1 - t0, "t_backward": t2 - t1,
+                "t_optimizer": t3 - t2}
         if hook is not None:
             hook(epoch, 0, None)
         return sums
 
     def evaluate(self) -> dict[str, float]:
         """Exact validation and test accuracy (collective)."""
-        acc = exact_accuracy(self.module, self.halo, self.data, self.ctx)
+        acc = exact_accuracy(self.module, self.halo, self.data, self.ctx, self.precision)
         return {"val_acc": acc["val_acc"], "test_acc": acc["test_acc"]}
 
     def final_accuracy(self) -> dict[str, float]:
         """Exact accuracy of every split after training (collective)."""
         flush_pipelines(self.module)
-        return exact_accuracy(self.module, self.halo, self.data, self.ctx)
+        return exact_accuracy(self.module, self.halo, self.data, self.ctx, self.precision)

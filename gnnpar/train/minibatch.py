@@ -24,16 +24,21 @@ from torch_geometric.data import Data
 from tqdm import tqdm
 
 from gnnpar.comm import CommStats, all_reduce_sum
-from gnnpar.distributed import DistContext, new_group
-from gnnpar.feature_store import ARRAYS, DistFeatureStore
+from gnnpar.distributed import DistContext
+from gnnpar.feature_store import DistFeatureStore
 from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.loader import DistNeighborLoader
 from gnnpar.train.config import Config
-from gnnpar.train.models import SampledGNN, forward_batch
+from gnnpar.train.models import SampledGNN, autocast, forward_batch
 
 StepHook = Callable[[int, int, "Data | None"], None]
 """Called as ``hook(epoch, step, batch)`` after each optimizer step (and its checkpoint);
 ``batch`` is the minibatch (``None`` in full-graph mode)."""
+PHASES = ("sample", "fetch", "forward", "backward", "optimizer", "wait")
+"""Where a step's time goes (the run record's ``step_time_s``); ``wait`` is the part of
+``sample`` and ``fetch`` spent blocked in exchanges."""
+SUMS = ("loss", "correct", "seeds", "edges", "time", *(f"t_{p}" for p in PHASES))
+"""What an engine's ``train_epoch`` sums on each rank (the trainer all-reduces them)."""
 POSTFIX_EVERY = 20
 """Steps between updates of the progress bar's loss (each one waits for the device)."""
 
@@ -75,20 +80,22 @@ class MinibatchEngine:
         self.cfg = cfg
         self.ctx = ctx
         self.module = SampledGNN(model, gcn_norm=s.gcn_norm)
-        arrays: dict[str, Any] = {n: getattr(graph.part, a) for n, a in ARRAYS.items()}
+        arrays: dict[str, Any] = {"x": graph.features(), "y": graph.part.label}
+        attrs: tuple[str, ...] = ("x",)
         if self.module.needs_degrees:
             arrays.update(degree_arrays(graph))
-        fctx = new_group(ctx) if s.prefetch and ctx.world_size > 1 else ctx
-        self.features = DistFeatureStore(graph, fctx, cache_bytes=int(s.cache_mb * 2**20),
+            attrs = ("x", "in_degree", "self_loops")
+        self.features = DistFeatureStore(graph, ctx, cache_bytes=int(s.cache_mb * 2**20),
                                          stats=stats, arrays=arrays)
-        attrs = tuple(arrays)
+        graph = graph.to(ctx.device)  # one copy of the adjacency for every loader
         fanouts = list(s.fanouts)
         self.loader = DistNeighborLoader(graph, self.features, fanouts, "train", s.batch_size,
                                          shuffle=True, seed=seed, prefetch=s.prefetch,
-                                         node_attrs=attrs)
+                                         node_attrs=attrs, seed_split=s.seed_split)
         self.eval_loaders = {
             split: DistNeighborLoader(graph, self.features, fanouts, split, s.eval_batch_size,
-                                      shuffle=False, seed=seed + 1, node_attrs=attrs)
+                                      shuffle=False, seed=seed + 1, node_attrs=attrs,
+                                      seed_split=s.seed_split)
             for split in SPLITS[1:] if num_global[split] > 0}
         self.steps_per_epoch = len(self.loader)
 
@@ -109,36 +116,52 @@ class MinibatchEngine:
             progress: Show a progress bar.
 
         Returns:
-            This rank's sums: ``loss``, ``correct``, ``seeds``, ``edges``, ``time``.
+            This rank's sums (:data:`SUMS`): loss, correct predictions, seeds, sampled
+            edges, seconds, and seconds by phase (``t_sample`` ... ``t_wait``).
         """
         ctx, every = self.ctx, self.cfg.run.checkpoint_steps
-        acc = {"loss": 0.0, "correct": 0.0, "seeds": 0.0, "edges": 0.0, "time": 0.0, **acc}
+        acc = {**dict.fromkeys(SUMS, 0.0), **acc}
         start = self.loader.state_dict()["step"]
         ddp.train()
         bar = tqdm(total=len(self.loader), initial=start, leave=False, unit="step",
                    desc=f"epoch {epoch + 1}/{self.cfg.train.epochs}",
                    disable=None if ctx.is_main and progress else True)
-        dev = ctx.device
+        dev, precision = ctx.device, self.cfg.train.precision
         # On the device, so that a step does not wait for it; read once per epoch.
         loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
         correct = torch.zeros((), dtype=torch.int64, device=dev)
         seeds = 0
+        phase = dict.fromkeys(("forward", "backward", "optimizer"), 0.0)
 
         def totals(t0: float) -> dict[str, float]:
+            waited = sum(c.wait_s for c in self.features.stats.counters.values()) \
+                if self.features.stats is not None else 0.0
             return {**acc, "loss": acc["loss"] + float(loss_sum),
                     "correct": acc["correct"] + float(correct), "seeds": acc["seeds"] + seeds,
-                    "time": acc["time"] + time.perf_counter() - t0}
+                    "time": acc["time"] + time.perf_counter() - t0,
+                    **{f"t_{k}": acc[f"t_{k}"] + v for k, v in phase.items()},
+                    **{f"t_{k}": acc[f"t_{k}"] + self.loader.seconds[k]
+                       for k in ("sample", "fetch")},
+                    "t_wait": acc["t_wait"] + waited}
 
         t0 = time.perf_counter()
         for step, batch in enumerate(self.loader, start):
+            t1 = time.perf_counter()
             seed_step(epoch, step)
             batch = batch.to(dev)
             y = batch.y[: batch.batch_size]
-            logits = forward_batch(ddp, batch)
-            loss = F.cross_entropy(logits, y, reduction="sum")
+            with autocast(dev, precision):
+                logits = forward_batch(ddp, batch, precision)
+                loss = F.cross_entropy(logits, y, reduction="sum")
+            t2 = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
             (loss * (ctx.world_size / batch.global_batch_size)).backward()
+            t3 = time.perf_counter()
             optimizer.step()
+            t4 = time.perf_counter()
+            phase["forward"] += t2 - t1
+            phase["backward"] += t3 - t2
+            phase["optimizer"] += t4 - t3
             loss_sum += loss.detach()
             correct += (logits.argmax(-1) == y).sum()
             seeds += batch.batch_size
@@ -171,7 +194,9 @@ class MinibatchEngine:
             loader.set_epoch(0)  # the same sampled neighbourhoods at every evaluation
             for batch in loader:
                 batch = batch.to(dev)
-                pred = forward_batch(self.module, batch).argmax(-1)
+                with autocast(dev, self.cfg.train.precision):
+                    pred = forward_batch(self.module, batch, self.cfg.train.precision)
+                pred = pred.argmax(-1)
                 counts[2 * i] += (pred == batch.y[: batch.batch_size]).sum()
                 counts[2 * i + 1] += batch.batch_size
         counts = all_reduce_sum(self.ctx, counts).cpu()

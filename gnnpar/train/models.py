@@ -41,6 +41,10 @@ from torch_geometric.nn.models import GAT, GCN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpar.errors import ConfigError
+from gnnpar.nn.dropout import Dropout
+from gnnpar.nn.sage import is_mean_sage, mean_adjacency, sage_mean
+from gnnpar.nn.sparse import SparseAdjacency
+from gnnpar.ops import count
 from gnnpar.train.config import ModelConfig
 
 MODELS: dict[str, type[BasicGNN]] = {"sage": GraphSAGE, "gcn": GCN, "gat": GAT}
@@ -63,8 +67,10 @@ def build_model(cfg: ModelConfig, in_channels: int, out_channels: int) -> BasicG
         raise ConfigError(f"unknown model {cfg.name!r}.", field="model.name",
                           fix=f"pass --model with one of {', '.join(MODELS)}.")
     kwargs: dict[str, Any] = {"heads": cfg.heads} if cfg.name == "gat" else {}
-    return MODELS[cfg.name](in_channels, cfg.hidden, cfg.layers, out_channels,
-                            dropout=cfg.dropout, **kwargs)
+    model = MODELS[cfg.name](in_channels, cfg.hidden, cfg.layers, out_channels,
+                             dropout=cfg.dropout, **kwargs)
+    model.dropout = Dropout(cfg.dropout)  # torch's, with a mask a quarter of the cost
+    return model
 
 
 class SampledGNN(nn.Module):
@@ -124,7 +130,10 @@ class SampledGNN(nn.Module):
         for i, (conv, norm) in enumerate(zip(gnn.convs, gnn.norms, strict=True)):
             n_dst = sum(num_sampled_nodes[: layers - i])  # within layers-1-i hops
             edges = edge_index[:, : sum(num_sampled_edges[: layers - i])]  # into them
-            if isinstance(conv, _BIPARTITE):
+            if is_mean_sage(conv):
+                x = sage_mean(conv, x, x[:n_dst], mean_adjacency(edges, n_dst, x.size(0),
+                                                                  x.dtype))
+            elif isinstance(conv, _BIPARTITE):
                 x = conv((x, x[:n_dst]), edges)
             elif isinstance(conv, GCNConv) and self.gcn_norm == "global":
                 if in_degree is None or self_loops is None:
@@ -150,8 +159,8 @@ def global_gcn(conv: GCNConv, x: Tensor, edge_index: Tensor, n_dst: int,
     Args:
         conv: A normalising ``GCNConv`` with self-loops.
         x: ``[N, F]`` input rows of the batch's nodes.
-        edge_index: ``[2, E]`` sampled edges (source, destination), destinations in
-            ``[0, n_dst)``, every sampled in-edge of each destination included.
+        edge_index: ``[2, E]`` sampled edges (source, destination), destinations sorted,
+            in ``[0, n_dst)``, every sampled in-edge of each destination included.
         n_dst: Rows to compute.
         in_degree: ``[N]`` in-degree of each node in the whole graph.
         self_loops: ``[N]`` self-loops of each node in the whole graph.
@@ -163,27 +172,38 @@ def global_gcn(conv: GCNConv, x: Tensor, edge_index: Tensor, n_dst: int,
     h = conv.lin(x)
     src, dst = edge_index[0], edge_index[1]
     inv = (in_degree - self_loops + 1).to(h.dtype).rsqrt()  # PyG's add_remaining_self_loops
-    sampled = torch.bincount(dst, minlength=n_dst).clamp_(min=1)
+    sampled = count(dst, n_dst).clamp_(min=1)
     scale = in_degree[:n_dst].to(h.dtype) / sampled
     keep = src != dst  # self-loops are replaced by the one of the normalisation
     s, d = src[keep], dst[keep]
     weight = inv.index_select(0, s) * inv.index_select(0, d) * scale.index_select(0, d)
-    out = h[:n_dst] * inv[:n_dst].square().unsqueeze(-1)
-    out = out.index_add(0, d, h.index_select(0, s) * weight.unsqueeze(-1))
+    neighbours = SparseAdjacency(s, d, weight, n_dst, h.size(0)) @ h
+    out = h[:n_dst] * inv[:n_dst].square().unsqueeze(-1) + neighbours
     bias: Tensor | None = conv.bias
     result: Tensor = out + bias if bias is not None else out
     return result
 
 
-def forward_batch(model: nn.Module, batch: Data) -> Tensor:
-    """Logits ``[batch_size, C]`` of a minibatch's seeds.
+COMPUTE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+"""The dtype of the model's input and activations for each ``--precision``."""
+
+
+def autocast(device: torch.device, precision: str) -> torch.autocast:
+    """bfloat16 autocast for precision ``bf16`` (disabled for ``fp32``): wrap forwards."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def forward_batch(model: nn.Module, batch: Data, precision: str = "fp32") -> Tensor:
+    """Logits ``[batch_size, C]`` of a minibatch's seeds (call under :func:`autocast`).
 
     Args:
         model: A :class:`SampledGNN`, possibly wrapped in ``DistributedDataParallel``.
         batch: A ``DistNeighborLoader`` batch (with ``in_degree`` and ``self_loops`` for
-            global GCN).
+            global GCN); its features in any floating dtype (as stored).
+        precision: ``fp32`` or ``bf16``: the features are cast to its compute dtype.
     """
-    out: Tensor = model(batch.x, batch.edge_index, batch.num_sampled_nodes,
+    x = batch.x.to(COMPUTE_DTYPES[precision])
+    out: Tensor = model(x, batch.edge_index, batch.num_sampled_nodes,
                         batch.num_sampled_edges, batch.get("in_degree"),
                         batch.get("self_loops"))
     return out[: batch.batch_size]

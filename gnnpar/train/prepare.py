@@ -1,13 +1,13 @@
 """What ``gnnpar-train`` settles before any worker starts: checks, run directory, partition.
 
 :func:`check_before_start` runs every check that needs no data — the world size against
-the partition's parts, the device, the run directory — in well under a second, before a
-worker is spawned or a dataset read.  :func:`resolve_partition` then finds the partition
-to train on: a partition directory is used as it is; a dataset spec is loaded (with
-``--features`` / ``--labels`` / ``--split``), checked for a node-classification task and
-partitioned into one part per process, cached under ``ROOT/partitions`` under a key of
-every setting and every input file's size and modification time, so a changed input or
-setting is partitioned anew.
+the partition's parts (and its settings), the device, the run directory — in well under a
+second, before a worker is spawned or a dataset read. :func:`resolve_partition` then finds
+the partition to train on: a partition directory is used as it is; a dataset spec is
+loaded (with ``--features`` / ``--labels`` / ``--split``), checked for a node-
+classification task and partitioned into one part per process, cached under
+``ROOT/partitions`` under a key of every setting and every input file's size and
+modification time, so a changed input or setting is partitioned anew.
 """
 
 from __future__ import annotations
@@ -16,10 +16,14 @@ import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.train.config import Config
 from gnnpar.train.rundir import check_resume, dataset_slug, prepare_run_dir
+
+if TYPE_CHECKING:
+    from gnnpar.partition.format import PartitionMeta
 
 META_FILE = "meta.json"
 
@@ -88,6 +92,34 @@ def check_world_size(cfg: Config, world_size: int) -> None:
                 fix=f"pass --nproc {meta.num_parts} (or torchrun --nproc-per-node "
                 f"{meta.num_parts}), or re-partition with `gnnpar-partition DATASET "
                 f"--num-parts {world_size} --out DIR`.")
+        check_partition_settings(cfg, meta)
+
+
+def check_partition_settings(cfg: Config, meta: PartitionMeta) -> None:
+    """Refuse partition flags that an existing partition directory contradicts.
+
+    A partition directory is trained on as it is: a setting given on the command line
+    (one that differs from its default) must be what the directory was made with.
+    """
+    from gnnpar.config import flag_of
+    from gnnpar.partition.config import PartitionConfig
+
+    p, default = cfg.partition, PartitionConfig()
+    made = {"partitioner": meta.partitioner.get("method"), "halo_hops": meta.halo_hops,
+            "seed": meta.partitioner.get("seed"), "feature_dtype": meta.feat_dtype,
+            "balance": tuple(meta.partitioner.get("balance", ()))}
+    for name, value in made.items():
+        given = getattr(p, name)
+        if given != getattr(default, name) and given != value:
+            flag = flag_of(PartitionConfig, name)
+            shown = ",".join(given) if isinstance(given, tuple) else given
+            raise ConfigError(
+                f"{flag} {shown}, but the partition directory was made with "
+                f"{','.join(value) if isinstance(value, tuple) else value}; a partition "
+                "directory is used as it is.", path=cfg.data.dataset,
+                field=f"partition.{name}",
+                fix=f"drop {flag}, or re-partition: `gnnpar-partition DATASET --num-parts "
+                f"{meta.num_parts} {flag} {shown} --out DIR`.")
 
 
 def check_device(cfg: Config, local_world_size: int) -> None:

@@ -46,7 +46,7 @@ TOP_FIELDS = {
     "config": "The whole resolved configuration, section by section (the --config file "
               "that repeats the run).",
     "partition": "The partition trained on: dir, name, num_parts, num_nodes, num_edges, "
-                 "feat_dim, num_classes, partitioner.",
+                 "feat_dim, feat_dtype, num_classes, partitioner.",
     "env": "Where it ran: gnnpar, torch and python versions, host, world_size, backend, "
            "device, torch_threads.",
     "epochs": "One entry per finished epoch (EPOCH_FIELDS).",
@@ -65,6 +65,11 @@ EPOCH_FIELDS = {
     "eval_time_s": "Seconds of this epoch's evaluation (mean over ranks), or null.",
     "sampled_edges": "Sample mode: edges sampled by all ranks in the epoch; full: null.",
     "sampled_edges_per_s": "sampled_edges / epoch_time_s; full mode: null.",
+    "step_time_s": "Where the training steps' time went, summed over the epoch's steps and "
+                   "averaged over ranks: sample (sampling the batches), fetch (gathering "
+                   "their features), forward, backward (DDP's gradient all-reduce overlaps "
+                   "it), optimizer, and wait, the part of sample and fetch blocked in "
+                   "exchanges. Host seconds: on a GPU a phase's kernels can finish later.",
     "comm": "Rows and bytes sent by all ranks in the training steps, by kind: "
             "{kind: {rows, bytes}}.",
     "eval_comm": "The same for this epoch's evaluation ({} when none).",
@@ -81,9 +86,12 @@ SUMMARY_FIELDS = {
     "test_acc_sampled": "Sample mode: the last epoch's sampled test accuracy; full: null.",
     "epoch_time_s": "Mean epoch_time_s over the epochs after the first (which warms up).",
     "sampled_edges_per_s": "Mean sampled_edges_per_s over the same epochs; full mode: null.",
+    "step_time_s": "Mean step_time_s over the same epochs, by phase.",
     "comm_per_epoch": "Mean comm over the same epochs: {kind: {rows, bytes}}.",
     "eval_comm": "Rows and bytes of the final full-neighbour inference, by kind.",
     "wall_time_s": "Seconds from the start of training to the end of the final inference.",
+    "peak_memory_bytes": "Largest peak over the ranks: {host: resident set size, device: "
+                         "CUDA memory allocated by torch, or null on a CPU}.",
     "record": "Path of this file.",
 }
 

@@ -49,17 +49,24 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from gnnpar.comm import CommStats, all_reduce_sum, comm_totals, record_all_reduce
+from gnnpar.comm import (
+    CommStats,
+    all_gather_ints,
+    all_reduce_sum,
+    comm_totals,
+    record_all_reduce,
+)
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.faults import FailureBoard, agreed
 from gnnpar.graph import DistGraph, global_split_sizes
 from gnnpar.io import write_json
+from gnnpar.parallel.measure import peak_rss_bytes
 from gnnpar.sampler import mix_int
 from gnnpar.train.checkpoint import load_checkpoint, read_state, save_checkpoint
 from gnnpar.train.config import Config
 from gnnpar.train.fullgraph import FullGraphEngine, full_neighbour_accuracy
-from gnnpar.train.minibatch import MinibatchEngine, StepHook
+from gnnpar.train.minibatch import PHASES, SUMS, MinibatchEngine, StepHook
 from gnnpar.train.models import build_model
 from gnnpar.train.record import RECORD_FILE, RunRecord
 from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE, check_resume
@@ -103,6 +110,20 @@ def _counted_allreduce(state: _GradCounter, bucket):  # type: ignore[no-untyped-
     """DDP's own all-reduce, counted as kind ``"grad"`` (see :func:`~gnnpar.comm.ring_bytes`)."""
     record_all_reduce(state.stats, "grad", bucket.buffer(), state.world_size)
     return allreduce_hook(state.group, bucket)  # type: ignore[arg-type]
+
+
+def peak_memory(ctx: DistContext) -> dict[str, int | None]:
+    """The largest peak over the ranks of host memory (RSS) and CUDA memory (collective).
+
+    Returns:
+        ``{"host": bytes, "device": bytes or None}``: resident set size (Linux
+        ``ru_maxrss``) and ``torch.cuda.max_memory_allocated`` on a CUDA device.
+    """
+    host = peak_rss_bytes()
+    cuda = ctx.device.type == "cuda"
+    device = torch.cuda.max_memory_allocated(ctx.device) if cuda else 0
+    peak = all_gather_ints(ctx, [host, device]).max(dim=0).values.tolist()
+    return {"host": int(peak[0]), "device": int(peak[1]) if cuda else None}
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -171,7 +192,8 @@ class Trainer:
             config=cfg.to_dict(),
             partition={"dir": self.part_dir, "name": meta.name, "num_parts": meta.num_parts,
                        "num_nodes": meta.num_nodes, "num_edges": meta.num_edges,
-                       "feat_dim": meta.feat_dim, "num_classes": meta.num_classes,
+                       "feat_dim": meta.feat_dim, "feat_dtype": meta.feat_dtype,
+                       "num_classes": meta.num_classes,
                        "partitioner": meta.partitioner.get("method")},
             env=RunRecord.environment(ctx.world_size, ctx.backend, str(ctx.device)))
         self._next_epoch = 0
@@ -280,9 +302,11 @@ class Trainer:
                                       partial, self._save, hook, self.cfg.run.progress)
             partial = {}
             self._next_epoch = epoch + 1
-            train = all_reduce_sum(ctx, torch.tensor(
-                [sums["loss"], sums["correct"], sums["seeds"], sums["edges"], sums["time"]],
-                dtype=torch.float64, device=ctx.device)).cpu().tolist()
+            totals = dict(zip(SUMS, all_reduce_sum(ctx, torch.tensor(
+                [sums[k] for k in SUMS], dtype=torch.float64, device=ctx.device)).tolist(),
+                strict=True))
+            train = [totals[k] for k in ("loss", "correct", "seeds", "edges", "time")]
+            phases = {k: totals[f"t_{k}"] / ctx.world_size for k in PHASES}
             comm = comm_totals(self.stats, ctx)
             epoch_time = train[4] / ctx.world_size
             accuracy: dict[str, float | None] = {"val_acc": None, "test_acc": None}
@@ -302,7 +326,7 @@ class Trainer:
                 "train_acc": train[1] / train[2], **accuracy, "epoch_time_s": epoch_time,
                 "eval_time_s": eval_time, "sampled_edges": int(train[3]) if sample else None,
                 "sampled_edges_per_s": train[3] / epoch_time if sample else None,
-                "comm": comm, "eval_comm": eval_comm})
+                "step_time_s": phases, "comm": comm, "eval_comm": eval_comm})
             self._write_record()
             if (epoch + 1) % self.cfg.run.checkpoint_every == 0 or epoch + 1 == t.epochs:
                 self._save({})
@@ -314,9 +338,9 @@ class Trainer:
                 final = engine.final_accuracy()
             else:
                 final = full_neighbour_accuracy(self.model, self.graph, ctx, self.split_sizes,
-                                                self.stats)
+                                                self.stats, t.precision)
         self.record.summary = self._summary(final, comm_totals(self.eval_stats, ctx),
-                                            time.perf_counter() - wall)
+                                            time.perf_counter() - wall, peak_memory(ctx))
         self.record.status = "complete"
         self._write_record()
         return self.record.summary
@@ -333,7 +357,7 @@ class Trainer:
                  entry["epoch_time_s"], rate)
 
     def _summary(self, final: dict[str, float], eval_comm: dict[str, dict[str, int]],
-                 wall: float) -> dict[str, Any]:
+                 wall: float, memory: dict[str, int | None]) -> dict[str, Any]:
         epochs = self.record.epochs
         steady = epochs[1:] if len(epochs) > 1 else epochs  # the first one warms up
         n = max(len(steady), 1)
@@ -349,9 +373,11 @@ class Trainer:
             "test_acc_sampled": last.get("test_acc") if sample else None,
             "epoch_time_s": _mean([e["epoch_time_s"] for e in steady]),
             "sampled_edges_per_s": _mean([e["sampled_edges_per_s"] for e in steady]),
+            "step_time_s": {k: _mean([e["step_time_s"][k] for e in steady]) for k in PHASES},
             "comm_per_epoch": {k: {f: sum(e["comm"].get(k, {}).get(f, 0) for e in steady) // n
                                    for f in ("rows", "bytes")} for k in kinds},
             "eval_comm": eval_comm,
             "wall_time_s": wall,
+            "peak_memory_bytes": memory,
             "record": str(self.record_path),
         }

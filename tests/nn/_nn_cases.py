@@ -23,6 +23,12 @@ KINDS = ("gcn", "gcn_noloops", "sage", "gat", "pyg_gcn")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 TOL = {"float64": 1e-9, "float32": 1e-5}
 
+FP_SEED = 11
+TRAIN_EPOCHS = 40
+TRAIN_CONFIGS = {"exact": {}, "bns_p0.1": {"boundary_p": 0.1, "seed": 1},
+                 "stale": {"stale": True}}
+RESUME_EPOCHS = 4
+
 
 def _dataset(num_nodes: int, src: np.ndarray, dst: np.ndarray, seed: int,
              name: str) -> GraphDataset:

@@ -24,11 +24,8 @@ from gnnpar.datasets.synthetic import sbm  # noqa: E402
 from gnnpar.partition.writer import partition_graph  # noqa: E402
 from gnnpar.testing import run_multiproc  # noqa: E402
 
-FP_SEED = 11
-TRAIN_EPOCHS = 40
-TRAIN_CONFIGS = {"exact": {}, "bns_p0.1": {"boundary_p": 0.1, "seed": 1},
-                 "stale": {"stale": True}}
-RESUME_EPOCHS = 4
+FP_SEED, TRAIN_EPOCHS = cases.FP_SEED, cases.TRAIN_EPOCHS
+TRAIN_CONFIGS, RESUME_EPOCHS = cases.TRAIN_CONFIGS, cases.RESUME_EPOCHS
 
 
 @pytest.fixture(scope="session", params=[1, 2, 4], ids=lambda w: f"world{w}")

@@ -7,7 +7,7 @@ from typing import Any
 import _nn_cases as cases
 import numpy as np
 import torch
-from conftest import FP_SEED
+from _nn_cases import FP_SEED
 from torch import nn
 
 from gnnpar.nn import column_ranges

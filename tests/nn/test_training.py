@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import RESUME_EPOCHS
+from _nn_cases import RESUME_EPOCHS
 
 WORLD2 = pytest.mark.parametrize("nn_run", [2], indirect=True, ids=["world2"])
 

@@ -40,9 +40,18 @@ def test_a_valid_partition_verifies(out: Path, dataset) -> None:  # type: ignore
     assert "OK" in str(report)
 
 
+def test_version_1_reads_as_fp32_features(out: Path, dataset) -> None:  # type: ignore[no-untyped-def]
+    meta = json.loads((out / "meta.json").read_text())
+    del meta["feat_dtype"]
+    meta["format_version"] = 1
+    (out / "meta.json").write_text(json.dumps(meta))
+    assert load_partition(out, 0).meta.feat_dtype == "fp32"
+    verify_partition(out, dataset)
+
+
 def test_other_format_version(out: Path) -> None:
     meta = json.loads((out / "meta.json").read_text())
-    meta["format_version"] = 2
+    meta["format_version"] = 3
     (out / "meta.json").write_text(json.dumps(meta))
     for call in (lambda: load_partition(out, 0), lambda: verify_partition(out)):
         with pytest.raises(PartitionError) as exc:

@@ -18,6 +18,7 @@ import torch
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import ConfigError
+from gnnpar.loader import even_split
 from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 
@@ -75,8 +76,8 @@ def _main_worker(part_dir: str) -> dict[str, Any]:
     cached = DistFeatureStore(graph, ctx, cache_bytes=10**9)
     res["cached"] = _batches(loader(cached))
     res["cache_size"] = int(cached.cache_gids.numel())
-    own_group = DistFeatureStore(graph, distributed.new_group(ctx), cache_bytes=4096)
-    res["prefetch"] = _same(_batches(loader(own_group, prefetch=True)), first)
+    small_cache = DistFeatureStore(graph, ctx, cache_bytes=4096)
+    res["prefetch"] = _same(_batches(loader(small_cache, prefetch=True)), first)
     res["replace"] = _batches(loader(replace=True, shuffle=False), limit=2)
     return res
 
@@ -119,7 +120,7 @@ def _errors_worker(part_dir: str) -> list[str]:
     store = DistFeatureStore(graph, ctx)
     caught = []
     for kw in ({"fanouts": [10, 0]}, {"batch_size": 0}, {"seeds": "training"},
-               {"batch_size": 8 + ctx.rank}, {"prefetch": True},
+               {"batch_size": 8 + ctx.rank}, {"seeds": torch.tensor([10**9])},
                {"batch_size": 10**6, "drop_last": True}):
         args: dict[str, Any] = {"fanouts": FANOUTS, "batch_size": BATCH, **kw}
         try:
@@ -131,6 +132,24 @@ def _errors_worker(part_dir: str) -> list[str]:
     ok = DistNeighborLoader(graph, store, FANOUTS, batch_size=BATCH)
     caught.append(str(sum(1 for _ in ok) == len(ok)))
     return caught
+
+
+def _seed_split_worker(part_dir: str) -> dict[str, Any]:
+    """One epoch with even seed shares (the default) and one with each rank's own seeds."""
+    from gnnpar import distributed
+    from gnnpar.feature_store import DistFeatureStore
+    from gnnpar.graph import DistGraph
+    from gnnpar.loader import DistNeighborLoader
+
+    ctx = distributed.init()
+    graph = DistGraph.load(part_dir, ctx)
+    store = DistFeatureStore(graph, ctx)
+    out: dict[str, Any] = {}
+    for split in ("even", "owned"):
+        loader = DistNeighborLoader(graph, store, FANOUTS, batch_size=BATCH, seed_split=split)
+        out[split] = {"epoch": _batches(loader), "num_seeds": loader.seed_gids.numel(),
+                      "num_own": loader.num_own_seeds}
+    return out
 
 
 # ---------------------------------------------------------------------- reference checks
@@ -164,7 +183,7 @@ def _check_batch(b: dict[str, Any], ds: GraphDataset, orig: np.ndarray, fanouts:
     assert sum(b["edges"]) == len(row) and len(b["edges"]) == len(fanouts)
     o = orig[n_id]
     np.testing.assert_array_equal(b["x"], np.asarray(ds.x)[o])
-    np.testing.assert_array_equal(b["y"], np.asarray(ds.y)[o])
+    np.testing.assert_array_equal(b["y"], np.asarray(ds.y)[o[: b["batch_size"]]])  # seeds
     n = ds.num_nodes
     all_keys = np.asarray(ds.dst) * n + np.asarray(ds.src)
     assert np.isin(o[col] * n + o[row], all_keys).all(), "a sampled edge is not in the graph"
@@ -196,19 +215,17 @@ def _check_epoch(per_rank: list[list[dict[str, Any]]], ds: GraphDataset, orig: n
 
 
 def _sample_bytes(per_rank: list[list[dict[str, Any]]], offsets: np.ndarray) -> int:
-    """Bytes all ranks send for sampling: ids out, counts and neighbours back (int64)."""
+    """Bytes all ranks send for sampling: per remote frontier node its id out and a row of
+    ``fanout`` neighbour ids back (int64, padded with -1)."""
     total = 0
     for r, batches in enumerate(per_rank):
         for b in batches:
             owner = np.searchsorted(offsets, b["n_id"], side="right") - 1
-            row, col = b["edge_index"]
-            lo, e_lo = 0, 0
-            for h in range(len(FANOUTS)):
+            lo = 0
+            for h, k in enumerate(FANOUTS):
                 hi = lo + b["nodes"][h]
-                total += 16 * int((owner[lo:hi] != r).sum())
-                c = col[e_lo:e_lo + b["edges"][h]]
-                total += 8 * int((owner[c] != r).sum())
-                lo, e_lo = hi, e_lo + b["edges"][h]
+                total += 8 * (1 + k) * int((owner[lo:hi] != r).sum())
+                lo = hi
     return total
 
 
@@ -241,7 +258,7 @@ def test_two_ranks_metis(dataset: GraphDataset, tmp_path: Path) -> None:
             len(np.unique(b["n_id"][(np.searchsorted(offsets, b["n_id"], "right") - 1) != rank]))
             for b in r["epoch"])
         f = r["stats"]["feature"]
-        assert f["rows_recv"] == remote and f["bytes_recv"] == remote * (4 * 6 + 8)
+        assert f["rows_recv"] == remote and f["bytes_recv"] == remote * 4 * 6  # x only
         assert r["stats"]["feature_ids"]["bytes_sent"] == 8 * remote
         assert r["row_bytes"] == 4 * 6 + 8
     # A PyG GraphSAGE runs on a batch, and trimming per layer changes no seed output.
@@ -284,5 +301,55 @@ def test_bad_arguments_raise_on_every_rank(dataset: GraphDataset, tmp_path: Path
     part_dir = tmp_path / "contig2"
     partition_graph(dataset, 2, part_dir, method="contiguous")
     for caught in run_multiproc(_errors_worker, 2, str(part_dir)):
-        assert caught == ["fanouts", "batch_size", "seeds", "batch_size", "prefetch",
+        assert caught == ["fanouts", "batch_size", "seeds", "batch_size", "seeds",
                           "batch_size", "True"]
+
+
+@pytest.mark.parametrize("counts", [[5, 0, 7], [0, 3, 3], [10, 10, 10, 1], [1], [0, 0, 9, 0],
+                                    [4, 4, 5], [1000, 1015, 985], [1000, 1100, 900]])
+def test_even_split_moves_the_fewest_seeds(counts: list[int]) -> None:
+    moves = np.array(even_split(counts, slack=0.02))
+    total, world = sum(counts), len(counts)
+    share = moves.sum(axis=0)  # what each rank trains on
+    cap = max(-(-total // world), int(total / world * 1.02))  # largest share allowed
+    assert share.max() == min(max(counts), cap) and share.sum() == total
+    np.testing.assert_array_equal(moves.sum(axis=1), counts)  # every seed goes somewhere
+    # Fewest moves: exactly the seeds above the cap (a lower bound for any split under it).
+    surplus = sum(max(0, n - cap) for n in counts)
+    assert moves.sum() - np.trace(moves) == surplus
+    assert (moves >= 0).all() and (np.diag(moves) == np.minimum(counts, cap)).all()
+
+
+def test_even_seed_split_on_an_unbalanced_partition(tmp_path: Path) -> None:
+    """Contiguous parts with most training nodes in part 0: shares equal, fewest moved."""
+    base = _graph_with_hubs()
+    n = base.num_nodes
+    rng = np.random.default_rng(5)
+    train = np.sort(np.concatenate([rng.choice(n // 3, 500, replace=False),
+                                    n // 3 + rng.choice(n - n // 3, 150, replace=False)]))
+    rest = rng.permutation(np.setdiff1d(np.arange(n), train))
+    ds = GraphDataset(n, base.src, base.dst, base.x, base.y, train, np.sort(rest[:300]),
+                      np.sort(rest[300:600]), num_classes=base.num_classes)
+    part_dir = tmp_path / "skewed"
+    meta = partition_graph(ds, 3, part_dir, method="contiguous")
+    offsets = np.asarray(meta.offsets)
+    owned = np.bincount(np.searchsorted(offsets, train, side="right") - 1, minlength=3)
+    assert owned.max() > 2 * owned.min()  # unbalanced indeed
+    orig = _orig_of_gid(part_dir, 3)
+    res = run_multiproc(_seed_split_worker, 3, str(part_dir))
+    for split in ("even", "owned"):
+        _check_epoch([r[split]["epoch"] for r in res], ds, orig)  # every seed once, labels
+    shares = [r["even"]["num_seeds"] for r in res]
+    cap = max(-(-len(train) // 3), int(len(train) / 3 * 1.02))
+    assert max(shares) == cap and sum(shares) == len(train)
+    moved = sum(r["even"]["num_seeds"] - r["even"]["num_own"] for r in res)
+    assert moved == sum(max(0, int(o) - cap) for o in owned)
+    for rank, r in enumerate(res):
+        assert r["owned"]["num_seeds"] == owned[rank] == r["owned"]["num_own"]
+        for split in ("even", "owned"):
+            for b in r[split]["epoch"]:
+                seeds = b["n_id"][: b["batch_size"]]
+                mine = (np.searchsorted(offsets, seeds, side="right") - 1) == rank
+                assert not np.any(mine[1:] & ~mine[:-1]), "own seeds are not first"
+                if split == "owned":
+                    assert mine.all()

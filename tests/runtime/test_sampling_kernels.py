@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gnnpar.errors import ConfigError
-from gnnpar.sampler import check_fanouts, mix, mix_int, relabel, sample_neighbors
+from gnnpar.sampler import check_fanouts, mix, mix_int, mix_with, relabel, sample_neighbors
 
 
 def _csc(degrees: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -19,23 +19,21 @@ def _csc(degrees: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
-@pytest.mark.parametrize("hub_factor", [1, 4, 100])
 @pytest.mark.parametrize("replace", [False, True])
-def test_sample_neighbors_brute_force(replace: bool, hub_factor: int, device: str) -> None:
-    # Degrees 0 .. 3 (all taken), 6 .. 12 (sort path) and 200 (Floyd path with factor 4).
+def test_sample_neighbors_brute_force(replace: bool, device: str) -> None:
+    # Degrees 0 .. 3 (all taken when k = 3), 6 .. 12 and 200 (Floyd's algorithm).
     degrees = [0, 1, 3, 6, 7, 12, 200, 2, 200, 0]
     indptr, indices = (t.to(device) for t in _csc(degrees))
     nodes = torch.tensor([6, 0, 5, 5, 1, 2, 3, 4, 8, 9, 7, 6], device=device)
     k = 3
-    count, nbr = sample_neighbors(indptr, indices, nodes,
-                                  mix(torch.arange(12, device=device) + 5), k, replace,
-                                  hub_factor)
-    count, nbr, nodes = count.cpu(), nbr.cpu(), nodes.cpu()
-    assert count.tolist() == [
-        (k if degrees[v] else 0) if replace else min(k, degrees[v]) for v in nodes.tolist()]
-    ptr = np.concatenate([[0], np.cumsum(count.numpy())])
+    table = sample_neighbors(indptr, indices, nodes, mix(torch.arange(12, device=device) + 5),
+                             k, replace).cpu()
+    assert table.shape == (12, k)
     for i, v in enumerate(nodes.tolist()):
-        got = nbr[ptr[i]:ptr[i + 1]].numpy()
+        row = table[i].numpy()
+        got = row[row >= 0]
+        want = (k if degrees[v] else 0) if replace else min(k, degrees[v])
+        assert len(got) == want and (row[:want] >= 0).all(), (v, row)  # kept first, then -1
         assert ((got // 1000 == v) & (got % 1000 < degrees[v])).all(), (v, got)
         if not replace:
             assert len(np.unique(got)) == len(got)
@@ -43,34 +41,55 @@ def test_sample_neighbors_brute_force(replace: bool, hub_factor: int, device: st
                 assert sorted(got % 1000) == list(range(degrees[v]))
 
 
-@pytest.mark.parametrize("hub_factor", [1, 100])
-def test_sample_neighbors_uniform(hub_factor: int) -> None:
-    # 20000 draws of 4 of 40 in-edges: each edge is expected 2000 times (sd ~42).
-    indptr, indices = _csc([40])
+@pytest.mark.parametrize("degree", [8, 40])
+def test_sample_neighbors_uniform(degree: int) -> None:
+    # 20000 draws of 4 of d in-edges: each edge is expected 80000 / d times.
+    indptr, indices = _csc([degree])
     nodes = torch.zeros(20_000, dtype=torch.int64)
-    _, nbr = sample_neighbors(indptr, indices, nodes, mix(torch.arange(20_000)), 4,
-                              hub_factor=hub_factor)
-    freq = torch.bincount(nbr, minlength=40)
+    table = sample_neighbors(indptr, indices, nodes, mix(torch.arange(20_000)), 4)
+    freq = torch.bincount(table.view(-1), minlength=degree).double()
+    expect = 80_000 / degree
     assert int(freq.sum()) == 80_000
-    assert int(freq.min()) > 1800 and int(freq.max()) < 2200
+    # Pearson chi-square against uniform, d - 1 degrees of freedom (p > 0.001).
+    chi2 = float(((freq - expect) ** 2 / expect).sum())
+    assert chi2 < {8: 24.3, 40: 73.4}[degree], chi2
+    # Every 4-subset of a node of degree 8 shows up (70 of them), near equally often.
+    if degree == 8:
+        subsets = torch.sort(table, dim=1).values
+        codes = (subsets * torch.tensor([512, 64, 8, 1])).sum(1)
+        counts = torch.unique(codes, return_counts=True)[1]
+        assert counts.numel() == 70 and int(counts.min()) > 200
     # Keys are the only source of randomness: equal keys, equal samples.
-    again = sample_neighbors(indptr, indices, nodes, mix(torch.arange(20_000)), 4,
-                             hub_factor=hub_factor)[1]
-    assert torch.equal(nbr, again)
+    again = sample_neighbors(indptr, indices, nodes, mix(torch.arange(20_000)), 4)
+    assert torch.equal(table, again)
 
 
-def test_relabel_first_appearance_order() -> None:
+def test_relabel_first_appearance_order_own_nodes_first() -> None:
     rng = np.random.default_rng(0)
-    n_id = torch.from_numpy(rng.choice(1000, 50, replace=False))
-    src = torch.from_numpy(rng.integers(0, 1000, 400))
-    new, local = relabel(n_id, src)
-    expect, index = [], {int(g): i for i, g in enumerate(n_id.tolist())}
-    for g in src.tolist():
-        if g not in index:
-            index[g] = len(index)
-            expect.append(g)
-    assert new.tolist() == expect
-    assert local.tolist() == [index[g] for g in src.tolist()]
+    n_id = rng.choice(1000, 50, replace=False)
+    nbr = rng.integers(0, 1000, (100, 4))
+    nbr[rng.random((100, 4)) < 0.2] = -1  # missing edges
+    owned = (nbr >= 0) & (nbr < 300)  # "this rank" owns ids below 300
+    slot = torch.full((1001,), -1, dtype=torch.int32)
+    slot[torch.from_numpy(n_id)] = torch.arange(50, dtype=torch.int32)
+    new, src, pos, n_own = relabel(torch.from_numpy(nbr), slot, 50, torch.from_numpy(owned))
+    flat = nbr.reshape(-1)
+    first: list[int] = []
+    for g in flat.tolist():
+        if g >= 0 and g not in n_id.tolist() and g not in first:
+            first.append(g)
+    want = [g for g in first if g < 300] + [g for g in first if g >= 300]
+    assert new.tolist() == want and n_own == sum(g < 300 for g in first)
+    index = {int(g): i for i, g in enumerate([*n_id.tolist(), *want])}
+    assert pos.tolist() == [i for i, g in enumerate(flat.tolist()) if g >= 0]
+    assert src.tolist() == [index[g] for g in flat.tolist() if g >= 0]
+    assert all(int(slot[g]) == index[g] for g in index)
+
+
+def test_mix_with_equals_the_scalar_hash() -> None:
+    for prefix in ((1, 2, 0), (7, 2**62 + 5, 3)):
+        got = mix_with(mix_int(*prefix), torch.arange(5)).tolist()
+        assert got == [mix_int(*prefix, r) for r in range(5)]
 
 
 def test_mix_matches_scalar_hash_and_spreads_bits() -> None:

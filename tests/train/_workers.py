@@ -153,35 +153,32 @@ def bad_inputs(cases: dict[str, tuple[str, Config]]) -> dict[str, str]:
 
 
 
-def _remote_counts(batch: Data, first: int, last: int) -> dict[str, int]:
-    """What gathering and sampling ``batch`` must have requested of other ranks.
+def _remote_counts(batch: Data, first: int, last: int, fanouts: tuple[int, ...]
+                   ) -> dict[str, int]:
+    """What gathering and sampling ``batch`` must have sent to and received from other ranks.
 
-    Counted from the batch and this rank's id range ``[first, last)`` alone: the distinct
-    remote nodes (feature rows), and per hop the remote frontier nodes (one request and
-    one count each) and the edges sampled into them (one neighbour id each).
+    Counted from the batch and this rank's id range ``[first, last)`` alone: the remote
+    nodes (feature rows), and per hop the remote frontier nodes (one request id each, and
+    one reply row of ``fanout`` neighbour ids back).
     """
     n_id = batch.n_id
-    remote = (n_id < first) | (n_id >= last)
-    out = {"feature_rows": int(np.unique(n_id[remote].numpy()).size), "sample_rows": 0}
+    remote = ((n_id < first) | (n_id >= last)).numpy()
+    out = {"feature_rows": int(np.unique(n_id.numpy()[remote]).size), "sample_bytes": 0}
     bounds = np.cumsum([0, *batch.num_sampled_nodes])
-    edge_bounds = np.cumsum([0, *batch.num_sampled_edges])
-    col = batch.edge_index[1].numpy()
-    for hop in range(len(batch.num_sampled_edges)):
-        lo, hi = bounds[hop], bounds[hop + 1]
-        away = remote[lo:hi].numpy()
-        dst = col[edge_bounds[hop]:edge_bounds[hop + 1]]
-        out["sample_rows"] += 2 * int(away.sum()) + int(away[dst - lo].sum())
+    for hop, k in enumerate(fanouts):
+        out["sample_bytes"] += 8 * (1 + k) * int(remote[bounds[hop]:bounds[hop + 1]].sum())
     return out
 
 
-def _counter(counts: dict[int, dict[str, int]], first: int, last: int) -> Any:
+def _counter(counts: dict[int, dict[str, int]], first: int, last: int,
+             fanouts: tuple[int, ...]) -> Any:
     """A step hook adding each batch's :func:`_remote_counts` to ``counts[epoch]``."""
     def hook(epoch: int, step: int, batch: Data | None) -> None:
         if batch is None:
             return
-        acc = counts.setdefault(epoch, {"feature_rows": 0, "sample_rows": 0, "steps": 0})
+        acc = counts.setdefault(epoch, {"feature_rows": 0, "sample_bytes": 0, "steps": 0})
         acc["steps"] += 1
-        for k, v in _remote_counts(batch.cpu(), first, last).items():
+        for k, v in _remote_counts(batch.cpu(), first, last, fanouts).items():
             acc[k] += v
     return hook
 
@@ -203,6 +200,7 @@ def byte_runs(part_dir: str, out: str) -> dict[str, Any]:
         trainer = Trainer(cfg, part_dir, ctx)
         counts: dict[int, dict[str, int]] = {}
         trainer.fit(_counter(counts, trainer.graph.first_gid,
-                             trainer.graph.first_gid + trainer.graph.num_owned))
+                             trainer.graph.first_gid + trainer.graph.num_owned,
+                             cfg.sample.fanouts))
         res[mode] = {"counts": counts, "record": trainer.record.to_dict()}
     return res

@@ -18,7 +18,7 @@ from gnnpar.errors import ConfigError
 from gnnpar.train.checkpoint import save_checkpoint
 from gnnpar.train.cli import build_parser, main, parse
 from gnnpar.train.config import Config
-from gnnpar.train.prepare import partition_cache_dir, resolve_partition
+from gnnpar.train.prepare import check_world_size, partition_cache_dir, resolve_partition
 from gnnpar.train.rundir import check_resume, prepare_run_dir
 
 TINY = "synthetic:sbm?nodes=1500&feat_dim=16&classes=4&seed=2"
@@ -131,6 +131,22 @@ def test_world_size_check_fails_without_spawning(tmp_path: Path, no_spawn: list[
     err = capsys.readouterr().err
     assert "2 parts but 4 processes" in err and "--nproc 2" in err
     assert no_spawn == [] and not out.exists()
+
+
+def test_partition_flags_contradicting_a_partition_dir_are_refused(
+        tmp_path: Path, no_spawn: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
+    parts = resolve_partition(parse([TINY, "--root", str(tmp_path)]), 2)
+    out = tmp_path / "run"
+    for flags, said in ((["--feature-dtype", "bf16"], "--feature-dtype bf16, but the "
+                         "partition directory was made with fp32"),
+                        (["--partitioner", "random"], "--partitioner random"),
+                        (["--halo-hops", "2"], "--halo-hops 2")):
+        assert main([str(parts), "--nproc", "2", "--out", str(out), *flags]) == 1
+        err = capsys.readouterr().err
+        assert said in err and "gnnpar-partition DATASET --num-parts 2" in err, err
+    assert no_spawn == [] and not out.exists()
+    # The settings it was made with are no contradiction.
+    check_world_size(parse([str(parts), "--partitioner", "metis", "--halo-hops", "1"]), 2)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a GPU")

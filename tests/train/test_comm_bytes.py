@@ -2,7 +2,7 @@
 
 The expected figures come from the partition files (each part's halo ids and id range),
 the model's shapes (parameter counts written out by hand) and, for sampled minibatches,
-the batches themselves (which nodes are remote, which edges were sampled into them) —
+the batches themselves (which nodes are remote, at which hop) —
 never from gnnpar's counters.  A run of 3 epochs evaluates after epochs 2 and 3 only, so
 an evaluation that leaked into the training figures (or the reverse) would show.
 """
@@ -68,14 +68,14 @@ def test_minibatch_bytes_by_kind(runs: list[dict[str, Any]],
                                  small_parts: dict[int, str]) -> None:
     record = runs[0]["sample"]["record"]
     sage_params = 2 * F * H + H + 2 * H * C + C  # SAGEConv: lin_l (bias) + lin_r, twice
-    row = -(-(F * 4 + 8) // 8) * 8  # x float32 and y int64 packed, padded to 8 bytes
+    row = F * 4  # x float32 (labels are the seeds' own, read locally)
     for epoch, entry in enumerate(record["epochs"]):
         per_rank = [r["sample"]["counts"][epoch] for r in runs]
         steps = per_rank[0]["steps"]
         assert all(c["steps"] == steps for c in per_rank)
         rows = sum(c["feature_rows"] for c in per_rank)
         want = {"feature": rows * row, "feature_ids": rows * 8,
-                "sample": sum(c["sample_rows"] for c in per_rank) * 8,
+                "sample": sum(c["sample_bytes"] for c in per_rank),
                 "grad": steps * _ring(sage_params)}
         assert _bytes(entry["comm"]) == want, epoch
         assert entry["comm"]["feature"]["rows"] == rows

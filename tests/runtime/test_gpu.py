@@ -1,0 +1,177 @@
+"""CUDA against CPU: the same samples, the same rows, the same layers, the same accuracy.
+
+``gpu`` tests (skipped without a CUDA device; ``benchmarks/gpu_check.sh`` runs them):
+each check runs the same worker twice through :func:`gnnpar.testing.run_multiproc`, once
+pinned to the CPU (gloo) and once to the GPUs (NCCL, one per rank), and compares.
+
+Determinism per device: sampling is counter-based integer arithmetic, and gathered rows
+are copies, so samples, feature rows and labels are bitwise equal on CPU and CUDA.
+Floating-point layers are not: cuSPARSE and cuBLAS sum in another order (and use
+atomics), so halo-exchange layer outputs are compared to a tolerance and training to
+accuracy (within 1 point).  Bitwise run-to-run reproducibility (resume) is claimed on
+the CPU only.  World size 1 needs one GPU; the 2-rank variants need two
+(``multigpu(2)``) and exercise NCCL's all-to-all.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gnnpar.datasets.synthetic import sbm
+from gnnpar.partition.writer import partition_graph
+from gnnpar.testing import run_multiproc
+
+pytestmark = pytest.mark.gpu
+FANOUTS = [10, 5]
+WORLDS = [1, pytest.param(2, marks=pytest.mark.multigpu(2))]
+
+
+def _np(t: Any) -> np.ndarray:
+    """A tensor on any device as a numpy array (copied to the host)."""
+    return t.detach().cpu().numpy()
+
+
+def _loader_worker(part_dir: str, n_batches: int) -> dict[str, Any]:
+    """The first batches of a shuffled, prefetching loader, from each feature placement."""
+    import gnnpar
+
+    ctx = gnnpar.init()
+    graph = gnnpar.DistGraph.load(part_dir, ctx)
+    out: dict[str, Any] = {"device": str(ctx.device)}
+    stores = {"default": gnnpar.DistFeatureStore(graph, ctx, cache_bytes=2**16),
+              "pinned": gnnpar.DistFeatureStore(graph, ctx, device_budget_bytes=0)}
+    for name, store in stores.items():
+        loader = gnnpar.DistNeighborLoader(graph, store, FANOUTS, "train", batch_size=128,
+                                           shuffle=True, seed=3, prefetch=True)
+        batches = []
+        for i, b in enumerate(loader):
+            batches.append({"n_id": _np(b.n_id), "edge_index": _np(b.edge_index),
+                            "x": _np(b.x), "y": _np(b.y),
+                            "nodes": list(b.num_sampled_nodes)})
+            if i + 1 == n_batches:
+                break
+        out[name] = {"placement": store.placement, "batches": batches}
+    gnnpar.shutdown()
+    return out
+
+
+def _halo_worker(part_dir: str) -> dict[str, Any]:
+    """Logits of a fixed GraphSAGE and GCN on the whole graph through halo exchange."""
+    import torch
+    from torch_geometric.nn.models import GCN, GraphSAGE
+
+    import gnnpar
+    from gnnpar.nn import HaloGraph, distribute_convs
+
+    ctx = gnnpar.init()
+    graph = gnnpar.DistGraph.load(part_dir, ctx)
+    halo = HaloGraph.build(graph, ctx)
+    x = graph.features().to(ctx.device, torch.float32)
+    out: dict[str, Any] = {"device": str(ctx.device), "orig_ids": np.array(graph.part.orig_ids)}
+    for name, cls in (("sage", GraphSAGE), ("gcn", GCN)):
+        torch.manual_seed(0)
+        model = distribute_convs(cls(graph.meta.feat_dim, 32, 2, 4).to(ctx.device), halo)
+        with torch.no_grad():
+            out[name] = _np(model(x, halo.edge_index))
+    gnnpar.shutdown()
+    return out
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
+    root = tmp_path_factory.mktemp("gpu")
+    ds = sbm(num_nodes=6000, avg_degree=10, num_classes=4, feat_dim=16, seed=1)
+    for k in (1, 2):
+        partition_graph(ds, k, root / f"k{k}", seed=0)
+    return {k: str(root / f"k{k}") for k in (1, 2)}
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_cuda_samples_and_rows_equal_cpu(parts: dict[int, str], world: int) -> None:
+    cpu = run_multiproc(_loader_worker, world, parts[world], 4, device="cpu")
+    cuda = run_multiproc(_loader_worker, world, parts[world], 4, device="cuda")
+    for r in range(world):
+        assert cpu[r]["device"] == "cpu" and cuda[r]["device"] == f"cuda:{r}"
+        assert cuda[r]["default"]["placement"] == "device"
+        assert cuda[r]["pinned"]["placement"] == "pinned"
+        want = cpu[r]["default"]["batches"]
+        assert len(want) == 4
+        for store in ("default", "pinned"):
+            got = cuda[r][store]["batches"]
+            for a, b in zip(want, got, strict=True):
+                assert a["nodes"] == b["nodes"]
+                for key in ("n_id", "edge_index", "x", "y"):
+                    assert np.array_equal(a[key], b[key]), (store, key)
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_cuda_halo_layers_equal_cpu(parts: dict[int, str], world: int) -> None:
+    cpu = run_multiproc(_halo_worker, world, parts[world], device="cpu")
+    cuda = run_multiproc(_halo_worker, world, parts[world], device="cuda")
+    for r in range(world):
+        assert np.array_equal(cpu[r]["orig_ids"], cuda[r]["orig_ids"])
+        for name in ("sage", "gcn"):
+            np.testing.assert_allclose(cuda[r][name], cpu[r][name], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_nccl_only_group_gets_only_device_tensors(parts: dict[int, str], tmp_path: Path,
+                                                  world: int) -> None:
+    from test_caller_group import caller_group_worker
+
+    ranks = run_multiproc(caller_group_worker, world, parts[world], str(tmp_path), "nccl",
+                          device="cuda")
+    for rank, r in enumerate(ranks):
+        assert r["backend"] == "nccl" and r["device"] == f"cuda:{rank}"
+        for name, devices, same_thread in r["collectives"]:
+            assert devices == [f"cuda:{rank}"], (name, devices)
+            # DDP's all-reduce is issued from autograd's device thread during backward,
+            # while the main thread waits in backward(): still one thread at a time.
+            assert same_thread or name == "allreduce_", name
+
+
+@pytest.mark.multigpu(2)
+def test_sync_budget_holds_on_cuda(tmp_path: Path) -> None:
+    from test_sync_budget import sync_worker
+
+    partition_graph(sbm(num_nodes=2000, avg_degree=8, num_classes=4, feat_dim=8, seed=0), 2,
+                    tmp_path / "p")
+    for rank, r in enumerate(run_multiproc(sync_worker, 2, str(tmp_path / "p"),
+                                           device="cuda")):
+        budget = 2 * r["hops"] + 1
+        assert sum(r["load_syncs"].values()) <= budget, r["load_syncs"]
+        assert r["cuda_syncs"] <= budget, r["cuda_syncs"]  # as CUDA counts them
+        assert r["train_syncs"] == {}, r["train_syncs"]
+        for name, devices, same_thread in r["load_collectives"]:
+            assert devices == [f"cuda:{rank}"] and same_thread, name
+
+
+def _train(work: Path, device: str, mode: str) -> dict[str, Any]:
+    exe = shutil.which("gnnpar-train")
+    cmd = [exe] if exe else [sys.executable, "-m", "gnnpar.train"]
+    flags = ["--epochs", "4"] if mode == "sample" else ["--epochs", "60", "--lr", "0.02"]
+    out = work / f"{mode}-{device}"
+    proc = subprocess.run(
+        [*cmd, "synthetic:sbm?nodes=10000&feat_dim=32&classes=8&seed=5&homophily=0.6",
+         "--nproc", "1", "--device", device, "--mode", mode, *flags, "--hidden", "64",
+         "--no-progress", "--root", str(work / "data"), "--out", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record: dict[str, Any] = json.loads((out / "record.json").read_text())
+    return record
+
+
+@pytest.mark.parametrize("mode", ["sample", "full"])
+def test_cuda_training_within_one_point_of_cpu(tmp_path: Path, mode: str) -> None:
+    cpu, cuda = _train(tmp_path, "cpu", mode), _train(tmp_path, "cuda", mode)
+    assert cuda["env"]["backend"] == "nccl" and cuda["env"]["device"].startswith("cuda")
+    assert cpu["summary"]["test_acc"] > 0.5
+    assert abs(cuda["summary"]["test_acc"] - cpu["summary"]["test_acc"]) <= 0.01
