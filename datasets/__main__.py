@@ -12,13 +12,12 @@ and split can be checked once and saved as a dataset directory that every comman
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gnnpar.config import add_config_arguments, parse_config
+from gnnpar.config import ArgumentParser, add_config_arguments, parse_config
 from gnnpar.console import log_to_stderr
 from gnnpar.datasets.config import DataConfig
 from gnnpar.errors import GnnparError
@@ -41,7 +40,7 @@ def format_table(stats: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 for a bad dataset or spec)."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m gnnpar.datasets",
         description="Load a dataset, print its statistics, optionally save it as a "
                     "GraphDataset directory (with the edge list's features, labels, split).")

@@ -457,7 +457,8 @@ class GraphDataset:
         if validate:
             self.validate()
         out = Path(out_dir)
-        with atomic_directory(out, overwrite, DatasetError) as tmp:
+        with atomic_directory(out, overwrite, DatasetError, marker=("dataset.json",
+                                                             "a dataset directory")) as tmp:
             save_npy(tmp / "src.npy", np.asarray(self.src, dtype=np.int64))
             save_npy(tmp / "dst.npy", np.asarray(self.dst, dtype=np.int64))
             if self.x is not None:
@@ -474,6 +475,8 @@ class GraphDataset:
                 "num_edges": self.num_edges,
                 "feat_dim": self.feat_dim,
                 "num_classes": self.num_classes,
+                "arrays": sorted(["src", "dst", *SPLITS]
+                                 + [a for a in ("x", "y") if getattr(self, a) is not None]),
             })
         return out
 
@@ -500,11 +503,15 @@ class GraphDataset:
                 raise DatasetError("field is missing.", path=d / "dataset.json", field=key,
                                    fix="re-save the dataset with GraphDataset.save.")
 
+        # The arrays it was saved with (older files: x when feat_dim > 0, y with classes).
+        saved = set(meta.get("arrays") or [a for a, on in (
+            ("x", bool(meta.get("feat_dim"))), ("y", bool(meta.get("num_classes")))) if on])
+
         def arr(name: str, required: bool) -> np.ndarray | None:
             f = d / f"{name}.npy"
-            if not f.exists() and not required:
+            if not f.exists() and not required and name not in saved:
                 return None
-            return load_npy(f, mmap, DatasetError)
+            return load_npy(f, mmap, DatasetError)  # names the missing or damaged file
 
         src, dst = arr("src", True), arr("dst", True)
         assert src is not None and dst is not None

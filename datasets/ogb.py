@@ -23,7 +23,9 @@ import importlib.util
 import os
 import shutil
 import sys
+import tempfile
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ import numpy as np
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.loaders import features_to_float, labels_to_int, split_to_idx
 from gnnpar.errors import DatasetError
-from gnnpar.io import read_json
+from gnnpar.io import read_json, sha256_file
 
 CACHE_DIR = "gnnpar-v1"
 # ogb's split file names -> GraphDataset fields.
@@ -81,7 +83,27 @@ def _meta_info(
         if key not in meta:
             raise DatasetError("key is missing.", path=source, field=key,
                                fix=f"add {key!r} as in ogb's nodeproppred/master.csv.")
+    # A file's dataset folder stays inside the file's folder (its content may come from
+    # anyone); a dict is the calling program's own.  download_name is always one name.
+    if isinstance(source, Path) and not _is_inside(base, meta["dir_path"]):
+        raise DatasetError(f"{meta['dir_path']!r} is not inside the folder of the meta_dict "
+                           f"file ({base}).", path=source, field="dir_path",
+                           fix="give the dataset folder relative to that folder, e.g. "
+                           "'ogbn_mine' (or '.' for the folder itself).")
+    download = meta.get("download_name")
+    if download is not None and (Path(download).name != download
+                                 or download in ("", ".", "..")):
+        raise DatasetError(f"{download!r} must be one folder name.", path=source,
+                           field="download_name", fix="give the archive's top folder name.")
     return meta, base / meta["dir_path"], source
+
+
+def _is_inside(base: Path, value: str) -> bool:
+    """Whether ``base / value`` (symbolic links resolved) is ``base`` or below it."""
+    if not value or "\0" in value:
+        return False
+    root, target = base.resolve(), (base / value).resolve()
+    return target == root or root in target.parents
 
 
 def _has_raw(raw: Path, binary: bool) -> bool:
@@ -89,8 +111,14 @@ def _has_raw(raw: Path, binary: bool) -> bool:
 
 
 def _download(meta: dict[str, str], dataset_dir: Path, name: str) -> None:
-    """Fetch and unpack ``meta["url"]`` into ``dataset_dir`` with ogb's own helpers."""
-    from ogb.utils.url import download_url, extract_zip
+    """Fetch ``meta["url"]`` with ogb's helper, check it, unpack it as ``dataset_dir``.
+
+    The archive goes into a new temporary folder beside ``dataset_dir`` and is checked
+    (every member's CRC, and ``meta["sha256"]`` when given) before anything is unpacked;
+    ``dataset_dir`` must not exist yet (or be empty): a directory the download did not
+    create is never removed.
+    """
+    from ogb.utils.url import download_url
 
     url = meta.get("url", "")
     fix = (f"on a machine with internet run `python -m gnnpar.datasets {name} --root ROOT`, "
@@ -100,21 +128,45 @@ def _download(meta: dict[str, str], dataset_dir: Path, name: str) -> None:
     if not url:
         raise DatasetError(f"no raw files (looked for {dataset_dir / 'raw'}) and no 'url' "
                            "to download them from.", path=dataset_dir, field="raw", fix=fix)
+    if dataset_dir.exists() and (not dataset_dir.is_dir() or any(dataset_dir.iterdir())):
+        raise DatasetError("exists but holds no OGB raw files, and a download would have to "
+                           "replace it.", path=dataset_dir, field="raw",
+                           fix=f"move it away (or put the dataset's raw/ and split/ in it); "
+                           f"{fix}")
     parent = dataset_dir.parent
     parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{dataset_dir.name}.download-", dir=parent))
     try:
-        with contextlib.redirect_stdout(sys.stderr):
-            zip_path = download_url(url, str(parent))
-            extract_zip(zip_path, str(parent))
-        os.unlink(zip_path)
-    except (OSError, RuntimeError, ValueError) as exc:
-        raise DatasetError(f"raw files are not there (looked for {dataset_dir / 'raw'}) and "
-                           f"downloading {url} failed ({exc}).", path=dataset_dir, field="raw",
-                           fix=fix) from exc
-    unpacked = parent / meta.get("download_name", dataset_dir.name)
-    if unpacked != dataset_dir:
-        shutil.rmtree(dataset_dir, ignore_errors=True)
-        shutil.move(unpacked, dataset_dir)
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                archive = Path(download_url(url, str(work)))
+            _check_archive(archive, meta.get("sha256"))
+            with zipfile.ZipFile(archive) as z:
+                z.extractall(work / "unpacked")  # zipfile drops absolute and '..' names
+        except (OSError, RuntimeError, ValueError, zipfile.BadZipFile) as exc:
+            raise DatasetError(f"raw files are not there (looked for {dataset_dir / 'raw'}) "
+                               f"and downloading {url} failed ({exc}).", path=dataset_dir,
+                               field="raw", fix=fix) from exc
+        unpacked = work / "unpacked" / meta.get("download_name", dataset_dir.name)
+        if not unpacked.is_dir():
+            raise DatasetError(f"the archive from {url} holds no folder "
+                               f"{unpacked.name!r}.", path=dataset_dir, field="download_name",
+                               fix=f"set download_name to the archive's folder; {fix}")
+        if dataset_dir.is_dir():
+            dataset_dir.rmdir()  # empty, checked above
+        os.rename(unpacked, dataset_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _check_archive(archive: Path, sha256: str | None) -> None:
+    """Raise ``ValueError`` for a damaged zip, or one whose SHA-256 is not ``sha256``."""
+    if sha256 and sha256_file(archive) != sha256.lower():
+        raise ValueError(f"{archive.name}'s SHA-256 differs from the meta_dict's sha256")
+    with zipfile.ZipFile(archive) as z:
+        bad = z.testzip()
+    if bad is not None:
+        raise ValueError(f"{archive.name} is damaged (CRC of {bad})")
 
 
 def _read_split(split_dir: Path) -> dict[str, np.ndarray]:
@@ -187,9 +239,10 @@ def load_ogb(
         name: ``ogbn-arxiv``, ``ogbn-products``, ``ogbn-papers100M``, another homogeneous
             dataset of ``ogb``'s ``master.csv``, or any name when ``meta_dict`` is given.
         root: Directory holding ``<name with _>/`` (ignored with ``meta_dict``).
-        meta_dict: OGB meta information (keys as in ``master.csv``, plus ``dir_path``), or
-            the path to a JSON file of it; a relative ``dir_path`` in a JSON file is relative
-            to the file's folder.
+        meta_dict: OGB meta information (keys as in ``master.csv``, plus ``dir_path``, and
+            optionally ``sha256`` of the archive at ``url``), or the path to a JSON file
+            of it; a file's ``dir_path`` is relative to the file's folder and must stay
+            inside it (a dict's may be any path).
 
     Returns:
         The dataset, memory-mapped from the cache when it could be written.

@@ -32,7 +32,8 @@ def _check_args(
     feature_noise: float, split: Sequence[float], **probs: float,
 ) -> None:
     def bad(name: str, value: object, need: str) -> DatasetError:
-        return DatasetError(f"got {value!r}, {need}.", field=name, fix=f"pass {name} {need}.")
+        return DatasetError(f"got {value!r}; it {need}.", field=name,
+                            fix=f"pass {name} {need.removeprefix('must be ')}.")
 
     if num_nodes < 2:
         raise bad("num_nodes", num_nodes, "must be >= 2")

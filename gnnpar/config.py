@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import difflib
 import inspect
 import json
 import sys
@@ -48,6 +49,28 @@ else:  # pragma: no cover - Python 3.10
 T = TypeVar("T")
 _FLAG = "flag"
 CONFIG_FLAG = "--config"
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose errors are one line with a fix, like gnnpar's own.
+
+    A misspelt flag names the closest ones (``--learning-rate``: did you mean ``--lr``?);
+    the exit status stays argparse's 2.
+    """
+
+    def error(self, message: str) -> typing.NoReturn:  # noqa: D102
+        fix = f"see {self.prog} --help."
+        if message.startswith(("unrecognized arguments:", "ambiguous option:")):
+            given = [a.split("=", 1)[0] for a in message.split(":", 1)[1].split()
+                     if a.startswith("-")]
+            known = [o for a in self._actions for o in a.option_strings]
+            close = sorted({c for g in given for c in [
+                *difflib.get_close_matches(g, known, n=3, cutoff=0.7),
+                *[k for k in known if k == "--" + "".join(  # --learning-rate: --lr
+                    w[:1] for w in g.lstrip("-").split("-"))]]})
+            if close:
+                fix = f"did you mean {' or '.join(close)}? (see {self.prog} --help)"
+        self.exit(2, f"{self.prog}: error: {message}. Fix: {fix}\n")
 
 
 def option(default: Any, *, flag: str | None = None) -> Any:

@@ -139,7 +139,8 @@ class FailureBoard:
         store: The store (``None`` for a single rank, or without a launcher store:
             errors then pass through unchanged).
         grace_s: Longest wait of a rank whose collective failed for the others to post
-            (default: 10 s, or the collective timeout when shorter).  A rank that raises
+            (default: 10 s, or half the collective timeout when shorter, so that a hung
+            peer is reported within 1.5 timeouts).  A rank that raises
             posts before it leaves, so its peers, whose collectives fail as it leaves,
             find its notice at once; a rank that stays silent this long after a failed
             (or timed-out) collective is reported as hung or dead.
@@ -149,7 +150,8 @@ class FailureBoard:
                  grace_s: float | None = None) -> None:
         self.ctx = ctx
         self.store = store
-        self.grace_s = min(10.0, ctx.timeout.total_seconds()) if grace_s is None else grace_s
+        self.grace_s = min(10.0, ctx.timeout.total_seconds() / 2) if grace_s is None \
+            else grace_s
         self.prefix = ""
         self.host = socket.gethostname()
         if store is not None:

@@ -9,6 +9,9 @@ default, memory-mapped.
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
+import glob
 import hashlib
 import io
 import json
@@ -23,6 +26,59 @@ import numpy as np
 
 from gnnpar.errors import GnnparError
 
+_FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+"""Write errors that mean the file system cannot take the output."""
+
+
+@contextlib.contextmanager
+def _exclusive(out: Path, error: type[GnnparError]) -> Iterator[None]:
+    """Hold ``.OUT.lock`` beside ``out`` (non-blocking ``flock``): one writer at a time."""
+    lock = out.parent / f".{out.name}.lock"
+    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise error("another process is writing this directory right now.", path=out,
+                        fix="wait for it to finish, or choose another output.") from None
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(lock)  # while still held: a later writer makes a new one
+    finally:
+        os.close(fd)
+
+
+def check_output_dir(out: str | os.PathLike[str], overwrite: bool,
+                     marker: tuple[str, str] | None, error: type[GnnparError] = GnnparError,
+                     overwrite_hint: str = "pass overwrite=True (CLI: --overwrite) or "
+                     "choose another path.") -> None:
+    """Refuse an ``out`` that exists, unless ``overwrite`` and it is one of ours.
+
+    Args:
+        out: The output directory.
+        overwrite: Whether replacing it was asked for.
+        marker: ``(file, kind)``: the file every directory of this kind holds and the
+            kind's name, e.g. ``("meta.json", "a partition directory")``; a non-empty
+            directory without the file is never replaced.  ``None``: any directory.
+        error: The exception type raised.
+        overwrite_hint: The fix named when ``out`` exists and ``overwrite`` is not set.
+    """
+    p = Path(out)
+    if not p.exists():
+        return
+    if not p.is_dir():
+        raise error("is a file, not a directory.", path=p, field="out",
+                    fix="choose another output directory.")
+    if not overwrite:
+        raise error("the output directory already exists.", path=p, field="out",
+                    fix=overwrite_hint)
+    if marker is not None and any(p.iterdir()) and not (p / marker[0]).is_file():
+        raise error(f"is not {marker[1]} (no {marker[0]}), so it is never replaced.",
+                    path=p, field="out",
+                    fix="choose a new output directory, or empty this one yourself.")
+
 
 @contextlib.contextmanager
 def atomic_directory(
@@ -30,37 +86,61 @@ def atomic_directory(
     overwrite: bool = False,
     error: type[GnnparError] = GnnparError,
     overwrite_hint: str = "pass overwrite=True (CLI: --overwrite) or choose another path.",
+    marker: tuple[str, str] | None = None,
 ) -> Iterator[Path]:
     """Yield a fresh temporary directory that becomes ``out_dir`` when the block succeeds.
+
+    One writer at a time: a second process writing the same ``out_dir`` meanwhile fails
+    at once (a lock file beside it), and temporary directories that an earlier, killed
+    writer left are removed.
 
     Args:
         out_dir: Final location.
         overwrite: Replace an existing ``out_dir``; the old one is removed only after the
             new one is complete.
-        error: Exception type raised when ``out_dir`` exists and ``overwrite`` is False.
+        error: Exception type raised when ``out_dir`` exists and ``overwrite`` is False,
+            or another process is writing it.
         overwrite_hint: The fix named in that error.
+        marker: The file that identifies a directory of this kind (see
+            :func:`check_output_dir`): others are never replaced.
 
     Yields:
         The temporary directory to write into (a sibling of ``out_dir``).
     """
     out = Path(out_dir)
-    if out.exists() and not overwrite:
-        raise error("the output directory already exists.", path=out, fix=overwrite_hint)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    replace_directory(tmp, out)
+    with _exclusive(out, error):
+        recover_directory(out)
+        check_output_dir(out, overwrite, marker, error, overwrite_hint)
+        for stale in out.parent.glob(f".{glob.escape(out.name)}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)  # a killed writer's (we hold the lock)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        try:
+            yield tmp
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if exc.errno in _FULL_DISK:
+                raise error(f"cannot be written ({exc.strerror}); nothing was replaced.",
+                            path=out, fix="free space on that file system, or write to "
+                            "another one.") from exc
+            raise
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        if out.exists() and not overwrite:  # appeared meanwhile, not through this lock
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise error("the output directory appeared while it was being written.",
+                        path=out, fix=overwrite_hint)
+        replace_directory(tmp, out)
 
 
 def replace_directory(tmp: str | os.PathLike[str], out: str | os.PathLike[str]) -> None:
     """Rename the complete directory ``tmp`` to ``out``, replacing any existing ``out``.
 
-    The old ``out`` is moved aside first and removed only once ``tmp`` is in place.  On
-    failure ``tmp`` is removed and the old ``out``, if any, is put back.
+    The old ``out`` is moved aside first (to ``.OUT.old-*/d``) and removed only once
+    ``tmp`` is in place.  On failure ``tmp`` is removed and the old ``out``, if any, is
+    put back; after a crash between the two renames :func:`recover_directory` puts it
+    back.
 
     Args:
         tmp: The finished directory (a sibling of ``out``, so renames stay on one device).
@@ -82,6 +162,24 @@ def replace_directory(tmp: str | os.PathLike[str], out: str | os.PathLike[str]) 
         raise
     if aside is not None:
         shutil.rmtree(aside.parent, ignore_errors=True)
+
+
+def recover_directory(out: str | os.PathLike[str]) -> None:
+    """Undo what a crash inside :func:`replace_directory` left of ``out``.
+
+    A missing ``out`` whose previous version was moved aside gets it back; asides left
+    beside an ``out`` that is in place are removed.  Call it only where no other process
+    is replacing ``out`` at the same time.
+    """
+    out = Path(out)
+    asides = sorted(out.parent.glob(f".{glob.escape(out.name)}.old-*"))
+    if not out.exists():
+        for aside in asides:
+            if (aside / "d").is_dir():
+                os.rename(aside / "d", out)
+                break
+    for aside in asides:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def load_npy(
@@ -172,6 +270,24 @@ def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
+def content_stamp(path: str | os.PathLike[str], block: int = 1 << 20) -> str:
+    """A quick digest of a file's content, for cache keys.
+
+    All of a file up to 8 blocks, else its first, middle and last block, with its size
+    (:func:`sha256_file` reads everything).
+    """
+    size = os.path.getsize(path)
+    h = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as f:
+        if size <= 8 * block:
+            h.update(f.read())
+        else:
+            for start in (0, (size - block) // 2, size - block):
+                f.seek(start)
+                h.update(f.read(block))
+    return h.hexdigest()
+
+
 def read_json(path: str | os.PathLike[str], error: type[GnnparError] = GnnparError) -> Any:
     """Parse a JSON file, naming the file in the error when it is missing or invalid."""
     p = Path(path)
@@ -186,3 +302,30 @@ def read_json(path: str | os.PathLike[str], error: type[GnnparError] = GnnparErr
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
     """Write ``obj`` as indented JSON."""
     Path(path).write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+DIGEST_KEY = "digest"
+"""The field of a self-digested JSON document that holds its SHA-256."""
+
+
+def json_digest(doc: dict[str, Any]) -> str:
+    """Hex SHA-256 of ``doc`` without its :data:`DIGEST_KEY` (sorted keys, compact)."""
+    body = {k: v for k, v in doc.items() if k != DIGEST_KEY}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"))
+                          .encode()).hexdigest()
+
+
+def write_digested_json(path: str | os.PathLike[str], doc: dict[str, Any]) -> None:
+    """Write ``doc`` with its own digest, so that damage to the file is detected on read."""
+    write_json(path, {**doc, DIGEST_KEY: json_digest(doc)})
+
+
+def check_json_digest(doc: dict[str, Any], path: str | os.PathLike[str],
+                      error: type[GnnparError] = GnnparError) -> None:
+    """Raise ``error`` unless ``doc`` (read from ``path``) holds its own, correct digest."""
+    if DIGEST_KEY not in doc:
+        raise error("the file has no digest field, so damage to it cannot be detected.",
+                    path=path, field=DIGEST_KEY, fix="re-create it with this gnnpar version.")
+    if doc[DIGEST_KEY] != json_digest(doc):
+        raise error("the file was changed after it was written (its digest differs).",
+                    path=path, field=DIGEST_KEY, fix="re-create it; never edit it by hand.")

@@ -237,7 +237,11 @@ class DistNeighborLoader:
 
     def _agree(self, num_owned: int, fanouts: list[int], replace: bool,
                seed_split: str) -> list[int]:
-        """Check that the ranks agree on the settings; the seeds each rank owns."""
+        """Check that the ranks agree on the settings; the seeds each rank owns.
+
+        Also caps the sampler's fan-outs at the graph's largest in-degree
+        (:meth:`DistNeighborSampler.cap_fanouts`).
+        """
         ctx = self.features.ctx
         settings = {
             "batch_size": self.batch_size, "shuffle": int(self.shuffle),
@@ -247,8 +251,11 @@ class DistNeighborLoader:
             "seed_attrs": zlib.crc32(repr(self.seed_attrs).encode()),
             "num_nodes": self.graph.meta.num_nodes,
         }
-        table = all_gather_ints(ctx, [num_owned, *settings.values()])
-        for col, name in enumerate(settings, start=1):
+        g = self.graph
+        max_degree = int(g.in_degree[: g.num_owned].max()) if g.num_owned else 0
+        table = all_gather_ints(ctx, [num_owned, max_degree, *settings.values()])
+        self.sampler.cap_fanouts(int(table[:, 1].max()))
+        for col, name in enumerate(settings, start=2):
             values = table[:, col]
             if bool((values != values[0]).any()):
                 raise ConfigError(

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gnnpar.config import ArgumentParser
 from gnnpar.errors import ConfigError, GnnparError, PartitionError
 
 if TYPE_CHECKING:
@@ -292,7 +293,7 @@ def plot_partition(part_dir: str | os.PathLike[str], out: str | os.PathLike[str]
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``gnnpar-plot`` argument parser."""
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog=PROG, description="Draw run records (accuracy, loss, epoch time, bytes "
         "communicated per epoch) or a partition (per-part nodes, halo, edges, edge cut) "
         "into a PNG file.",

@@ -293,6 +293,18 @@ class DistNeighborSampler:
         self._slot = torch.full((n + 1,), -1, dtype=torch.int32 if n < 2**31 - 1
                                 else torch.int64, device=self.device)
 
+    def cap_fanouts(self, max_in_degree: int) -> None:
+        """Narrow fan-outs above the graph's largest in-degree to it (the same samples).
+
+        Without replacement a node keeps ``min(k, d)`` in-edges, so a fan-out above every
+        in-degree samples the same as one equal to the largest; rows and replies are
+        ``[n, k]``, so this bounds their size by the graph rather than by the setting
+        (``--fanouts 1000000000`` must not allocate by the billion).  Call it with the same
+        value on every rank: the largest in-degree of any owned node of any rank.
+        """
+        if not self.replace:
+            self.fanouts = [min(k, max(1, int(max_in_degree))) for k in self.fanouts]
+
     def _sampleable_here(self, gids: Tensor) -> Tensor:
         """Local id of each global id whose in-edges this rank stores, else ``-1``."""
         if not self._halo_rows:  # halo_hops = 1: only owned nodes

@@ -37,19 +37,20 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from gnnpar.config import add_config_arguments, parse_config
+from gnnpar.config import ArgumentParser, add_config_arguments, parse_config
 from gnnpar.console import log_to_stderr
 from gnnpar.datasets.config import DataConfig
 from gnnpar.errors import ConfigError, GnnparError, PartitionError
+from gnnpar.io import check_output_dir
 from gnnpar.partition.config import PartitionConfig
-from gnnpar.partition.format import META_FILE, PartitionMeta
+from gnnpar.partition.format import PARTITION_MARKER, PartitionMeta
 from gnnpar.partition.quality import format_quality
 
 if TYPE_CHECKING:
     from gnnpar.datasets.graph import GraphDataset
 
 PROG = "gnnpar-partition"
-_PARTITION_FLAGS = ("--num-parts", "--out", "-k", "-o")
+_PARTITION_FLAGS = ("--num-parts", "--out", "-o")
 
 
 @dataclass
@@ -81,7 +82,7 @@ def _add_output_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _partition_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog=PROG, description="Split a graph into K parts (METIS by default) and write the "
         "partition directory that every gnnpar rank loads its part from. Other commands: "
         f"'{PROG} verify DIR [--dataset DATASET]', '{PROG} info DIR [--plot FILE.png]'.")
@@ -91,7 +92,7 @@ def _partition_parser() -> argparse.ArgumentParser:
 
 
 def _verify_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog=f"{PROG} verify", description="Check a partition directory: checksums and "
         "every invariant; with --dataset also that every value and edge round-trips (give "
         "the data flags it was partitioned with, e.g. --undirected).")
@@ -101,7 +102,7 @@ def _verify_parser() -> argparse.ArgumentParser:
 
 
 def _info_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"{PROG} info",
+    p = ArgumentParser(prog=f"{PROG} info",
                                 description="Print a partition's metadata and quality report.")
     p.add_argument("dir", metavar="DIR", help="partition directory")
     p.add_argument("--plot", metavar="FILE.png", default=None,
@@ -117,27 +118,6 @@ def _load(data: DataConfig, progress: bool) -> GraphDataset:
     return dataset
 
 
-def check_out(out: Path, overwrite: bool) -> None:
-    """Refuse an ``--out`` that exists, unless it is a partition and ``overwrite`` is set.
-
-    Raises:
-        PartitionError: Before any work, naming the directory and the fix.
-    """
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise PartitionError("is a file, not a directory.", path=out, field="out",
-                             fix="pass another --out.")
-    if not overwrite:
-        raise PartitionError("the output directory already exists.", path=out, field="out",
-                             fix="pass --overwrite to replace the partition in it, or choose "
-                             "another --out.")
-    if any(out.iterdir()) and not (out / META_FILE).is_file():
-        raise PartitionError("is not a partition directory (no meta.json), so --overwrite "
-                             "will not replace it.", path=out, field="out",
-                             fix="pass a new --out, or empty the directory yourself.")
-
-
 def _run_partition(argv: Sequence[str]) -> int:
     parser = _partition_parser()
     job, ns, _ = parse_config(parser, PartitionJob, argv)
@@ -147,7 +127,8 @@ def _run_partition(argv: Sequence[str]) -> int:
         raise ConfigError("the number of parts is missing.", field="partition.num_parts",
                           fix="pass --num-parts K.")
     out = Path(ns.out)
-    check_out(out, ns.overwrite)
+    check_output_dir(out, ns.overwrite, PARTITION_MARKER, PartitionError,
+                     "pass --overwrite to replace the partition in it, or choose another --out.")
     dataset = _load(job.data, ns.progress)
     if dataset.y is not None:
         dataset.require_node_task(job.data.dataset)

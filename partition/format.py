@@ -37,12 +37,14 @@ from typing import Any
 import numpy as np
 
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.io import load_npy, read_json, sha256_file
+from gnnpar.io import check_json_digest, load_npy, read_json, sha256_file
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 """Version 2 added ``feat_dtype``; a version-1 directory reads as ``fp32`` features."""
 META_FILE = "meta.json"
+PARTITION_MARKER = (META_FILE, "a partition directory")
+"""What identifies a partition directory (see :func:`gnnpar.io.check_output_dir`)."""
 FEATURE_DTYPES: dict[str, type[np.generic]] = {
     "fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}
 """How ``feat.npy`` stores each feature dtype (numpy has no bfloat16: its raw 16 bits)."""
@@ -54,6 +56,32 @@ PART_DTYPES: dict[str, type[np.generic]] = {
     "train_idx": np.int64, "val_idx": np.int64, "test_idx": np.int64,
 }
 PART_ARRAYS = tuple(PART_DTYPES)
+META_TYPES = {
+    "format_version": "int", "name": "str", "num_parts": "int", "num_nodes": "int",
+    "num_edges": "int", "feat_dim": "int", "num_classes": "int", "offsets": "list[int]",
+    "halo_hops": "int", "partitioner": "dict", "quality": "dict", "parts": "list[dict]",
+    "files": "dict[str, str]", "feat_dtype": "str"}
+"""The JSON type of every ``meta.json`` field."""
+
+
+def _has_type(value: Any, kind: str) -> bool:
+    """Whether a parsed JSON value is of :data:`META_TYPES`' ``kind`` (no bool for int)."""
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if kind == "int":
+        return is_int(value)
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "dict":
+        return isinstance(value, dict)
+    if kind == "list[int]":
+        return isinstance(value, list) and all(is_int(v) for v in value)
+    if kind == "list[dict]":
+        return isinstance(value, list) and all(
+            isinstance(v, dict) and all(is_int(x) for x in v.values()) for v in value)
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                           for k, v in value.items())
 
 
 def store_features(x: np.ndarray, feat_dtype: str) -> np.ndarray:
@@ -126,39 +154,69 @@ class PartitionMeta:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], path: str | os.PathLike[str]) -> PartitionMeta:
-        """Build from parsed JSON, raising :class:`PartitionError` naming a missing field."""
+        """Build from parsed JSON, raising :class:`PartitionError` naming the bad field.
+
+        Every field must have its JSON type (:data:`META_TYPES`), a version-2 file its
+        own digest, and ``files`` a checksum for exactly the files of every part, so that
+        neither damage to ``meta.json`` nor a removed checksum goes unnoticed.
+        """
+        fix = "re-create the partition with gnnpar-partition."
         if not isinstance(d, dict):
-            raise PartitionError("expected a JSON object.", path=path,
-                                 fix="re-create the partition with gnnpar-partition.")
+            raise PartitionError("expected a JSON object.", path=path, fix=fix)
         version = d.get("format_version")
-        if version not in READABLE_VERSIONS:
+        if isinstance(version, bool) or version not in READABLE_VERSIONS:
             raise PartitionError(
                 f"format_version is {version!r}; this gnnpar reads versions "
                 f"{', '.join(map(str, READABLE_VERSIONS))}.",
                 path=path, field="format_version",
                 fix="re-partition with this gnnpar version (gnnpar-partition ... --overwrite).")
+        if version >= 2:
+            check_json_digest(d, path, PartitionError)
         kwargs: dict[str, Any] = {}
         for f in fields(cls):
             if f.name not in d:
-                if f.name in ("quality", "parts", "files", "feat_dtype"):
-                    continue
-                raise PartitionError("field is missing.", path=path, field=f.name,
-                                     fix="re-create the partition with gnnpar-partition.")
-            kwargs[f.name] = d[f.name]
-        kwargs["offsets"] = tuple(int(o) for o in kwargs["offsets"])
+                if f.name == "quality" or (version < 2 and f.name in ("feat_dtype", "parts")):
+                    continue  # optional (in version 1)
+                raise PartitionError("field is missing.", path=path, field=f.name, fix=fix)
+            value = d[f.name]
+            if not _has_type(value, META_TYPES[f.name]):
+                raise PartitionError(f"is {type(value).__name__} {value!r:.60}, expected "
+                                     f"{META_TYPES[f.name]}.", path=path, field=f.name,
+                                     fix=fix)
+            kwargs[f.name] = value
+        kwargs["offsets"] = tuple(kwargs["offsets"])
         kwargs["parts"] = tuple(kwargs.get("parts", ()))
         meta = cls(**kwargs)
         if meta.feat_dtype not in FEATURE_DTYPES:
             raise PartitionError(f"feat_dtype is {meta.feat_dtype!r}.", path=path,
                                  field="feat_dtype",
                                  fix=f"use one of {', '.join(FEATURE_DTYPES)} (re-partition).")
+        if meta.num_parts < 1 or min(meta.num_nodes, meta.num_edges, meta.feat_dim,
+                                     meta.num_classes, meta.halo_hops - 1) < 0:
+            raise PartitionError("num_parts, num_nodes, num_edges, feat_dim, num_classes "
+                                 "or halo_hops is out of range.", path=path, field="num_parts",
+                                 fix=fix)
         offs = np.asarray(meta.offsets)
         if (len(offs) != meta.num_parts + 1 or offs[0] != 0 or offs[-1] != meta.num_nodes
                 or (np.diff(offs) < 0).any()):
             raise PartitionError(
                 f"offsets {list(meta.offsets)[:8]}... must be {meta.num_parts + 1} monotone "
                 f"values from 0 to num_nodes={meta.num_nodes}.", path=path, field="offsets",
-                fix="re-create the partition with gnnpar-partition.")
+                fix=fix)
+        if (meta.parts or version >= 2) and len(meta.parts) != meta.num_parts:
+            raise PartitionError(f"has {len(meta.parts)} entries for {meta.num_parts} parts.",
+                                 path=path, field="parts", fix=fix)
+        expected = {f"{part_dir_name(k)}/{a}.npy" for k in range(meta.num_parts)
+                    for a in PART_ARRAYS}
+        if set(meta.files) != expected:
+            odd = sorted(set(meta.files) ^ expected)
+            what = "listed but not a part file" if odd[0] in meta.files else "missing"
+            raise PartitionError(f"must list a checksum for exactly the {len(expected)} part "
+                                 f"files; {odd[0]!r} is {what} ({len(odd)} differ).",
+                                 path=path, field="files", fix=fix)
+        if not all(isinstance(v, str) and len(v) == 64 for v in meta.files.values()):
+            raise PartitionError("holds a checksum that is not a SHA-256 hex digest.",
+                                 path=path, field="files", fix=fix)
         return meta
 
     def to_dict(self) -> dict[str, Any]:
@@ -236,6 +294,95 @@ class Partition:
         return out
 
 
+def _bad(path: Path, field_name: str, message: str) -> PartitionError:
+    return PartitionError(message, path=path, field=field_name,
+                          fix="re-create the partition with gnnpar-partition ... --overwrite.")
+
+
+def check_part(d: Path, p: Partition, finite: bool = True) -> None:
+    """Dtypes, shapes, id ranges, CSC structure, splits and finite features of one part.
+
+    What a part alone determines, without the other parts (``verify_partition`` checks
+    the rest): cheap bounds from ``meta.json``, one pass over each id array and, with
+    ``finite``, one pass over the features in blocks.
+
+    Args:
+        d: The part's directory (named in errors).
+        p: The loaded part.
+        finite: Also check that every feature value is finite.
+
+    Raises:
+        PartitionError: Naming the file and the field.
+    """
+    meta, k = p.meta, p.part_id
+    for name, dtype in meta.part_dtypes().items():
+        arr = getattr(p, name)
+        if arr.dtype != dtype or arr.ndim != (2 if name == "feat" else 1):
+            raise _bad(d / f"{name}.npy", name, f"has dtype {arr.dtype} and {arr.ndim} "
+                       f"dimensions, expected {np.dtype(dtype)} with "
+                       f"{2 if name == 'feat' else 1}.")
+    n_owned, n_local = p.num_owned, p.num_owned + p.num_halo
+    sizes = {"num_owned": n_owned, "num_halo": p.num_halo, "num_edges": len(p.indices)}
+    listed = meta.parts[k] if meta.parts else sizes  # version 1 may list none
+    if {key: listed.get(key) for key in sizes} != sizes or \
+            n_owned != meta.offsets[k + 1] - meta.offsets[k]:
+        raise _bad(d.parent / META_FILE, "parts", f"part {k} lists {listed} and owns "
+                   f"ids {meta.offsets[k]}..{meta.offsets[k + 1]}; its files hold {sizes}.")
+    rows = {"indptr": n_local + 1, "in_degree": n_local, "adj_complete": n_local,
+            "feat": n_owned, "label": n_owned}
+    for name, want in rows.items():
+        if len(getattr(p, name)) != want:
+            raise _bad(d / f"{name}.npy", name, f"has {len(getattr(p, name))} rows, "
+                       f"expected {want}.")
+    if p.feat.shape[1] != meta.feat_dim:
+        raise _bad(d / "feat.npy", "feat", f"has {p.feat.shape[1]} columns, meta.json "
+                   f"says feat_dim={meta.feat_dim}.")
+    orig = np.asarray(p.orig_ids)
+    if len(orig) and (int(orig.min()) < 0 or int(orig.max()) >= meta.num_nodes):
+        raise _bad(d / "orig_ids.npy", "orig_ids", f"holds ids outside [0, {meta.num_nodes}).")
+    indptr = np.asarray(p.indptr)
+    if indptr[0] != 0 or (np.diff(indptr) < 0).any() or indptr[-1] != len(p.indices):
+        raise _bad(d / "indptr.npy", "indptr", "is not a monotone row pointer from 0 to "
+                   "len(indices).")
+    if len(p.indices) and (int(np.min(p.indices)) < 0 or int(np.max(p.indices)) >= n_local):
+        raise _bad(d / "indices.npy", "indices", f"holds local ids outside [0, {n_local}).")
+    halo = np.asarray(p.halo_gids)
+    lo, hi = meta.offsets[k], meta.offsets[k + 1]
+    if len(halo) and ((np.diff(halo) <= 0).any() or halo[0] < 0
+                      or halo[-1] >= meta.num_nodes or ((halo >= lo) & (halo < hi)).any()):
+        raise _bad(d / "halo_gids.npy", "halo_gids", "must be sorted, distinct global ids "
+                   "of nodes that other parts own.")
+    if len(p.in_degree) and int(np.min(p.in_degree)) < 0:
+        raise _bad(d / "in_degree.npy", "in_degree", "holds a negative degree.")
+    complete = np.asarray(p.adj_complete)
+    if not complete[:n_owned].all():
+        raise _bad(d / "adj_complete.npy", "adj_complete", "is False for an owned node.")
+    if (np.diff(indptr)[n_owned:][~complete[n_owned:]] != 0).any():
+        raise _bad(d / "indptr.npy", "indptr", "stores in-edges for a halo node marked "
+                   "incomplete.")
+    label = np.asarray(p.label)
+    if len(label) and (int(label.min()) < -1 or int(label.max()) >= max(meta.num_classes, 1)):
+        raise _bad(d / "label.npy", "label", f"holds labels outside [-1, {meta.num_classes}).")
+    for split in ("train_idx", "val_idx", "test_idx"):
+        idx = np.asarray(getattr(p, split))
+        if len(idx) and ((np.diff(idx) <= 0).any() or idx[0] < 0 or idx[-1] >= n_owned):
+            raise _bad(d / f"{split}.npy", split, f"must hold sorted distinct local ids of "
+                       f"owned nodes in [0, {n_owned}).")
+    if finite and meta.feat_dtype != "bf16":  # bf16 bits: checked as float32 below
+        step = max(1, (1 << 24) // max(1, p.feat.shape[1] * p.feat.itemsize))
+        for start in range(0, n_owned, step):
+            if not np.isfinite(p.feat[start:start + step]).all():
+                raise _bad(d / "feat.npy", "feat", f"holds a NaN or infinite value in rows "
+                           f"{start}..{min(start + step, n_owned)}.")
+    elif finite:
+        step = max(1, (1 << 23) // max(1, p.feat.shape[1]))
+        for start in range(0, n_owned, step):
+            bits = np.asarray(p.feat[start:start + step]).astype(np.uint32) << 16
+            if not np.isfinite(bits.view(np.float32)).all():
+                raise _bad(d / "feat.npy", "feat", f"holds a NaN or infinite value in rows "
+                           f"{start}..{min(start + step, n_owned)}.")
+
+
 def verify_checksums(out_dir: str | os.PathLike[str], meta: PartitionMeta,
                      parts: list[int] | None = None) -> None:
     """Recompute the sha256 of the files of ``parts`` (all when ``None``); raise on mismatch."""
@@ -263,7 +410,9 @@ def load_partition(out_dir: str | os.PathLike[str], part: int, mmap: bool = True
         out_dir: Directory written by ``partition_graph`` / ``gnnpar-partition``.
         part: Part id, ``0 <= part < num_parts``.
         mmap: Memory-map the arrays read-only (nothing is read until touched).
-        verify: Check the sha256 of this part's files against ``meta.json`` first.
+        verify: Check the sha256 of this part's files against ``meta.json`` first, and
+            that every feature is finite (dtypes, shapes and id ranges are always
+            checked: :func:`check_part`).
 
     Returns:
         The part's arrays and the whole partition's metadata.
@@ -283,14 +432,5 @@ def load_partition(out_dir: str | os.PathLike[str], part: int, mmap: bool = True
     d = Path(out_dir) / part_dir_name(part)
     arrays = {name: load_npy(d / f"{name}.npy", mmap, PartitionError) for name in PART_ARRAYS}
     p = Partition(meta=meta, part_id=part, **arrays)
-    n_owned = meta.offsets[part + 1] - meta.offsets[part]
-    n_local = n_owned + p.num_halo
-    expect = {"orig_ids": n_owned, "indptr": n_local + 1, "in_degree": n_local,
-              "adj_complete": n_local, "feat": n_owned, "label": n_owned,
-              "indices": int(p.indptr[-1]) if len(p.indptr) else 0}
-    for name, rows in expect.items():
-        if len(arrays[name]) != rows:
-            raise PartitionError(f"has {len(arrays[name])} rows, expected {rows}.",
-                                 path=d / f"{name}.npy", field=name,
-                                 fix="re-create the partition with gnnpar-partition.")
+    check_part(d, p, finite=verify)
     return p

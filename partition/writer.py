@@ -49,13 +49,14 @@ from tqdm import tqdm
 
 from gnnpar.datasets.graph import SPLITS, GraphDataset
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.io import atomic_directory, save_npy_blocks, save_npy_sha256, write_json
+from gnnpar.io import atomic_directory, save_npy_blocks, save_npy_sha256, write_digested_json
 from gnnpar.partition.adjacency import InEdges, group_in_edges
 from gnnpar.partition.assign import DEFAULT_BALANCE, assign_parts, check_num_parts
 from gnnpar.partition.format import (
     FEATURE_DTYPES,
     FORMAT_VERSION,
     META_FILE,
+    PARTITION_MARKER,
     PartitionMeta,
     check_feature_range,
     part_dir_name,
@@ -129,7 +130,8 @@ def partition_graph(
         check_feature_range(_feature_blocks(dataset.x, np.arange(dataset.num_nodes)),
                             feature_dtype)
     hint = "pass overwrite=True (CLI: --overwrite) or choose another --out."
-    with atomic_directory(out_dir, overwrite, PartitionError, hint) as tmp:
+    with atomic_directory(out_dir, overwrite, PartitionError, hint,
+                          marker=PARTITION_MARKER) as tmp:
         with tqdm(total=2, desc=f"assign ({'precomputed' if assignment is not None else method})",
                   disable=not progress) as bar:
             in_edges = group_in_edges(dataset.num_nodes, dataset.src, dataset.dst)
@@ -157,7 +159,7 @@ def partition_graph(
             offsets=tuple(int(o) for o in ren.offsets), halo_hops=int(halo_hops),
             partitioner=partitioner, quality=quality_report(stats, dataset.num_edges),
             parts=tuple(sizes), files=dict(sorted(files.items())), feat_dtype=feature_dtype)
-        write_json(tmp / META_FILE, meta.to_dict())
+        write_digested_json(tmp / META_FILE, meta.to_dict())
     return meta
 
 

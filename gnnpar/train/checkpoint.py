@@ -1,48 +1,71 @@
-"""Checkpoints of a model, its optimizer and the loop's state, with torch.distributed.checkpoint.
+"""Checkpoints of a model, its optimizer and the loop's state: JSON and raw tensor bytes.
 
-A checkpoint is a directory::
+A checkpoint is a directory of two files, written by rank 0::
 
     CKPT/
-      .metadata, __0_0.distcp ...   torch.distributed.checkpoint (DCP) files: every tensor
-      state.json                    the non-tensor structure (optimizer hyper-parameters,
-                                    parameter names) and the caller's ``extra`` state
+      state.json     the structure: optimizer hyper-parameters, parameter names, the
+                     caller's ``extra`` state, the index of every tensor (dtype, shape,
+                     byte range) and the SHA-256 of tensors.bin; digested itself
+      tensors.bin    every tensor's bytes, one after the other
 
-Tensors go through DCP (each rank writes its share; replicated tensors once), everything
-else is JSON, so loading never unpickles a tensor or a Python object from the checkpoint
-(DCP's own ``.metadata`` index is the one pickle DCP reads).  Saving is atomic: ranks write
-into a sibling temporary directory that rank 0 renames over ``CKPT`` once every rank is
-done, so an interrupted save leaves the previous checkpoint intact.
-
-Works for replicated models (full-graph and DDP training) and for models whose state
-dicts hold DTensors; the optimizer state dict uses parameter names
+Nothing is unpickled on load — not a tensor, not a Python object, not an index (the
+format of ``torch.distributed.checkpoint`` keeps its index as a pickle, which a shared
+or downloaded checkpoint could turn into code) — and every byte is checked: a damaged
+``state.json`` or ``tensors.bin`` is refused, naming the file, before any parameter
+changes.  Tensors are gathered whole (``StateDictOptions(full_state_dict=True)``), so
+models whose state dicts hold DTensors are saved as full tensors and sharded again on
+load, for any layout.  The optimizer state uses parameter names
 (``torch.distributed.checkpoint.state_dict``), so a checkpoint outlives a change of the
 parameter order.
+
+Saving is atomic: rank 0 writes a sibling temporary directory and renames it over
+``CKPT`` (:func:`gnnpar.io.replace_directory`); an interrupted save leaves the previous
+checkpoint intact, and :func:`gnnpar.io.recover_directory` puts it back where a crash
+fell between the two renames.  Every rank reads the checkpoint on load (the run
+directory is shared, as for the run record).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
-from torch.distributed.checkpoint.filesystem import FileSystemReader
-from torch.distributed.checkpoint.metadata import TensorStorageMetadata
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
-from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_model_state_dict,
+    set_state_dict,
+)
 
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.io import read_json, replace_directory, write_json
+from gnnpar.io import (
+    check_json_digest,
+    read_json,
+    recover_directory,
+    replace_directory,
+    write_digested_json,
+)
 
 STATE_FILE = "state.json"
+TENSORS_FILE = "tensors.bin"
 FORMAT = "gnnpar-checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _TENSOR = "__tensor__"
+_ALIGN = 64
+DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+    torch.int16, torch.int8, torch.uint8, torch.bool)}
+"""The tensor dtypes a checkpoint stores, by the name ``state.json`` records."""
+_FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
 def _split(obj: Any, key: str, tensors: dict[str, Tensor]) -> Any:
@@ -77,6 +100,32 @@ def _barrier(ctx: DistContext) -> None:
         dist.barrier(group=ctx.group)
 
 
+def _write_tensors(path: Path, tensors: dict[str, Tensor]) -> tuple[dict[str, Any], str]:
+    """Write the tensors' bytes to ``path``; their index and the file's SHA-256."""
+    index: dict[str, Any] = {}
+    h = hashlib.sha256()
+    offset = 0
+    with open(path, "wb") as f:
+        for key, t in tensors.items():
+            name = str(t.dtype).removeprefix("torch.")
+            if name not in DTYPES:
+                raise ConfigError(f"{key} is a {t.dtype} tensor, which a checkpoint cannot "
+                                  "store.", field=key, fix=f"use one of {', '.join(DTYPES)}.")
+            data = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+            pad = -offset % _ALIGN
+            f.write(b"\0" * pad)
+            h.update(b"\0" * pad)
+            offset += pad
+            f.write(data)
+            h.update(data)
+            index[key] = {"dtype": name, "shape": list(t.shape), "offset": offset,
+                          "nbytes": len(data)}
+            offset += len(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return index, h.hexdigest()
+
+
 def save_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Module,
                     optimizer: torch.optim.Optimizer | None = None,
                     extra: dict[str, Any] | None = None) -> None:
@@ -85,64 +134,108 @@ def save_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Mo
     Args:
         path: Checkpoint directory; replaced when it exists.
         ctx: Distributed context; every rank calls this.
-        model: The model (replicated or sharded with DTensor).
+        model: The model (replicated, or sharded with DTensor: gathered whole).
         optimizer: Its optimizer, if any.
-        extra: Loop state (epoch, metrics, ...): JSON-able values and tensors.
+        extra: Loop state (epoch, metrics, ...): JSON-able values and tensors; rank 0's
+            is saved.
     """
     out = Path(path)
-    tmp = out.parent / f".{out.name}.tmp"
+    if optimizer is None:
+        state: dict[str, Any] = {"model": get_model_state_dict(model, options=_FULL)}
+    else:
+        model_sd, optim_sd = get_state_dict(model, optimizer, options=_FULL)
+        state = {"model": model_sd, "optim": optim_sd}
     if ctx.is_main:
+        state["extra"] = extra or {}
+        tensors: dict[str, Tensor] = {}
+        skeleton = _split(state, "state", tensors)
+        tmp = out.parent / f".{out.name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-    _barrier(ctx)
-    if optimizer is None:
-        state: dict[str, Any] = {"model": model.state_dict()}
-    else:
-        model_sd, optim_sd = get_state_dict(model, optimizer)
-        state = {"model": model_sd, "optim": optim_sd}
-    state["extra"] = extra or {}
-    tensors: dict[str, Tensor] = {}
-    skeleton = _split(state, "state", tensors)
-    dcp_save(tensors, checkpoint_id=tmp, process_group=ctx.group)
-    if ctx.is_main:
-        write_json(tmp / STATE_FILE, {"format": FORMAT, "format_version": FORMAT_VERSION,
-                                      "world_size": ctx.world_size, "state": skeleton})
+        index, digest = _write_tensors(tmp / TENSORS_FILE, tensors)
+        write_digested_json(tmp / STATE_FILE, {
+            "format": FORMAT, "format_version": FORMAT_VERSION, "world_size": ctx.world_size,
+            "state": skeleton, "tensors": index, "sha256": {TENSORS_FILE: digest}})
         replace_directory(tmp, out)
     _barrier(ctx)
 
 
 def has_checkpoint(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` holds a complete checkpoint."""
+    """Whether ``path`` holds a checkpoint (its ``state.json``)."""
     return (Path(path) / STATE_FILE).is_file()
 
 
+def _read_doc(ckpt: Path) -> dict[str, Any]:
+    """``state.json``, checked: present, this format, undamaged, well-formed."""
+    recover_directory(ckpt)
+    if not has_checkpoint(ckpt):
+        raise ConfigError("no checkpoint here (state.json is missing).", path=ckpt,
+                          fix="pass the run directory of a run that saved a checkpoint, or "
+                          "start without --resume.")
+    path = ckpt / STATE_FILE
+    doc = read_json(path, ConfigError)
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or \
+            doc.get("format_version") != FORMAT_VERSION:
+        raise ConfigError(f"not a {FORMAT} v{FORMAT_VERSION} checkpoint.", path=path,
+                          field="format", fix="resume from a checkpoint written by this "
+                          "gnnpar version, or start anew (--overwrite).")
+    check_json_digest(doc, path, ConfigError)
+    if not isinstance(doc.get("state"), dict) or not isinstance(doc.get("world_size"), int) \
+            or not isinstance(doc.get("tensors"), dict):
+        raise ConfigError("state.json lacks the state, tensors or world_size field.",
+                          path=path, field="state",
+                          fix="resume from a checkpoint written by gnnpar, or start anew.")
+    return doc
+
+
 def read_state(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The JSON part of a checkpoint, without loading any tensor (no process group needed).
+    """The JSON part of a checkpoint, without reading any tensor (no process group needed).
 
     Returns:
         ``{"world_size": int, "extra": ...}``: the saving run's world size and its
         ``extra`` state, tensors left as ``{"__tensor__": key}`` placeholders.
 
     Raises:
-        ConfigError: No checkpoint at ``path``, or one of another format.
+        ConfigError: No checkpoint at ``path``, one of another format, or a damaged one.
     """
-    ckpt = Path(path)
-    if not has_checkpoint(ckpt):
-        raise ConfigError("no checkpoint here (state.json is missing).", path=ckpt,
-                          fix="pass the run directory of a run that saved a checkpoint, or "
-                          "start without --resume.")
-    doc = read_json(ckpt / STATE_FILE, ConfigError)
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or \
-            doc.get("format_version") != FORMAT_VERSION:
-        raise ConfigError(f"not a {FORMAT} v{FORMAT_VERSION} checkpoint.",
-                          path=ckpt / STATE_FILE, field="format",
-                          fix="resume from a checkpoint written by this gnnpar version.")
-    state = doc.get("state")
-    if not isinstance(state, dict) or not isinstance(doc.get("world_size"), int):
-        raise ConfigError("state.json lacks the state or world_size field.",
-                          path=ckpt / STATE_FILE, field="state",
-                          fix="resume from a checkpoint written by gnnpar, or start anew.")
-    return {"world_size": doc["world_size"], "extra": state.get("extra", {})}
+    doc = _read_doc(Path(path))
+    return {"world_size": doc["world_size"], "extra": doc["state"].get("extra", {})}
+
+
+def _read_tensors(ckpt: Path, doc: dict[str, Any]) -> dict[str, Tensor]:
+    """Every tensor of ``tensors.bin``, after checking its SHA-256 and the index."""
+    path = ckpt / TENSORS_FILE
+    if not path.is_file():
+        raise ConfigError("the tensor file is missing.", path=path,
+                          fix="resume from a complete checkpoint, or start anew.")
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)
+    if h.hexdigest() != doc.get("sha256", {}).get(TENSORS_FILE):
+        raise ConfigError("the tensor file is damaged (its SHA-256 differs from state.json's).",
+                          path=path, field="sha256",
+                          fix="resume from an undamaged copy of the run directory, or start "
+                          "anew (--overwrite).")
+    data = np.fromfile(path, dtype=np.uint8)
+    out: dict[str, Tensor] = {}
+    for key, m in doc["tensors"].items():
+        ok = (isinstance(m, dict) and m.get("dtype") in DTYPES
+              and isinstance(m.get("shape"), list)
+              and all(isinstance(d, int) and d >= 0 for d in m["shape"])
+              and isinstance(m.get("offset"), int) and isinstance(m.get("nbytes"), int)
+              and 0 <= m["offset"] <= m["offset"] + m["nbytes"] <= data.size)
+        dtype = DTYPES.get(m.get("dtype", "")) if isinstance(m, dict) else None
+        if ok and dtype is not None:
+            ok = m["nbytes"] == int(np.prod(m["shape"], dtype=np.int64)) * \
+                torch.empty((), dtype=dtype).element_size()
+        if not ok or dtype is None:
+            raise ConfigError(f"tensor {key!r} has a bad index entry {m!r}.",
+                              path=ckpt / STATE_FILE, field="tensors",
+                              fix="resume from a checkpoint written by gnnpar, or start anew.")
+        raw = torch.from_numpy(data[m["offset"]:m["offset"] + m["nbytes"]].copy())
+        out[key] = raw.view(dtype).reshape(m["shape"])
+    return out
 
 
 def load_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Module,
@@ -152,31 +245,34 @@ def load_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Mo
     Args:
         path: Directory written by :func:`save_checkpoint`.
         ctx: Distributed context; every rank calls this.
-        model: A model of the same architecture as the saved one.
+        model: A model of the same architecture as the saved one (any sharding).
         optimizer: An optimizer of the same kind over ``model``'s parameters.
 
     Returns:
         The ``extra`` state given to :func:`save_checkpoint`.
+
+    Raises:
+        ConfigError: No checkpoint, a damaged one, or one that does not fit the model.
     """
     ckpt = Path(path)
-    read_state(ckpt)  # checks the format
-    skeleton = read_json(ckpt / STATE_FILE, ConfigError)["state"]
+    doc = _read_doc(ckpt)
+    skeleton = doc["state"]
     if optimizer is not None and "optim" not in skeleton:
         raise ConfigError("the checkpoint holds no optimizer state.", path=ckpt,
                           field="optim", fix="load it without an optimizer.")
-    meta = FileSystemReader(ckpt).read_metadata().state_dict_metadata
-    tensors = {
-        key: torch.empty(m.size, dtype=m.properties.dtype)
-        for key, m in meta.items() if isinstance(m, TensorStorageMetadata)
-    }
-    dcp_load(tensors, checkpoint_id=ckpt, process_group=ctx.group)
-    state = _join(skeleton, tensors)
+    try:
+        state = _join(skeleton, _read_tensors(ckpt, doc))
+    except KeyError as exc:
+        raise ConfigError(f"state.json names tensor {exc} that the index lacks.",
+                          path=ckpt / STATE_FILE, field="tensors",
+                          fix="resume from a checkpoint written by gnnpar, or start anew.") from exc
+    options = StateDictOptions(full_state_dict=True)
     try:
         if optimizer is None:
-            model.load_state_dict(state["model"])
+            set_model_state_dict(model, state["model"], options=options)
         else:
             set_state_dict(model, optimizer, model_state_dict=state["model"],
-                           optim_state_dict=state["optim"])
+                           optim_state_dict=state["optim"], options=options)
     except (RuntimeError, KeyError, ValueError) as exc:
         raise ConfigError(f"the checkpoint does not fit this model/optimizer ({exc}).",
                           path=ckpt, field="model",

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gnnpar.config import add_config_arguments, parse_config
+from gnnpar.config import ArgumentParser, add_config_arguments, parse_config
 from gnnpar.console import log_to_stderr
 from gnnpar.errors import GnnparError
 from gnnpar.train.config import Config
@@ -49,7 +49,7 @@ PROG = "gnnpar-train"
 
 def build_parser(prog: str = PROG, description: str | None = None) -> argparse.ArgumentParser:
     """The ``gnnpar-train`` argument parser: one flag per configuration field."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
         description=description or "Train a GNN on a graph split over several processes: "
         "distributed neighbour sampling (--mode sample) or full-graph halo exchange "
@@ -159,8 +159,11 @@ def launch(cfg: Config) -> dict[str, Any]:
     threads = cfg.run.threads or max(1, (os.cpu_count() or 1) // nproc)
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, threads=threads))
     try:
+        # A hung rank: the others' collective times out (timeout_s), they wait up to half
+        # of it for notices (faults.FailureBoard), then the launcher a quarter for the
+        # rest to exit: every rank is reported and stopped within 1.75 timeouts.
         launch_workers("gnnpar.train.cli:run_worker", (cfg, str(part_dir), str(out)), nproc,
-                       threads=threads, grace_s=min(10.0, cfg.run.timeout_s))
+                       threads=threads, grace_s=min(10.0, cfg.run.timeout_s / 4))
     except Interrupted:
         _mark_interrupted(out / RECORD_FILE)
         raise Interrupted(str(out)) from None

@@ -165,7 +165,10 @@ def _outcome(rank: int, exitcode: int, error_file: Path, stopped: bool) -> RankO
                                info["gnnpar"], info["traceback"])
     if exitcode < 0:
         name = signal.Signals(-exitcode).name if -exitcode in signal.valid_signals() else "?"
-        return RankOutcome(rank, exitcode, None, f"killed by signal {-exitcode} ({name})")
+        return RankOutcome(rank, exitcode, None, f"killed by signal {-exitcode} ({name}). "
+                           "Fix: find what killed it (the kernel's out-of-memory killer shows "
+                           "in dmesg; a scheduler's limits in its log), then continue the run "
+                           "with --resume.")
     return RankOutcome(rank, exitcode, None, f"exited with code {exitcode} without an error")
 
 

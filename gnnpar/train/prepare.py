@@ -6,8 +6,8 @@ second, before a worker is spawned or a dataset read. :func:`resolve_partition` 
 the partition to train on: a partition directory is used as it is; a dataset spec is
 loaded (with ``--features`` / ``--labels`` / ``--split``), checked for a node-
 classification task and partitioned into one part per process, cached under
-``ROOT/partitions`` under a key of every setting and every input file's size and
-modification time, so a changed input or setting is partitioned anew.
+``ROOT/partitions`` under a key of every setting and every input file's
+modification time and (sampled) content, so a changed input or setting is partitioned anew.
 """
 
 from __future__ import annotations
@@ -54,11 +54,14 @@ def partition_cache_dir(cfg: Config, num_parts: int) -> Path:
     """Where the partition of ``cfg.data`` into ``num_parts`` parts is cached.
 
     The name holds a readable slug of the spec, the part count, the partitioner and a
-    hash of the data and partition settings and of every input file's path, size and
-    modification time.
+    hash of the data and partition settings and of every input file's path, modification
+    time and content (:func:`gnnpar.io.content_stamp`: all of a small file, three MiB of
+    a large one), so an input edited in place is partitioned anew.
     """
+    from gnnpar.io import content_stamp
+
     d, p = cfg.data, cfg.partition
-    stamp = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in _inputs(cfg)]
+    stamp = [(str(f.resolve()), f.stat().st_mtime_ns, content_stamp(f)) for f in _inputs(cfg)]
     key = json.dumps({"data": {**asdict(d), "root": None}, "partition": asdict(p),
                       "num_parts": num_parts, "files": stamp}, sort_keys=True, default=str)
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]

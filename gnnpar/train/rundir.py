@@ -82,9 +82,7 @@ def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
             given, holds something else, or is a file.
     """
     if out is None:
-        path = default_out(name)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        return _mkdir(default_out(name))
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise ConfigError("is a file, not a directory.", path=path, field="run.out",
@@ -109,7 +107,17 @@ def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
                 shutil.rmtree(target)
             elif target.exists():
                 target.unlink()
-    path.mkdir(parents=True, exist_ok=True)
+    return _mkdir(path)
+
+
+def _mkdir(path: Path) -> Path:
+    """Create the run directory, or raise a :class:`ConfigError` naming why not."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot be created ({exc.strerror or exc}).", path=path,
+                          field="run.out", fix="pass an --out under a writable directory "
+                          "(every part of the path a directory).") from None
     return path
 
 
@@ -168,7 +176,7 @@ def check_resume(out: Path, cfg: Config) -> None:
             "flags you may change: --epochs, --eval-every and the run section), or start a "
             "new run (another --out, or --overwrite).")
     done = len(extra.get("epochs", []))
-    if cfg.train.epochs <= done and extra.get("partial") in ({}, None):
+    if cfg.train.epochs <= done and not extra.get("partial"):
         raise ConfigError(
             f"the run has finished {done} epochs, so --epochs {cfg.train.epochs} trains "
             "nothing more.", path=out, field="train.epochs",

@@ -197,6 +197,7 @@ class Trainer:
                        "partitioner": meta.partitioner.get("method")},
             env=RunRecord.environment(ctx.world_size, ctx.backend, str(ctx.device)))
         self._next_epoch = 0
+        self._started = False  # whether this run has written its record yet
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -216,8 +217,17 @@ class Trainer:
         return {"epoch": self._next_epoch, "step": 0}
 
     def _save(self, partial: dict[str, float]) -> None:
-        save_checkpoint(self.checkpoint_dir, self.ctx, self.model, self.optimizer, extra={
-            "position": self._position(), "partial": partial, "epochs": self.record.epochs,
+        """Checkpoint (collective); ``partial``: this rank's sums of the unfinished epoch."""
+        ctx = self.ctx
+        per_rank: list[dict[str, float]] = []
+        if partial:  # every rank's sums, so that each resumes with its own
+            rows = torch.zeros(ctx.world_size, len(SUMS), dtype=torch.float64,
+                               device=ctx.device)
+            rows[ctx.rank] = torch.tensor([partial[k] for k in SUMS], dtype=torch.float64)
+            per_rank = [dict(zip(SUMS, r, strict=True))
+                        for r in all_reduce_sum(ctx, rows).cpu().tolist()]
+        save_checkpoint(self.checkpoint_dir, ctx, self.model, self.optimizer, extra={
+            "position": self._position(), "partial": per_rank, "epochs": self.record.epochs,
             "config": self.cfg.to_dict()})
 
     def _resume(self) -> dict[str, float]:
@@ -245,8 +255,8 @@ class Trainer:
         if self.ctx.is_main:
             log.info("resumed from %s at epoch %d, step %d", self.checkpoint_dir,
                      pos["epoch"] + 1, pos["step"])
-        partial: dict[str, float] = extra["partial"]
-        return partial
+        partial: list[dict[str, float]] = extra["partial"]
+        return partial[self.ctx.rank] if partial else {}
 
     def _seed_step(self, epoch: int, step: int) -> None:
         torch.manual_seed(mix_int(self.cfg.train.seed, epoch, step, self.ctx.rank)
@@ -272,12 +282,13 @@ class Trainer:
             try:
                 summary = self._fit(hook)
             except BaseException as exc:
-                self.record.status = "interrupted" if isinstance(
-                    exc, KeyboardInterrupt) else "failed"
-                try:
-                    self._write_record()
-                except OSError:
-                    pass  # the record keeps its last state; the error matters more
+                if self._started:  # else the record on disk is an earlier run's: keep it
+                    self.record.status = "interrupted" if isinstance(
+                        exc, KeyboardInterrupt) else "failed"
+                    try:
+                        self._write_record()
+                    except OSError:
+                        pass  # the record keeps its last state; the error matters more
                 raise
         return summary
 
@@ -292,6 +303,7 @@ class Trainer:
             doc["run"].update(resume=False, overwrite=False)
             write_json(self.out / CONFIG_FILE, doc)
         self.record.status = "running"
+        self._started = True
         self._write_record()
         engine = self.engine
         for epoch in range(self._position()["epoch"], t.epochs):

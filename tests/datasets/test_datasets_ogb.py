@@ -119,13 +119,19 @@ def test_named_dataset_uses_ogb_master_csv(tmp_path: Path) -> None:
     np.testing.assert_array_equal(again.y, LABELS)
 
 
-def test_download_through_ogb_helpers_from_file_url(tmp_path: Path) -> None:
+def zip_archive(tmp_path: Path) -> Path:
+    """A zip of one csv-layout dataset folder, ``tinyzip/``, as OGB's servers give it."""
     src = tmp_path / "src"
     write_csv_layout(src / "tinyzip")
     archive = tmp_path / "tinyzip.zip"
     with zipfile.ZipFile(archive, "w") as z:
         for f in (src / "tinyzip").rglob("*"):
             z.write(f, f.relative_to(src))
+    return archive
+
+
+def test_download_through_ogb_helpers_from_file_url(tmp_path: Path) -> None:
+    archive = zip_archive(tmp_path)
     target = tmp_path / "root" / "tiny_target"
     m = meta(str(target), binary=False, add_inverse_edge=False, url=archive.as_uri(),
              download_name="tinyzip")
@@ -171,3 +177,44 @@ def test_meta_dict_missing_key_and_bad_split_files(tmp_path: Path) -> None:
         load_ogb("tiny", meta_dict=meta(str(tmp_path / "tiny"), binary=False,
                                         add_inverse_edge=False))
     assert "test.csv.gz" in str(exc.value) and exc.value.field == "test_idx"
+
+
+@pytest.mark.parametrize("dir_path", ["/etc", "../victim", "a/../../victim", "",
+                                      "../specs/../victim"])
+def test_meta_dict_file_cannot_point_outside_its_folder(tmp_path: Path, dir_path: str) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("precious")
+    archive = zip_archive(tmp_path)
+    (tmp_path / "specs").mkdir()
+    spec = tmp_path / "specs" / "meta.json"
+    spec.write_text(json.dumps(meta(dir_path, binary=False, add_inverse_edge=False,
+                                    url=archive.as_uri(), download_name="tinyzip")))
+    with pytest.raises(DatasetError) as exc:
+        load_dataset(str(spec))
+    assert exc.value.field == "dir_path" and exc.value.path == str(spec)
+    assert (victim / "keep.txt").read_text() == "precious"
+
+
+def test_download_never_replaces_a_directory_it_did_not_create(tmp_path: Path) -> None:
+    archive = zip_archive(tmp_path)
+    target = tmp_path / "root" / "mine"
+    target.mkdir(parents=True)
+    (target / "notes.txt").write_text("mine")
+    m = meta(str(target), binary=False, add_inverse_edge=False, url=archive.as_uri(),
+             download_name="tinyzip")
+    with pytest.raises(DatasetError, match="move it away") as exc:
+        load_ogb("tiny", meta_dict=m)
+    assert exc.value.path == str(target) and (target / "notes.txt").read_text() == "mine"
+    # A damaged archive or one of another digest is refused before anything is unpacked.
+    other = tmp_path / "root" / "fresh"
+    with pytest.raises(DatasetError, match="SHA-256 differs"):
+        load_ogb("tiny", meta_dict={**m, "dir_path": str(other), "sha256": "0" * 64})
+    assert not other.exists()
+    assert sorted(p.name for p in (tmp_path / "root").iterdir()) == ["mine"]
+    data = bytearray(archive.read_bytes())
+    data[40] ^= 0xFF  # inside the first member's compressed bytes
+    archive.write_bytes(bytes(data))
+    with pytest.raises(DatasetError):
+        load_ogb("tiny", meta_dict={**m, "dir_path": str(other)})
+    assert not other.exists()

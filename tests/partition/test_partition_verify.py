@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import PartitionError
-from gnnpar.io import sha256_file
+from gnnpar.io import sha256_file, write_digested_json
 from gnnpar.partition import load_partition, partition_graph, verify_partition
 
 
@@ -25,12 +27,17 @@ def out(tmp_path: Path, dataset) -> Path:  # type: ignore[no-untyped-def]
     return tmp_path / "p"
 
 
+def edit_meta(out: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """Change ``meta.json`` and its digest, as a consistent but wrong writer would."""
+    meta = json.loads((out / "meta.json").read_text())
+    change(meta)
+    write_digested_json(out / "meta.json", meta)
+
+
 def rewrite(out: Path, rel: str, array: np.ndarray) -> None:
     """Replace one array and its checksum, as a consistent but wrong writer would."""
     np.save(out / rel, array)
-    meta = json.loads((out / "meta.json").read_text())
-    meta["files"][rel] = sha256_file(out / rel)
-    (out / "meta.json").write_text(json.dumps(meta))
+    edit_meta(out, lambda m: m["files"].__setitem__(rel, sha256_file(out / rel)))
 
 
 def test_a_valid_partition_verifies(out: Path, dataset) -> None:  # type: ignore[no-untyped-def]
@@ -42,7 +49,7 @@ def test_a_valid_partition_verifies(out: Path, dataset) -> None:  # type: ignore
 
 def test_version_1_reads_as_fp32_features(out: Path, dataset) -> None:  # type: ignore[no-untyped-def]
     meta = json.loads((out / "meta.json").read_text())
-    del meta["feat_dtype"]
+    del meta["feat_dtype"], meta["digest"]
     meta["format_version"] = 1
     (out / "meta.json").write_text(json.dumps(meta))
     assert load_partition(out, 0).meta.feat_dtype == "fp32"
@@ -98,9 +105,8 @@ def test_dropped_edge_is_found(out: Path) -> None:
     rewrite(out, "part-0/indptr.npy", indptr)
     with pytest.raises(PartitionError, match="part 0 lists") as exc:
         verify_partition(out)
-    meta = json.loads((out / "meta.json").read_text())
-    meta["parts"][0]["num_edges"] -= 1
-    (out / "meta.json").write_text(json.dumps(meta))
+    edit_meta(out, lambda m: m["parts"][0].__setitem__("num_edges",
+                                                       m["parts"][0]["num_edges"] - 1))
     with pytest.raises(PartitionError, match="stored in-edges") as exc:
         verify_partition(out)
     assert exc.value.path == str(out / "part-0" / "in_degree.npy")
@@ -149,9 +155,69 @@ def test_extra_halo_node_is_found(out: Path) -> None:
     degree = owner.in_degree[extra - owner.first_gid]
     rewrite(out, "part-0/in_degree.npy", np.insert(p.in_degree, p.num_owned + at, degree))
     rewrite(out, "part-0/adj_complete.npy", np.append(p.adj_complete, False))
-    meta = json.loads((out / "meta.json").read_text())
-    meta["parts"][0]["num_halo"] += 1
-    (out / "meta.json").write_text(json.dumps(meta))
+    edit_meta(out, lambda m: m["parts"][0].__setitem__("num_halo",
+                                                       m["parts"][0]["num_halo"] + 1))
     with pytest.raises(PartitionError, match="within 1 hop") as exc:
         verify_partition(out)
     assert exc.value.path == str(out / "part-0" / "halo_gids.npy")
+
+
+def _refused(out: Path, path: Path, field: str, match: str | None = None) -> None:
+    """Loading a part and verifying both refuse, naming ``path`` and ``field``."""
+    for call in (lambda: load_partition(out, 0), lambda: verify_partition(out)):
+        with pytest.raises(PartitionError, match=match) as exc:
+            call()
+        assert exc.value.path == str(path) and exc.value.field == field, exc.value
+        assert exc.value.fix
+
+
+def test_meta_json_edited_by_hand_is_refused(out: Path) -> None:
+    meta = json.loads((out / "meta.json").read_text())
+    meta["num_classes"] = 2
+    (out / "meta.json").write_text(json.dumps(meta))
+    _refused(out, out / "meta.json", "digest", "changed after it was written")
+    del meta["digest"]  # removing the digest does not help
+    (out / "meta.json").write_text(json.dumps(meta))
+    _refused(out, out / "meta.json", "digest", "no digest")
+
+
+@pytest.mark.parametrize("change", ["drop", "traverse", "not_hex"])
+def test_checksums_cannot_be_removed_or_point_outside(out: Path, change: str) -> None:
+    def edit(m: dict[str, Any]) -> None:
+        if change == "drop":
+            del m["files"]["part-0/feat.npy"]
+        elif change == "traverse":
+            m["files"]["part-0/../../etc/hostname"] = "0" * 64
+        else:
+            m["files"]["part-0/feat.npy"] = "x"
+
+    edit_meta(out, edit)
+    _refused(out, out / "meta.json", "files")
+
+
+@pytest.mark.parametrize(("key", "value"), [("num_parts", "3"), ("offsets", [0, 1.5, 300, 300]),
+                                            ("parts", {}), ("files", []), ("num_nodes", True),
+                                            ("halo_hops", 0)])
+def test_wrong_json_types_name_the_field(out: Path, key: str, value: Any) -> None:
+    edit_meta(out, lambda m: m.__setitem__(key, value))
+    _refused(out, out / "meta.json", "num_parts" if key == "halo_hops" else key)
+
+
+def test_damaged_arrays_with_matching_checksums_are_refused_at_load(out: Path) -> None:
+    p = load_partition(out, 0, mmap=False)
+    feat = np.array(p.feat)
+    feat[3, 1] = np.nan
+    rewrite(out, "part-0/feat.npy", feat)
+    _refused(out, out / "part-0" / "feat.npy", "feat", "NaN")
+    rewrite(out, "part-0/feat.npy", np.asarray(p.feat))
+    rewrite(out, "part-0/indices.npy", np.asarray(p.indices).astype(np.int32))
+    _refused(out, out / "part-0" / "indices.npy", "indices", "dtype int32")
+    bad = np.array(p.indices)
+    bad[0] = p.num_owned + p.num_halo  # one past the last local id
+    rewrite(out, "part-0/indices.npy", bad)
+    _refused(out, out / "part-0" / "indices.npy", "indices", "outside")
+    rewrite(out, "part-0/indices.npy", np.asarray(p.indices))
+    label = np.array(p.label)
+    label[0] = 99
+    rewrite(out, "part-0/label.npy", label)
+    _refused(out, out / "part-0" / "label.npy", "label", "outside")

@@ -195,7 +195,7 @@ def test_resume_refuses_other_settings(tmp_path: Path) -> None:
     cfg = parse(["--out", str(out), "--epochs", "4"])
     model = torch.nn.Linear(2, 2)
     save_checkpoint(out / "checkpoint", ctx, model, extra={
-        "config": cfg.to_dict(), "epochs": [{}, {}], "partial": {},
+        "config": cfg.to_dict(), "epochs": [{}, {}], "partial": [],
         "position": {"epoch": 2, "step": 0}})
     check_resume(out, parse(["--out", str(out), "--resume", "--epochs", "6", "--no-progress"]))
     with pytest.raises(ConfigError) as info:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _procs import descendants, exe, listeners, rank_pid, start, wait_for_epochs
 
 from gnnpar.train.cli import parse
 from gnnpar.train.prepare import resolve_partition
@@ -26,91 +27,20 @@ TINY = "synthetic:sbm?nodes=1500&feat_dim=16&classes=4&seed=2&homophily=0.8"
 RUN = ["--mode", "full", "--model", "gcn", "--hidden", "16", "--no-progress"]
 
 
-def _exe() -> list[str]:
-    exe = shutil.which("gnnpar-train")
-    return [exe] if exe else [sys.executable, "-m", "gnnpar.train"]
-
-
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("launch-data")
     return resolve_partition(parse([TINY, "--root", str(root)]), 2)
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _rank_pid(launcher: int, rank: int) -> int | None:
-    for pid in _descendants(launcher):
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"RANK={rank}".encode() in env:
-            return pid
-    return None
-
-
-def _listeners(pids: list[int]) -> list[str]:
-    """Local addresses of the TCP sockets in LISTEN state that ``pids`` hold."""
-    inodes = set()
-    for pid in pids:
-        try:
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                target = os.readlink(fd)
-                if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
-        except OSError:
-            continue
-    found = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            cols = line.split()
-            if cols[3] == "0A" and cols[9] in inodes:
-                found.append(cols[1].split(":")[0])
-    return found
-
-
-def _wait_for_epochs(record: Path, n: int, proc: subprocess.Popen[str], limit: float) -> None:
-    end = time.monotonic() + limit
-    while time.monotonic() < end and proc.poll() is None:
-        try:
-            if len(json.loads(record.read_text())["epochs"]) >= n:
-                return
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"the run did not reach epoch {n} (exit {proc.poll()})")
-
-
-def _start(*args: str, cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([*_exe(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=cwd, start_new_session=True)
-
-
 def test_nothing_listens_beyond_loopback(parts: Path, tmp_path: Path) -> None:
-    proc = _start(str(parts), *RUN, "--epochs", "400", "--nproc", "2", "--out",
+    proc = start(str(parts), *RUN, "--epochs", "400", "--nproc", "2", "--out",
                   str(tmp_path / "run"), cwd=tmp_path)
     seen: set[str] = set()
     try:
-        _wait_for_epochs(tmp_path / "run" / "record.json", 1, proc, 120)
+        wait_for_epochs(tmp_path / "run" / "record.json", 1, proc, 120)
         for _ in range(20):  # the store, and each rank's gloo pairs
-            seen.update(_listeners([proc.pid, *_descendants(proc.pid)]))
+            seen.update(listeners([proc.pid, *descendants(proc.pid)]))
             time.sleep(0.05)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -127,7 +57,7 @@ def test_a_damaged_part_is_one_line_naming_the_rank(parts: Path, tmp_path: Path)
     data = bytearray(feat.read_bytes())
     data[-1] ^= 0xFF
     feat.write_bytes(bytes(data))
-    proc = subprocess.run([*_exe(), str(bad), *RUN, "--nproc", "2", "--out",
+    proc = subprocess.run([*exe(), str(bad), *RUN, "--nproc", "2", "--out",
                            str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
@@ -136,14 +66,18 @@ def test_a_damaged_part_is_one_line_naming_the_rank(parts: Path, tmp_path: Path)
     assert "part-1/feat.npy" in lines[0] and "sha256 differs" in lines[0]
 
 
+@pytest.mark.parametrize("mode", ["full", "sample"])
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])
-def test_a_dead_or_hung_rank_ends_the_run(parts: Path, tmp_path: Path, sig: int) -> None:
-    proc = _start(str(parts), *RUN, "--epochs", "100000", "--checkpoint-every", "1000",
-                  "--timeout-s", "5", "--nproc", "2", "--out", str(tmp_path / "run"),
-                  cwd=tmp_path)
+def test_a_dead_or_hung_rank_ends_the_run(parts: Path, tmp_path: Path, sig: int,
+                                          mode: str) -> None:
+    flags = RUN if mode == "full" else ["--mode", "sample", "--hidden", "16", "--fanouts",
+                                        "5,5", "--batch-size", "64", "--no-progress"]
+    proc = start(str(parts), *flags, "--epochs", "100000", "--checkpoint-every", "1000",
+                 "--timeout-s", "5", "--nproc", "2", "--out", str(tmp_path / "run"),
+                 cwd=tmp_path)
     try:
-        _wait_for_epochs(tmp_path / "run" / "record.json", 2, proc, 120)
-        victim = _rank_pid(proc.pid, 1)
+        wait_for_epochs(tmp_path / "run" / "record.json", 2, proc, 120)
+        victim = rank_pid(proc.pid, 1)
         assert victim is not None
         os.kill(victim, sig)
         _, err = proc.communicate(timeout=120)
@@ -151,7 +85,7 @@ def test_a_dead_or_hung_rank_ends_the_run(parts: Path, tmp_path: Path, sig: int)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 1, err
-    assert not _descendants(proc.pid)  # no rank left behind
+    assert not descendants(proc.pid)  # no rank left behind
     lines = [ln for ln in err.splitlines() if "error:" in ln]
     assert len(lines) == 1, err
     if sig == signal.SIGKILL:
@@ -162,10 +96,10 @@ def test_a_dead_or_hung_rank_ends_the_run(parts: Path, tmp_path: Path, sig: int)
 
 def test_ctrl_c_stops_every_rank_and_says_how_to_resume(parts: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    proc = _start(str(parts), *RUN, "--epochs", "3000", "--nproc", "2", "--out", str(run),
+    proc = start(str(parts), *RUN, "--epochs", "3000", "--nproc", "2", "--out", str(run),
                   cwd=tmp_path)
     try:
-        _wait_for_epochs(run / "record.json", 3, proc, 120)
+        wait_for_epochs(run / "record.json", 3, proc, 120)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
         _, err = proc.communicate(timeout=60)
     finally:
@@ -180,7 +114,7 @@ def test_ctrl_c_stops_every_rank_and_says_how_to_resume(parts: Path, tmp_path: P
     command = shlex.split(hint.split("continue with: ", 1)[1])
     done = json.loads((run / "checkpoint" / "state.json").read_text())
     finished = len(done["state"]["extra"]["epochs"])
-    resumed = subprocess.run([*_exe(), *command[1:], "--epochs", str(finished + 2)],
+    resumed = subprocess.run([*exe(), *command[1:], "--epochs", str(finished + 2)],
                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     record = json.loads((run / "record.json").read_text())
