@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gnnpar.errors import DatasetError
-from gnnpar.io import atomic_directory, load_npy, read_json, save_npy, write_json
+from gnnpar.io import atomic_directory, copy_rows, load_npy, read_json, save_npy, write_json
 
 if TYPE_CHECKING:
     from torch_geometric.data import Data
@@ -64,6 +64,18 @@ def unique_sorted(a: np.ndarray) -> np.ndarray:
     keep = np.ones(len(s), dtype=bool)
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def _min_max(a: np.ndarray, chunk: int = 1 << 22) -> tuple[int, int]:
+    """``(min, max)`` of a non-empty 1-D array, read in chunks (maps released after each)."""
+    lo, hi = None, None
+    for start in range(0, len(a), chunk):
+        block = copy_rows(a, start, start + chunk)
+        b_lo, b_hi = int(block.min()), int(block.max())
+        lo = b_lo if lo is None else min(lo, b_lo)
+        hi = b_hi if hi is None else max(hi, b_hi)
+    assert lo is not None and hi is not None
+    return lo, hi
 
 
 def symmetrise(num_nodes: int, src: np.ndarray, dst: np.ndarray,
@@ -255,7 +267,7 @@ class GraphDataset:
         for fld in ("src", "dst"):
             a = getattr(self, fld)
             if len(a):
-                lo, hi = int(a.min()), int(a.max())
+                lo, hi = _min_max(a)
                 if lo < 0 or hi >= n:
                     bad = lo if lo < 0 else hi
                     raise fail(fld, f"node id {bad} is outside [0, {n}).",
@@ -268,7 +280,7 @@ class GraphDataset:
                 raise fail("x", f"has dtype {self.x.dtype}, expected a float type.",
                            "convert features to float32.")
             for start in range(0, n, _CHUNK_ROWS):
-                block = np.asarray(self.x[start : start + _CHUNK_ROWS])
+                block = copy_rows(self.x, start, start + _CHUNK_ROWS)
                 if not np.isfinite(block).all():
                     row = start + int(np.argwhere(~np.isfinite(block))[0, 0])
                     raise fail("x", f"row {row} holds NaN or inf.",

@@ -26,6 +26,8 @@ name                                what it is
 :class:`Trainer`, :class:`Config`   the training loop of ``gnnpar-train`` and its settings
 :func:`partition_graph`, :func:`load_partition`  the partition stage
 :func:`load_dataset`, :class:`GraphDataset`, :func:`from_pyg`  the datasets stage
+:class:`DistNegativeSampler`        link prediction: negatives, strict across parts
+:func:`ranking_metrics`             MRR / Hits@K across ranks, as OGB's Evaluator
 ==================================  ====================================================
 """
 
@@ -45,6 +47,7 @@ _LAZY = {
     "DistContext": "gnnpar.distributed",
     "DistFeatureStore": "gnnpar.feature_store",
     "DistGraph": "gnnpar.graph",
+    "DistNegativeSampler": "gnnpar.link",
     "DistNeighborLoader": "gnnpar.loader",
     "DistNeighborSampler": "gnnpar.sampler",
     "GraphDataset": "gnnpar.datasets",
@@ -57,7 +60,10 @@ _LAZY = {
     "init": "gnnpar.distributed",
     "load_dataset": "gnnpar.datasets",
     "load_partition": "gnnpar.partition",
+    "negative_destinations": "gnnpar.link",
     "partition_graph": "gnnpar.partition",
+    "ranking_metrics": "gnnpar.link",
+    "shared_negative_hits": "gnnpar.link",
     "shutdown": "gnnpar.distributed",
 }
 
@@ -67,6 +73,12 @@ if TYPE_CHECKING:
     from gnnpar.distributed import DistContext, init, shutdown
     from gnnpar.feature_store import DistFeatureStore
     from gnnpar.graph import DistGraph
+    from gnnpar.link import (
+        DistNegativeSampler,
+        negative_destinations,
+        ranking_metrics,
+        shared_negative_hits,
+    )
     from gnnpar.loader import DistNeighborLoader
     from gnnpar.nn import DistConv, HaloExchange, HaloGraph, distribute_convs
     from gnnpar.partition import load_partition, partition_graph
@@ -97,6 +109,7 @@ __all__ = [
     "DistContext",
     "DistFeatureStore",
     "DistGraph",
+    "DistNegativeSampler",
     "DistNeighborLoader",
     "DistNeighborSampler",
     "DistributedError",
@@ -113,6 +126,9 @@ __all__ = [
     "init",
     "load_dataset",
     "load_partition",
+    "negative_destinations",
     "partition_graph",
+    "ranking_metrics",
+    "shared_negative_hits",
     "shutdown",
 ]

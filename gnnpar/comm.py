@@ -172,14 +172,22 @@ def all_gather_counts(ctx: DistContext, counts: torch.Tensor
         ``(on_device, on_host)``: int64 ``[world_size, len]`` and its rows as lists; row
         ``r`` is rank ``r``'s counts.
     """
-    mine = counts.to(device=ctx.device, dtype=torch.int64).reshape(-1)
-    if ctx.world_size == 1:
-        out = mine[None]
-    else:
-        out = torch.empty(ctx.world_size * mine.numel(), dtype=torch.int64, device=ctx.device)
-        _all_gather_single(out, mine, group=ctx.group)
-        out = out.view(ctx.world_size, -1)
+    out = all_gather_rows(ctx, counts.to(device=ctx.device, dtype=torch.int64))
     return out, out.tolist()
+
+
+def all_gather_rows(ctx: DistContext, mine: torch.Tensor) -> torch.Tensor:
+    """Every rank's ``mine`` (collective; the same length and dtype on every rank).
+
+    Returns:
+        ``[world_size, mine.numel()]`` on ``ctx.device``; row ``r`` is rank ``r``'s.
+    """
+    mine = mine.to(ctx.device).reshape(-1)
+    if ctx.world_size == 1:
+        return mine[None]
+    out = torch.empty(ctx.world_size * mine.numel(), dtype=mine.dtype, device=ctx.device)
+    _all_gather_single(out, mine, group=ctx.group)
+    return out.view(ctx.world_size, -1)
 
 
 def all_to_all_v(
@@ -258,6 +266,7 @@ def start_all_to_all_v(
     *,
     stats: CommStats | None = None,
     kind: str = "other",
+    out: torch.Tensor | None = None,
 ) -> PendingExchange:
     """Start :func:`all_to_all_v` with host-known counts and return without waiting.
 
@@ -272,6 +281,8 @@ def start_all_to_all_v(
         recv_counts: Rows each rank sends here (host).
         stats: Counters to add this exchange to.
         kind: Counter name.
+        out: Contiguous ``[sum(recv_counts), *F]`` buffer the rows arrive in (default: a
+            new one), e.g. a slice of a larger tensor, saving a copy.
 
     Returns:
         The exchange in flight; ``wait()`` gives ``[sum(recv_counts), *F]`` rows grouped by
@@ -286,8 +297,8 @@ def start_all_to_all_v(
         rows_sent, rows_recv = sum(sent) - sent[me], n_recv - got[me]
         stats.record(kind, rows_sent, rows_recv, rows_sent * row_bytes, rows_recv * row_bytes)
     if ctx.world_size == 1:
-        return PendingExchange(send, got)
-    recv = send.new_empty((n_recv, *row_shape))
+        return PendingExchange(send if out is None else out.copy_(send), got)
+    recv = send.new_empty((n_recv, *row_shape)) if out is None else out
     send = send.contiguous()
     work = dist.all_to_all_single(recv, send, output_split_sizes=got, input_split_sizes=sent,
                                   group=ctx.group, async_op=True)

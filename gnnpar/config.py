@@ -211,6 +211,32 @@ def _add_flag(group: argparse._ArgumentGroup, path: str, f: dataclasses.Field[An
         group.add_argument(f"--{flag}", **options)
 
 
+def command_flags(section: Any, skip: Sequence[str] = ()) -> list[str]:
+    """The flags that give ``section``'s values that differ from its defaults.
+
+    The inverse of the flags :func:`add_config_arguments` adds: ``--flag VALUE`` (lists
+    joined by commas, booleans as ``--flag`` / ``--no-flag``), the positional first,
+    fields in ``skip`` left out; ready for ``shlex.join``.
+    """
+    defaults = type(section)()
+    positional: list[str] = []
+    flags: list[str] = []
+    for f in fields(section):
+        value = getattr(section, f.name)
+        if f.name in skip or value == getattr(defaults, f.name):
+            continue
+        flag = flag_of(type(section), f.name)
+        if flag.startswith("the positional"):
+            positional.append(str(value))
+        elif isinstance(value, bool):
+            flags.append(flag if value else f"--no-{flag[2:]}")
+        elif isinstance(value, tuple | list):
+            flags += [flag, ",".join(map(str, value))]
+        else:
+            flags += [flag, str(value)]
+    return positional + flags
+
+
 def add_config_arguments(parser: argparse.ArgumentParser, root: type,
                          positional: bool = True) -> None:
     """Add ``--config FILE`` and one flag per field of every section of ``root``.

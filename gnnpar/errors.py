@@ -22,6 +22,10 @@ class GnnparError(Exception):
         fix: What the user should do about it.
         cause_rank: In a distributed run, the rank whose failure this error reports when
             it is another rank's (``None``: this rank's own).
+
+    Attributes:
+        reported_by_cause: Set on the copy of a live peer's error that every other rank
+            raises (the peer raises and can print its own).
     """
 
     def __init__(
@@ -38,6 +42,7 @@ class GnnparError(Exception):
         self.field = field
         self.fix = fix
         self.cause_rank = cause_rank
+        self.reported_by_cause = False
         super().__init__(self._format())
 
     def _format(self) -> str:

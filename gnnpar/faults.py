@@ -89,7 +89,10 @@ def agree(ctx: DistContext, error: BaseException | None) -> None:
         raise error
     r = failed[0]
     info = json.loads(bytes(rows[r][: int(lengths[r])].cpu().tolist()).decode())
-    raise _rebuild(info, r, ctx.world_size, failed[1:])
+    peer = _rebuild(info, r, ctx.world_size, failed[1:])
+    if isinstance(peer, GnnparError) and "message" in info:
+        peer.reported_by_cause = True  # rank r is alive and prints its own error
+    raise peer
 
 
 def agreed(ctx: DistContext, step: Callable[[], T]) -> T:

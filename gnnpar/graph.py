@@ -3,13 +3,16 @@
 Adjacency (CSC of in-edges over local ids), halo ids and degrees are read into memory as
 torch tensors: they are what sampling and halo exchange touch on every step.  Features,
 labels and splits stay memory-mapped in :attr:`DistGraph.part` until a feature store
-places them.
+places them.  Nothing here grows with the whole graph's node count: every tensor is
+over this part's owned and halo nodes or its edges (``docs/memory.md``), and
+:meth:`DistGraph.to` keeps one copy per device, however many samplers and loaders ask.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -17,6 +20,7 @@ import torch
 from gnnpar.comm import all_reduce_sum
 from gnnpar.distributed import DistContext, check_world_matches_parts
 from gnnpar.errors import PartitionError
+from gnnpar.io import copy_rows
 from gnnpar.ops import from_mmap
 from gnnpar.partition.format import Partition, PartitionMeta, load_partition
 
@@ -25,7 +29,8 @@ SPLITS = ("train", "val", "test")
 
 
 def _tensor(a: np.ndarray, dtype: torch.dtype = torch.int64) -> torch.Tensor:
-    return torch.from_numpy(np.array(a)).to(dtype)
+    """An in-memory copy of a part array; the map's pages leave this process's RSS."""
+    return torch.from_numpy(copy_rows(a, 0, len(a))).to(dtype)
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,8 @@ class DistGraph:
     halo_gids: torch.Tensor
     in_degree: torch.Tensor
     adj_complete: torch.Tensor
+    _copies: dict[torch.device, DistGraph] = field(default_factory=dict, repr=False,
+                                                   compare=False)
 
     @classmethod
     def load(cls, part_dir: str | os.PathLike[str], ctx: DistContext,
@@ -84,19 +91,32 @@ class DistGraph:
             adj_complete=_tensor(part.adj_complete, torch.bool),
         )
 
-    def to(self, device: torch.device) -> DistGraph:
+    def to(self, device: torch.device | str) -> DistGraph:
         """This part with its adjacency, halo ids and partition book on ``device``.
 
-        Returns ``self`` when they are there already, so that the loaders of one rank
-        share one copy.
+        One copy per device: ``self`` when the tensors are there already, else the copy
+        made by the first call for that device (from this part or any of its copies), so
+        that the samplers and loaders of a process share one adjacency.
         """
-        if self.indptr.device == torch.device(device):
+        dev = torch.device(device)
+        if dev.type == "cuda" and dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+        if self.indptr.device == dev:
             return self
-        return replace(
-            self,
-            **{name: getattr(self, name).to(device) for name in (
-                "offsets", "indptr", "indices", "halo_gids", "in_degree", "adj_complete")},
-        )
+        copies = self._copies
+        copies.setdefault(self.indptr.device, self)
+        if dev not in copies:
+            copies[dev] = replace(self, _copies=copies, **{
+                name: getattr(self, name).to(dev) for name in (
+                    "offsets", "indptr", "indices", "halo_gids", "in_degree", "adj_complete")})
+        return copies[dev]
+
+    @cached_property
+    def local_gids(self) -> torch.Tensor:
+        """int64 ``[n_owned + n_halo]`` global id of every local id (built once per copy)."""
+        first = self.first_gid
+        owned = torch.arange(first, first + self.num_owned, device=self.indptr.device)
+        return torch.cat([owned, self.halo_gids])
 
     def features(self) -> torch.Tensor:
         """``[num_owned, F]`` features in their stored dtype, over the memory map (no copy).

@@ -15,6 +15,7 @@ import glob
 import hashlib
 import io
 import json
+import mmap
 import os
 import shutil
 import tempfile
@@ -208,6 +209,26 @@ def load_npy(
         ) from exc
     except OSError as exc:
         raise error(f"cannot read ({exc}).", path=p, fix="check the file's permissions.") from exc
+
+
+def release(array: np.ndarray) -> None:
+    """Drop the pages of a read-only memory map from this process (its RSS).
+
+    Reading a memory map keeps every page touched resident in the process, so a pass
+    over a large file grows the RSS by the file's size although nothing is held. After
+    ``release`` the pages stay in the kernel's page cache (a re-read is cheap) but no
+    longer count against the process. A no-op for arrays that are not read-only maps.
+    """
+    mm = getattr(array, "_mmap", None)
+    if isinstance(array, np.memmap) and array.mode == "r" and mm is not None:
+        mm.madvise(mmap.MADV_DONTNEED)
+
+
+def copy_rows(array: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """A copy of ``array[start:stop]``, its pages released when ``array`` is a map."""
+    block = np.array(array[start:stop])
+    release(array)
+    return block
 
 
 def save_npy(path: str | os.PathLike[str], array: np.ndarray) -> None:

@@ -17,12 +17,13 @@ gathered request counts (the exchanges' split sizes) and one read of the hop's s
 (edges kept, new nodes, owned new nodes); nothing else reads the device.  Data-dependent
 selections use ``torch.nonzero_static`` with those host-known sizes.
 
-New nodes are numbered by scatters into a per-sampler slot table indexed by global id
-(4 bytes per graph node, reset after each batch), not by a sort: first-appearance order,
-except that within each hop this rank's own nodes come first — so the feature store
-copies their rows in contiguous runs.  The result, :class:`SamplerOutput`, uses PyG's
-``NeighborLoader`` layout (seeds first, then the new nodes of each hop; edges hop by hop,
-their destinations ascending), so ``trim_to_layer`` works on it.
+New nodes are numbered by one stable sort of the batch's ids together with the hop's
+sampled ids (:func:`relabel`), so a sampler's memory grows with its batches, never with
+the graph's node count: first-appearance order, except that within each hop this rank's
+own nodes come first — so the feature store copies their rows in contiguous runs.  The
+result, :class:`SamplerOutput`, uses PyG's ``NeighborLoader`` layout (seeds first, then
+the new nodes of each hop; edges hop by hop, their destinations ascending), so
+``trim_to_layer`` works on it.
 
 Randomness is *counter-based*: the random key of an edge is a hash (SplitMix64) of the
 sampler seed, the batch key, the hop, the requesting rank, the destination's global id
@@ -143,50 +144,60 @@ def sample_neighbors(indptr: Tensor, indices: Tensor, nodes: Tensor, keys: Tenso
     return torch.where(valid, nbr, -1)
 
 
-def relabel(nbr: Tensor, slot: Tensor, num_old: int,
-            owned: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, int]:
-    """Number the new nodes of ``nbr`` after the ``num_old`` nodes already in the batch.
+def relabel(nbr: Tensor, node: Tensor, owned: Tensor | None = None,
+            num_ids: int = 1 << 63) -> tuple[Tensor, Tensor, Tensor, int]:
+    """Number the new nodes of ``nbr`` after the batch's nodes ``node``.
 
-    Works by scatters into ``slot`` (``O(E)``, no sort of the edges).
+    One stable sort of the batch's ids and the sampled ones together: equal ids end up
+    side by side, the batch's own copy (if any) first and the sampled ones in order of
+    appearance, so the head of each run tells whether the id is new and where it first
+    appears.  Memory and work grow with the batch, ``O((B + E) log(B + E))``, not with
+    the graph: no table over its ids (a table indexed by global id, besides its 4 bytes
+    per graph node, is slower from about 10M nodes on, once it leaves the CPU caches).
 
     Args:
         nbr: ``[n, k]`` sampled global ids, ``-1`` for no edge.
-        slot: int table over all global ids plus one scratch entry at the end: ``slot[g]``
-            is ``g``'s batch-local id, or ``-1``; updated in place with the new nodes (the
-            caller resets it).
-        num_old: Nodes already in the batch (the new ones are numbered from here).
+        node: ``[B]`` distinct global ids already in the batch (batch-local ids
+            ``0 .. B - 1``); the new ones are numbered from ``B``.
         owned: ``[n, k]`` whether each id is this rank's own (it then comes first among
             the new nodes); ``None``: first-appearance order only.
+        num_ids: Ids are below this (the graph's node count); below ``2**31`` the sort
+            and the bookkeeping run on int32, twice as fast on a CPU.
 
     Returns:
         ``(new, src, pos, num_owned)``: the new global ids (this rank's own first, each
         group in order of first appearance), the batch-local id of each kept entry, the
         flat positions of the kept entries in ``nbr`` (ascending), and how many of the new
-        nodes are this rank's own.
+        nodes are this rank's own (all of them when ``owned`` is ``None``).
     """
     flat = nbr.reshape(-1)
-    e, dummy, dev = flat.numel(), slot.numel() - 1, flat.device
+    b, e, dev = node.numel(), flat.numel(), flat.device
+    dtype = torch.int32 if num_ids <= 2**31 else torch.int64
     valid = flat >= 0
-    ids = torch.where(valid, flat, dummy)
-    unseen = valid & (slot.index_select(0, ids) < 0)
-    target = torch.where(unseen, ids, dummy)
-    position = torch.arange(e, dtype=slot.dtype, device=dev)
-    # First appearance of each unseen id: the smallest position that scatters to it.
-    slot.index_fill_(0, target, e)
-    slot.scatter_reduce_(0, target, position, "amin")
-    first = unseen & (slot.index_select(0, target) == position)
-    own_first = first & owned.reshape(-1) if owned is not None else first
-    n_valid, n_new, n_own = torch.stack([valid.sum(), first.sum(), own_first.sum()]).tolist()
-    at = torch.nonzero_static(first, size=n_new).squeeze(1)
+    ids, at = torch.sort(torch.cat([node, flat]).to(dtype), stable=True)  # -1 sorts first
+    head = torch.ones(b + e, dtype=torch.bool, device=dev)  # the first entry of each run
+    torch.ne(ids[1:], ids[:-1], out=head[1:])
+    new_head = head & (at >= b) & (ids >= 0)  # a run without a batch node: a new id
+    own = new_head
+    if owned is not None:
+        mine = torch.cat([torch.zeros(b, dtype=torch.bool, device=dev),
+                          owned.reshape(-1)]).index_select(0, at)
+        own = new_head & mine
+    n_valid, n_new, n_own = torch.stack([valid.sum(), new_head.sum(), own.sum()]).tolist()
+    heads = torch.nonzero_static(new_head, size=n_new).squeeze(1)
+    first = at.index_select(0, heads) - b  # where each new id first appears in nbr
     if owned is not None:  # own nodes first, first-appearance order within each group
-        at = at.index_select(0, torch.argsort((~own_first).index_select(0, at).to(torch.int8),
-                                              stable=True))
-    new = flat.index_select(0, at)
-    slot.index_copy_(0, new, torch.arange(num_old, num_old + n_new, dtype=slot.dtype,
-                                          device=dev))
-    slot[dummy] = -1
+        first += (~mine.index_select(0, heads)) * e
+    numbered = heads.index_select(0, torch.argsort(first.to(dtype)))
+    # Each run's batch-local id, set at its head (a batch node's is its position in
+    # node), then read by every entry of the run and put back in nbr's order.
+    lid = at.to(dtype, copy=True)
+    lid.index_copy_(0, numbered, torch.arange(b, b + n_new, dtype=dtype, device=dev))
+    run = torch.where(head, torch.arange(b + e, dtype=dtype, device=dev), 0).cummax(0).values
+    local = torch.empty_like(lid).index_copy_(0, at, lid.index_select(0, run))
     kept = torch.nonzero_static(valid, size=n_valid).squeeze(1)
-    return new, slot.index_select(0, flat.index_select(0, kept)).long(), kept, int(n_own)
+    new = ids.index_select(0, numbered).long()
+    return new, local[b:].index_select(0, kept).long(), kept, int(n_own)
 
 
 @dataclass
@@ -245,7 +256,9 @@ class DistNeighborSampler:
 
     Every method that takes a batch is collective: all ranks of ``ctx`` call it the same
     number of times, in the same order (a rank without seeds passes an empty tensor).
-    A sampler works on one batch at a time (its slot table holds the batch's nodes).
+    A sampler holds nothing per batch between calls and nothing that grows with the
+    whole graph: the part's adjacency (one copy per device, :meth:`DistGraph.to`) and
+    what each batch needs while it is sampled.
 
     Args:
         graph: This rank's part.
@@ -281,17 +294,9 @@ class DistNeighborSampler:
         self.seed = int(seed)
         self.stats = stats
         self.device = torch.device(device) if device is not None else ctx.device
-        self.graph = graph.to(self.device)
-        # Global id of every local id: one gather per hop instead of a masked lookup.
-        self._gid_of_local = self.graph.local_to_global(
-            torch.arange(graph.num_owned + graph.num_halo, device=self.device))
+        self.graph = graph.to(self.device)  # one copy per device, shared by all samplers
         self._halo_rows = bool(graph.adj_complete[graph.num_owned:].any())
         self._ranks = torch.arange(ctx.world_size, device=self.device)
-        # Batch-local id of every global id in the current batch, -1 elsewhere (plus a
-        # scratch entry): relabel by scatters instead of a sort, 4 bytes per graph node.
-        n = graph.meta.num_nodes
-        self._slot = torch.full((n + 1,), -1, dtype=torch.int32 if n < 2**31 - 1
-                                else torch.int64, device=self.device)
 
     def cap_fanouts(self, max_in_degree: int) -> None:
         """Narrow fan-outs above the graph's largest in-degree to it (the same samples).
@@ -320,7 +325,7 @@ class DistNeighborSampler:
         keys = mix(gids * _signed(_C2) + hop_key)
         nbr = sample_neighbors(self.graph.indptr, self.graph.indices, local, keys, fanout,
                                self.replace)
-        gid = self._gid_of_local.index_select(0, nbr.clamp(min=0).view(-1)).view_as(nbr)
+        gid = self.graph.local_gids.index_select(0, nbr.clamp(min=0).view(-1)).view_as(nbr)
         return torch.where(nbr >= 0, gid, -1)
 
     def _hop(self, frontier: Tensor, fanout: int, hop_keys: Tensor) -> Tensor:
@@ -382,27 +387,19 @@ class DistNeighborSampler:
         num_nodes, num_edges = [seeds.numel()], []
         owned_counts = [seeds.numel() if num_owned_seeds is None else num_owned_seeds]
         frontier_start = 0
-        slot = self._slot
-        slot[seeds] = torch.arange(seeds.numel(), dtype=slot.dtype, device=dev)
-        try:  # on an error, reset the whole slot table (relabel may have left marks)
-            for hop, fanout in enumerate(self.fanouts):
-                hop_keys = mix_with(mix_int(self.seed, batch_key, hop), self._ranks)
-                frontier = node[frontier_start:]
-                table = self._hop(frontier, fanout, hop_keys)
-                new, src, pos, n_own = relabel(
-                    table, slot, node.numel(),
-                    self.graph.is_owned(table) & (table >= 0))
-                cols.append(frontier_start + pos // fanout)
-                rows.append(src)
-                num_edges.append(src.numel())
-                num_nodes.append(new.numel())
-                owned_counts.append(n_own)
-                frontier_start = node.numel()
-                node = torch.cat([node, new])
-        except BaseException:
-            slot.fill_(-1)
-            raise
-        slot.index_fill_(0, node, -1)
+        for hop, fanout in enumerate(self.fanouts):
+            hop_keys = mix_with(mix_int(self.seed, batch_key, hop), self._ranks)
+            frontier = node[frontier_start:]
+            table = self._hop(frontier, fanout, hop_keys)
+            new, src, pos, n_own = relabel(table, node, self.graph.is_owned(table) & (table >= 0),
+                                           self.graph.meta.num_nodes)
+            cols.append(frontier_start + pos // fanout)
+            rows.append(src)
+            num_edges.append(src.numel())
+            num_nodes.append(new.numel())
+            owned_counts.append(n_own)
+            frontier_start = node.numel()
+            node = torch.cat([node, new])
         return SamplerOutput(
             node=node, row=torch.cat(rows), col=torch.cat(cols), batch_size=seeds.numel(),
             num_sampled_nodes=num_nodes, num_sampled_edges=num_edges,

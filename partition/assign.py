@@ -1,12 +1,16 @@
-"""Which part owns each node: METIS (balanced, few cut edges), random, contiguous, or given.
+"""Which part owns each node: METIS, KaMinPar, streaming, random, contiguous, or given.
 
 Every method returns an int64 array ``part[v]`` in ``[0, K)`` in which every part owns at
 least one node, and is deterministic: the same graph, arguments and seed give the same
 array on every machine.
 
-METIS partitions the undirected simple graph of :func:`~gnnpar.partition.adjacency.metis_graph`
-with one vertex weight per balanced quantity (a multi-constraint partition), so that each
-part gets about ``1/K`` of every quantity in ``balance``:
+METIS (the default), KaMinPar (:mod:`~gnnpar.partition.kaminpar`, multi-threaded) and the
+streaming partitioner (:mod:`~gnnpar.partition.stream`, for graphs whose CSR does not fit
+in memory) partition the undirected simple graph of
+:func:`~gnnpar.partition.adjacency.metis_graph`, built on disk, with one vertex weight per
+balanced quantity, so that each part gets about ``1/K`` of every quantity in ``balance``
+(METIS and the streaming method balance all of them at once; KaMinPar balances one
+combination and rebalances the rest):
 
 - ``"nodes"``: every node weighs 1 (memory for features, labels, ids);
 - ``"train"``: training nodes weigh 1 (minibatches per epoch, so every rank takes the
@@ -23,13 +27,16 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.partition.adjacency import InEdges, metis_graph
+from gnnpar.io import copy_rows, release
+from gnnpar.partition.adjacency import CSR, DEFAULT_BUDGET, InEdges, metis_graph
 
-METHODS = ("metis", "random", "contiguous")
+METHODS = ("metis", "kaminpar", "stream", "random", "contiguous")
+GRAPH_METHODS = ("metis", "kaminpar", "stream")
 BALANCE_QUANTITIES = ("nodes", "train", "edges")
 DEFAULT_BALANCE = ("nodes", "train", "edges")
 
@@ -55,8 +62,8 @@ def check_balance(balance: Sequence[str]) -> tuple[str, ...]:
 
 
 def balance_weights(balance: Sequence[str], in_degree: np.ndarray,
-                    train_idx: np.ndarray) -> tuple[np.ndarray | None, tuple[str, ...]]:
-    """METIS vertex weights for the quantities in ``balance``.
+                    train_idx: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Vertex weights for the quantities in ``balance``.
 
     Args:
         balance: Quantities to balance (see the module docstring).
@@ -64,9 +71,8 @@ def balance_weights(balance: Sequence[str], in_degree: np.ndarray,
         train_idx: Training node ids.
 
     Returns:
-        ``(vweights, used)``: int64 ``[N * ncon]`` row-major weights (``None`` when only
-        node counts are balanced, METIS's default) and the quantities kept (those not
-        zero everywhere).
+        ``(weights, used)``: int64 ``[N, ncon]``, one column per quantity kept (those not
+        zero everywhere, ``nodes`` when none is), and the quantities' names.
     """
     n = len(in_degree)
     columns: dict[str, np.ndarray] = {}
@@ -80,39 +86,56 @@ def balance_weights(balance: Sequence[str], in_degree: np.ndarray,
             columns[name] = in_degree.astype(np.int64, copy=False)
     if not columns:
         columns["nodes"] = np.ones(n, dtype=np.int64)
-    used = tuple(columns)
-    if used == ("nodes",):
-        return None, used
-    return np.stack(list(columns.values()), axis=1).reshape(-1), used
+    return np.stack(list(columns.values()), axis=1), tuple(columns)
 
 
-def metis_assignment(in_edges: InEdges, num_parts: int, vweights: np.ndarray | None,
-                     seed: int) -> np.ndarray:
-    """Partition with METIS (``pymetis.part_graph``), seeded.
+def metis_assignment(graph: CSR, num_parts: int, weights: np.ndarray,
+                     names: tuple[str, ...], seed: int) -> tuple[np.ndarray, dict[str, object]]:
+    """Partition with METIS (``pymetis.part_graph``), seeded, multi-constraint.
 
     Args:
-        in_edges: The grouped source graph.
+        graph: The undirected simple graph (:func:`metis_graph`).
         num_parts: ``K``.
-        vweights: Row-major vertex weights from :func:`balance_weights`, or ``None``.
+        weights: int64 ``[N, ncon]`` vertex weights from :func:`balance_weights`.
+        names: Their quantities.
         seed: METIS random seed.
 
     Returns:
-        int64 ``[N]`` part of every node.
+        int64 ``[N]`` part of every node, and no further arguments.
     """
     import pymetis
 
-    n = in_edges.num_nodes
+    n = graph.num_nodes
     if num_parts == 1:
-        return np.zeros(n, dtype=np.int64)
-    xadj, adjncy = metis_graph(in_edges)
-    result = pymetis.part_graph(num_parts, pymetis.CSRAdjacency(xadj, adjncy),
-                                vweights=vweights, options=pymetis.Options(seed=int(seed)))
-    del xadj, adjncy
-    part = np.array(result.vertex_part, dtype=np.int64)
-    return _fill_empty_parts(part, num_parts)
+        return np.zeros(n, dtype=np.int64), {}
+    vweights = None if names == ("nodes",) else weights.reshape(-1)
+    adjacency = pymetis.CSRAdjacency(graph.indptr, np.asarray(graph.indices, dtype=np.int64))
+    result = pymetis.part_graph(num_parts, adjacency, vweights=vweights,
+                                options=pymetis.Options(seed=int(seed)))
+    del adjacency
+    release(graph.indices)
+    part = np.asarray(result.vertex_part, dtype=np.int64)
+    return fill_empty_parts(part, num_parts), {}
 
 
-def _fill_empty_parts(part: np.ndarray, num_parts: int) -> np.ndarray:
+def column_imbalance(part: np.ndarray, weights: np.ndarray, num_parts: int,
+                     chunk: int = 1 << 20) -> list[float]:
+    """Max over mean part weight of every column of ``weights``, rounded to 6 digits.
+
+    ``weights`` (``[N, ncon]``, possibly a memory map) is read in chunks of rows; a column
+    that is zero everywhere gives 1.0.
+    """
+    loads = np.zeros((num_parts, weights.shape[1]))
+    for a in range(0, len(part), chunk):
+        w = np.asarray(copy_rows(weights, a, a + chunk), dtype=np.float64)
+        for c in range(w.shape[1]):
+            loads[:, c] += np.bincount(part[a:a + chunk], w[:, c], minlength=num_parts)
+    mean = loads.mean(axis=0)
+    return [round(float(mx / mu), 6) if mu else 1.0
+            for mx, mu in zip(loads.max(axis=0), mean, strict=True)]
+
+
+def fill_empty_parts(part: np.ndarray, num_parts: int) -> np.ndarray:
     """Give every empty part one node, taken from the largest part (highest id first).
 
     METIS may leave parts empty when ``K`` is close to ``N``.
@@ -181,23 +204,27 @@ def check_method(method: str) -> None:
                           fix=f"choose one of {list(METHODS)} (CLI: --method).")
 
 
-def assign_parts(in_edges: InEdges, in_degree: np.ndarray, num_parts: int, method: str,
-                 balance: Sequence[str], seed: int, train_idx: np.ndarray,
-                 assignment: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, object]]:
+def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequence[str],
+                 seed: int, train_idx: np.ndarray, workdir: Path,
+                 assignment: np.ndarray | None = None, budget: int = DEFAULT_BUDGET,
+                 threads: int = 1, compress: bool = False
+                 ) -> tuple[np.ndarray, dict[str, object]]:
     """The part of every node, by ``method`` or from ``assignment``.
 
-    Checks ``method`` (unless ``assignment`` is given) and, for METIS, ``balance``.
+    Checks ``method`` (unless ``assignment`` is given) and ``balance``.
 
     Args:
         in_edges: The grouped source graph.
-        in_degree: int64 ``[N]`` ``in_edges.in_degree()`` (for the ``"edges"`` weight).
         num_parts: ``K``, already checked against ``N``.
-        method: ``"metis"``, ``"random"`` or ``"contiguous"``; ignored when ``assignment``
-            is given.
-        balance: Quantities METIS balances (checked by :func:`balance_weights`).
-        seed: Random seed (METIS and ``random``).
+        method: One of :data:`METHODS`; ignored when ``assignment`` is given.
+        balance: Quantities the graph methods balance (see :func:`balance_weights`).
+        seed: Random seed (every method but ``contiguous``).
         train_idx: Training node ids (for the ``"train"`` weight).
+        workdir: Scratch directory for the undirected graph the graph methods read.
         assignment: A precomputed ``[N]`` part array.
+        budget: Bytes of working set for building the undirected graph.
+        threads: Threads of KaMinPar.
+        compress: KaMinPar holds the graph compressed.
 
     Returns:
         ``(part, partitioner)``: int64 ``[N]`` and the method with its arguments, for
@@ -211,6 +238,18 @@ def assign_parts(in_edges: InEdges, in_degree: np.ndarray, num_parts: int, metho
         return random_assignment(n, num_parts, seed), {"method": method, "seed": seed}
     if method == "contiguous":
         return contiguous_assignment(n, num_parts), {"method": method}
-    vweights, used = balance_weights(balance, in_degree, train_idx)
-    part = metis_assignment(in_edges, num_parts, vweights, seed)
-    return part, {"method": method, "seed": seed, "balance": list(used)}
+    weights, used = balance_weights(balance, in_edges.degree(), train_idx)
+    graph = metis_graph(in_edges, workdir, budget)
+    if method == "kaminpar":
+        from gnnpar.partition.kaminpar import kaminpar_assignment
+
+        part, extra = kaminpar_assignment(graph.indptr, graph.indices, num_parts, weights,
+                                          used, seed, threads, workdir, compress)
+    elif method == "stream":
+        from gnnpar.partition.stream import stream_assignment
+
+        part, extra = stream_assignment(graph.indptr, graph.indices, num_parts, weights,
+                                        used, seed)
+    else:
+        part, extra = metis_assignment(graph, num_parts, weights, used, seed)
+    return part, {"method": method, "seed": seed, "balance": list(used), **extra}

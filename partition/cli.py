@@ -45,6 +45,7 @@ from gnnpar.io import check_output_dir
 from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import PARTITION_MARKER, PartitionMeta
 from gnnpar.partition.quality import format_quality
+from gnnpar.partition.stages import StageMeter
 
 if TYPE_CHECKING:
     from gnnpar.datasets.graph import GraphDataset
@@ -129,14 +130,17 @@ def _run_partition(argv: Sequence[str]) -> int:
     out = Path(ns.out)
     check_output_dir(out, ns.overwrite, PARTITION_MARKER, PartitionError,
                      "pass --overwrite to replace the partition in it, or choose another --out.")
-    dataset = _load(job.data, ns.progress)
+    meter = StageMeter()
+    with meter.stage("load"):
+        dataset = _load(job.data, ns.progress)
     if dataset.y is not None:
         dataset.require_node_task(job.data.dataset)
     meta = job.partition.run(dataset, job.partition.num_parts, str(out),
-                             overwrite=ns.overwrite, progress=ns.progress)
+                             overwrite=ns.overwrite, progress=ns.progress, meter=meter)
     print(f"wrote {out}: {meta.num_parts} parts of {meta.name} "
           f"({meta.num_nodes:,} nodes, {meta.num_edges:,} edges), {meta.partitioner}")
     print(format_quality(meta.quality, meta.num_edges))
+    print(meter.format(meta.num_edges))
     return 0
 
 

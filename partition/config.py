@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gnnpar.config import check_choice, check_int, option
+from gnnpar.config import check_choice, check_int, check_number, option
 from gnnpar.errors import ConfigError
 from gnnpar.partition.assign import DEFAULT_BALANCE, METHODS, check_balance
 from gnnpar.partition.format import FEATURE_DTYPES
@@ -13,6 +13,11 @@ from gnnpar.partition.format import FEATURE_DTYPES
 if TYPE_CHECKING:
     from gnnpar.datasets.graph import GraphDataset
     from gnnpar.partition.format import PartitionMeta
+    from gnnpar.partition.stages import StageMeter
+
+
+HOW_ONLY = ("memory_budget", "workers", "threads")
+"""Settings that change how a partition is made but not its bytes (nor a run's)."""
 
 
 @dataclass
@@ -24,17 +29,32 @@ class PartitionConfig:
     processes)."""
 
     partitioner: str = "metis"
-    """metis (few cut edges, balanced), random (seeded) or contiguous (id ranges)."""
+    """metis (few cut edges, balanced), kaminpar (as good, multi-threaded, less memory;
+    pip install 'gnnpar[kaminpar]'), stream (streaming, for graphs whose CSR does not
+    fit in memory), random (seeded) or contiguous (id ranges)."""
 
     halo_hops: int = 1
     """Halo depth: halo nodes within HALO_HOPS - 1 hops also keep their in-edges, so
     deeper sampling hops need no remote adjacency."""
 
     balance: tuple[str, ...] = DEFAULT_BALANCE
-    """Quantities METIS balances across parts, of nodes, train, edges."""
+    """Quantities the partitioner balances across parts, of nodes, train, edges."""
 
     seed: int = option(0, flag="partition-seed")
-    """Seed of METIS and of the random partitioner."""
+    """Seed of the partitioner."""
+
+    memory_budget: float = 2.0
+    """GB of working set for the chunked stages (grouping edges, building the
+    undirected graph), beside the partitioner's own memory and O(nodes) id arrays."""
+
+    workers: int = 1
+    """Processes writing parts side by side (the output is the same for any number)."""
+
+    threads: int = option(1, flag="partition-threads")
+    """Threads of the kaminpar partitioner."""
+
+    compress: bool = option(False, flag="kaminpar-compress")
+    """kaminpar holds the graph compressed (less memory, a little more time)."""
 
     feature_dtype: str = "fp32"
     """How features are stored and sent: fp32, or bf16 / fp16 (half the bytes on disk,
@@ -47,6 +67,9 @@ class PartitionConfig:
         check_choice(PartitionConfig, "partition.partitioner", self.partitioner, METHODS)
         check_int(PartitionConfig, "partition.halo_hops", self.halo_hops, 1)
         check_int(PartitionConfig, "partition.seed", self.seed, 0)
+        check_int(PartitionConfig, "partition.workers", self.workers, 1)
+        check_int(PartitionConfig, "partition.threads", self.threads, 1)
+        check_number(PartitionConfig, "partition.memory_budget", self.memory_budget, 0.002)
         check_choice(PartitionConfig, "partition.feature_dtype", self.feature_dtype,
                      tuple(FEATURE_DTYPES))
         try:
@@ -60,12 +83,14 @@ class PartitionConfig:
         """Keyword arguments of :func:`~gnnpar.partition.partition_graph`."""
         return {"method": self.partitioner, "halo_hops": self.halo_hops,
                 "balance": tuple(self.balance), "seed": self.seed,
-                "feature_dtype": self.feature_dtype}
+                "feature_dtype": self.feature_dtype,
+                "memory_budget": int(self.memory_budget * 1e9), "workers": self.workers,
+                "threads": self.threads, "compress": self.compress}
 
     def run(self, dataset: GraphDataset, num_parts: int, out: str, *, overwrite: bool = False,
-            progress: bool = False) -> PartitionMeta:
+            progress: bool = False, meter: StageMeter | None = None) -> PartitionMeta:
         """Partition a (validated) ``dataset`` into ``num_parts`` parts written to ``out``."""
         from gnnpar.partition.writer import partition_graph
 
         return partition_graph(dataset, num_parts, out, overwrite=overwrite, progress=progress,
-                               validate=False, **self.arguments())
+                               validate=False, meter=meter, **self.arguments())

@@ -135,7 +135,7 @@ def build_local_graph(in_edges: InEdges, ren: Renumbering, part: int,
         cat_src = np.concatenate([lv[2] for lv in levels])
         pos = n_owned + np.searchsorted(halo, rows)
         order = np.argsort(pos, kind="stable")
-        halo_ptr, halo_src = take_rows(cat_ptr, cat_src, order, n)
+        halo_ptr, halo_src = take_rows(cat_ptr, cat_src, order)
         complete[pos] = True
         degree[pos[order]] = np.diff(halo_ptr)
         indices = np.concatenate([indices, halo_src - lo])

@@ -21,27 +21,39 @@ the contract every reader relies on)::
         train_idx.npy val_idx.npy test_idx.npy   int64 sorted local ids of owned nodes
       part-1/ ...
 
-How it is written:
+How it is written, each stage from memory maps in chunks, under a working-set budget
+(``memory_budget``), so that the peak is the partitioner's own graph plus that budget:
 
-1. the edges are grouped by destination once (:mod:`~gnnpar.partition.adjacency`);
-2. the assignment is computed (:mod:`~gnnpar.partition.assign`: METIS, random,
-   contiguous or given) and nodes are renumbered so that part ``k`` owns new ids
-   ``offsets[k] .. offsets[k+1]`` in original-id order (:func:`renumber`);
-3. parts are written one at a time: only one part's arrays are in memory, features are
-   streamed from a (possibly memory-mapped) ``x`` in row blocks, and every file is
-   hashed while it is written;
-4. everything goes into a temporary sibling directory that replaces ``OUT`` only once
+1. ``check``: the dataset is validated in row blocks;
+2. ``group``: the edges are grouped by destination into a CSR on disk by an external
+   bucket sort (:mod:`~gnnpar.partition.adjacency`);
+3. ``assign``: the assignment is computed (:mod:`~gnnpar.partition.assign`: METIS,
+   KaMinPar, streaming, random, contiguous or given; the graph methods read the
+   undirected graph, built on disk the same way) and nodes are renumbered so that part
+   ``k`` owns new ids ``offsets[k] .. offsets[k+1]`` in original-id order
+   (:func:`renumber`);
+4. ``write``: parts are written one at a time per writer (``workers`` processes side by
+   side, each part's bytes the same whichever process writes it): only one part's arrays
+   are in memory, features are streamed from a (possibly memory-mapped) ``x`` in row
+   blocks, every file is hashed while it is written, and pages read from memory maps
+   are released after each block;
+5. everything goes into a temporary sibling directory that replaces ``OUT`` only once
    ``meta.json`` is written, so a failure leaves no partial directory and never
-   destroys an existing one.
+   destroys an existing one; scratch files live in another sibling, removed at the end.
 
-The output depends only on the dataset, the arguments and the seed: two runs give
-byte-identical directories (METIS is seeded, ``meta.json`` holds no timestamp).
+The output depends only on the dataset, the arguments and the seed, not on the budget
+or the number of writers: two runs give byte-identical directories (METIS is seeded,
+``meta.json`` holds no timestamp). :class:`~gnnpar.partition.stages.StageMeter` measures
+each stage's time and peak RSS when ``partition_graph`` is handed one.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import tempfile
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -49,8 +61,14 @@ from tqdm import tqdm
 
 from gnnpar.datasets.graph import SPLITS, GraphDataset
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.io import atomic_directory, save_npy_blocks, save_npy_sha256, write_digested_json
-from gnnpar.partition.adjacency import InEdges, group_in_edges
+from gnnpar.io import (
+    atomic_directory,
+    release,
+    save_npy_blocks,
+    save_npy_sha256,
+    write_digested_json,
+)
+from gnnpar.partition.adjacency import DEFAULT_BUDGET, InEdges, group_in_edges
 from gnnpar.partition.assign import DEFAULT_BALANCE, assign_parts, check_num_parts
 from gnnpar.partition.format import (
     FEATURE_DTYPES,
@@ -64,6 +82,7 @@ from gnnpar.partition.format import (
 )
 from gnnpar.partition.local_graph import Renumbering, build_local_graph, renumber
 from gnnpar.partition.quality import PartStats, quality_report
+from gnnpar.partition.stages import StageMeter
 
 _BLOCK_BYTES = 1 << 24  # feature rows gathered per block
 
@@ -81,6 +100,11 @@ def partition_graph(
     overwrite: bool = False,
     progress: bool = False,
     validate: bool = True,
+    memory_budget: int = DEFAULT_BUDGET,
+    workers: int = 1,
+    threads: int = 1,
+    compress: bool = False,
+    meter: StageMeter | None = None,
 ) -> PartitionMeta:
     """Partition ``dataset`` into ``num_parts`` parts and write the partition directory.
 
@@ -88,12 +112,15 @@ def partition_graph(
         dataset: The graph.
         num_parts: ``K``, in ``1 .. num_nodes``; every part owns at least one node.
         out_dir: Directory to create (see the module docstring for its layout).
-        method: ``"metis"`` (few cut edges, balanced), ``"random"`` (seeded, equal sizes)
-            or ``"contiguous"`` (equal ranges of ids).
+        method: ``"metis"`` (few cut edges, balanced), ``"kaminpar"`` (METIS's quality,
+            multi-threaded, less memory), ``"stream"`` (one pass per restream over the
+            graph on disk, for graphs whose CSR does not fit), ``"random"`` (seeded,
+            equal sizes) or ``"contiguous"`` (equal ranges of ids).
         halo_hops: Halo depth ``>= 1``; halo nodes within ``halo_hops - 1`` hops also
             keep their in-edges.
-        balance: Quantities METIS balances: any of ``"nodes"``, ``"train"``, ``"edges"``.
-        seed: Seed of METIS and of ``random``.
+        balance: Quantities the graph methods balance: any of ``"nodes"``, ``"train"``,
+            ``"edges"``.
+        seed: Seed of the partitioner.
         assignment: A precomputed int ``[N]`` part per node; overrides ``method``.
         feature_dtype: How features are stored and sent: ``"fp32"``, ``"fp16"`` or
             ``"bf16"`` (half the bytes; bf16 keeps float32's range).
@@ -102,6 +129,12 @@ def partition_graph(
         validate: Validate ``dataset`` first (:meth:`GraphDataset.validate`); pass
             ``False`` only for a dataset already validated, e.g. one from
             :func:`gnnpar.datasets.load_dataset`.
+        memory_budget: Bytes of working set of the chunked stages (beside the
+            partitioner's own memory and ``O(N)`` arrays of ids).
+        workers: Processes writing parts side by side.
+        threads: Threads of KaMinPar.
+        compress: KaMinPar holds the graph compressed.
+        meter: Receives each stage's time and peak RSS.
 
     Returns:
         The metadata written to ``meta.json``.
@@ -116,96 +149,167 @@ def partition_graph(
         meta = gnnpar.partition_graph(ds, 4, "parts/sbm-4")   # METIS
         meta.quality["edge_cut_share"]
     """
-    if int(halo_hops) < 1:
-        raise ConfigError(f"got halo_hops={halo_hops}.", field="halo_hops",
-                          fix="pass halo_hops >= 1 (CLI: --halo-hops).")
-    if validate:
-        dataset.validate()
-    check_num_parts(num_parts, dataset.num_nodes)
-    if feature_dtype not in FEATURE_DTYPES:
-        raise ConfigError(f"got feature_dtype={feature_dtype!r}.", field="feature_dtype",
-                          fix=f"pass one of {', '.join(FEATURE_DTYPES)} "
-                          "(CLI: --feature-dtype fp32|fp16|bf16).")
-    if dataset.x is not None:
-        check_feature_range(_feature_blocks(dataset.x, np.arange(dataset.num_nodes)),
-                            feature_dtype)
+    _check_arguments(halo_hops, feature_dtype, memory_budget, workers, threads)
+    meter = meter if meter is not None else StageMeter()
+    with meter.stage("check"):
+        if validate:
+            dataset.validate()
+        check_num_parts(num_parts, dataset.num_nodes)
+        if dataset.x is not None:
+            check_feature_range(_feature_blocks(dataset.x, np.arange(dataset.num_nodes)),
+                                feature_dtype)
     hint = "pass overwrite=True (CLI: --overwrite) or choose another --out."
-    with atomic_directory(out_dir, overwrite, PartitionError, hint,
-                          marker=PARTITION_MARKER) as tmp:
-        with tqdm(total=2, desc=f"assign ({'precomputed' if assignment is not None else method})",
+    out = Path(out_dir)
+    with (atomic_directory(out, overwrite, PartitionError, hint,
+                           marker=PARTITION_MARKER) as tmp,
+          tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp-scratch-",
+                                      dir=out.parent) as scratch_dir):
+        scratch = Path(scratch_dir)
+        with tqdm(total=3, desc=f"assign ({'precomputed' if assignment is not None else method})",
                   disable=not progress) as bar:
-            in_edges = group_in_edges(dataset.num_nodes, dataset.src, dataset.dst)
-            degree = in_edges.in_degree()
+            with meter.stage("group"):
+                in_edges = group_in_edges(dataset.num_nodes, dataset.src, dataset.dst,
+                                          scratch, memory_budget)
             bar.update()
-            part, partitioner = assign_parts(in_edges, degree, num_parts, method, balance,
-                                             seed, np.asarray(dataset.train_idx), assignment)
-            ren = renumber(part, num_parts)
-            del part
+            with meter.stage("assign"):
+                part, partitioner = assign_parts(
+                    in_edges, num_parts, method, balance, seed, np.asarray(dataset.train_idx),
+                    scratch, assignment, memory_budget, threads, compress)
+                bar.update()
+                ren = renumber(part, num_parts)
+                del part
             bar.update()
-        splits = {name: np.sort(ren.new_of_old[np.asarray(getattr(dataset, name))])
-                  for name in SPLITS}
-        files: dict[str, str] = {}
-        stats: list[PartStats] = []
-        sizes: list[dict[str, int]] = []
-        for k in tqdm(range(num_parts), desc="write", unit="part", disable=not progress):
-            st, size = _write_part(tmp, k, dataset, in_edges, ren, degree, splits,
-                                   int(halo_hops), files, feature_dtype)
-            stats.append(st)
-            sizes.append(size)
+        with meter.stage("write"):
+            job = _PartJob(tmp, dataset, in_edges, ren, in_edges.degree(),
+                           {name: np.sort(ren.new_of_old[np.asarray(getattr(dataset, name))])
+                            for name in SPLITS}, int(halo_hops), feature_dtype)
+            written = list(tqdm(_write_parts(job, num_parts, workers), total=num_parts,
+                                desc="write", unit="part", disable=not progress))
+        files = {name: digest for _, _, part_files in written
+                 for name, digest in part_files.items()}
         meta = PartitionMeta(
             format_version=FORMAT_VERSION, name=dataset.name, num_parts=num_parts,
             num_nodes=dataset.num_nodes, num_edges=dataset.num_edges,
             feat_dim=dataset.feat_dim, num_classes=dataset.num_classes,
             offsets=tuple(int(o) for o in ren.offsets), halo_hops=int(halo_hops),
-            partitioner=partitioner, quality=quality_report(stats, dataset.num_edges),
-            parts=tuple(sizes), files=dict(sorted(files.items())), feat_dtype=feature_dtype)
+            partitioner=partitioner,
+            quality=quality_report([st for st, _, _ in written], dataset.num_edges),
+            parts=tuple(size for _, size, _ in written), files=dict(sorted(files.items())),
+            feat_dtype=feature_dtype)
         write_digested_json(tmp / META_FILE, meta.to_dict())
     return meta
 
 
-def _write_part(tmp: Path, k: int, dataset: GraphDataset, in_edges: InEdges,
-                ren: Renumbering, degree: np.ndarray, splits: dict[str, np.ndarray],
-                halo_hops: int, files: dict[str, str],
-                feature_dtype: str) -> tuple[PartStats, dict[str, int]]:
-    """Write part ``k``'s files into ``tmp/part-k``; return its load and sizes."""
+def _check_arguments(halo_hops: int, feature_dtype: str, memory_budget: int, workers: int,
+                     threads: int) -> None:
+    """Raise :class:`ConfigError` for a bad argument, before any data is read."""
+    if int(halo_hops) < 1:
+        raise ConfigError(f"got halo_hops={halo_hops}.", field="halo_hops",
+                          fix="pass halo_hops >= 1 (CLI: --halo-hops).")
+    if feature_dtype not in FEATURE_DTYPES:
+        raise ConfigError(f"got feature_dtype={feature_dtype!r}.", field="feature_dtype",
+                          fix=f"pass one of {', '.join(FEATURE_DTYPES)} "
+                          "(CLI: --feature-dtype fp32|fp16|bf16).")
+    for name, value, least, flag in (("memory_budget", memory_budget, 1 << 20,
+                                      "--memory-budget GB"),
+                                     ("workers", workers, 1, "--workers W"),
+                                     ("threads", threads, 1, "--partition-threads T")):
+        if int(value) < least:
+            raise ConfigError(f"got {name}={value}.", field=name,
+                              fix=f"pass {name} >= {least} (CLI: {flag}).")
+
+
+@dataclass(frozen=True)
+class _PartJob:
+    """Everything a part writer reads (shared with forked writers, never copied)."""
+
+    tmp: Path
+    dataset: GraphDataset
+    in_edges: InEdges
+    ren: Renumbering
+    degree: np.ndarray
+    splits: dict[str, np.ndarray]
+    halo_hops: int
+    feature_dtype: str
+
+
+_Written = tuple[PartStats, dict[str, int], dict[str, str]]
+_JOB: _PartJob | None = None  # the job of a forked writer
+
+
+def _write_parts(job: _PartJob, num_parts: int, workers: int) -> Iterator[_Written]:
+    """Write every part; yield each part's load, sizes and file digests in part order.
+
+    With ``workers > 1`` (where ``fork`` exists) parts are written by that many forked
+    processes, which share ``job``'s arrays with this one instead of copying them.
+    """
+    global _JOB
+    if workers == 1 or num_parts == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        for k in range(num_parts):
+            yield _write_part(job, k)
+        return
+    _JOB = job
+    try:
+        with multiprocessing.get_context("fork").Pool(min(workers, num_parts)) as pool:
+            yield from pool.imap(_write_forked, range(num_parts))
+    finally:
+        _JOB = None
+
+
+def _write_forked(k: int) -> _Written:
+    assert _JOB is not None
+    return _write_part(_JOB, k)
+
+
+def _write_part(job: _PartJob, k: int) -> _Written:
+    """Write part ``k``'s files into ``tmp/part-k``; return its load, sizes and digests."""
     name = part_dir_name(k)
-    (tmp / name).mkdir()
+    (job.tmp / name).mkdir()
+    files: dict[str, str] = {}
+    dataset, ren = job.dataset, job.ren
 
     def save(field: str, array: np.ndarray) -> None:
-        files[f"{name}/{field}.npy"] = save_npy_sha256(tmp / name / f"{field}.npy", array)
+        files[f"{name}/{field}.npy"] = save_npy_sha256(job.tmp / name / f"{field}.npy", array)
 
     lo, hi = int(ren.offsets[k]), int(ren.offsets[k + 1])
     owned = ren.owned(k)
-    local = build_local_graph(in_edges, ren, k, halo_hops)
+    local = build_local_graph(job.in_edges, ren, k, job.halo_hops)
     save("orig_ids", owned)
     save("halo_gids", local.halo_gids)
     save("indptr", local.indptr)
     save("indices", local.indices)
-    save("in_degree", np.concatenate([degree[owned], degree[ren.old_of_new[local.halo_gids]]]))
+    save("in_degree", np.concatenate([job.degree[owned],
+                                      job.degree[ren.old_of_new[local.halo_gids]]]))
     save("adj_complete", local.adj_complete)
     files[f"{name}/feat.npy"] = save_npy_blocks(
-        tmp / name / "feat.npy", (len(owned), dataset.feat_dim), FEATURE_DTYPES[feature_dtype],
-        (store_features(b, feature_dtype) for b in _feature_blocks(dataset.x, owned)))
+        job.tmp / name / "feat.npy", (len(owned), dataset.feat_dim),
+        FEATURE_DTYPES[job.feature_dtype],
+        (store_features(b, job.feature_dtype) for b in _feature_blocks(dataset.x, owned)))
     if dataset.y is None:
         save("label", np.full(len(owned), -1, dtype=np.int64))
     else:
         save("label", np.asarray(dataset.y[owned], dtype=np.int64))
+        release(dataset.y)
     owned_in_split: dict[str, int] = {}
-    for split, gids in splits.items():
+    for split, gids in job.splits.items():
         a, b = np.searchsorted(gids, [lo, hi])
         save(split, gids[a:b] - lo)
         owned_in_split[split] = int(b - a)
     stats = PartStats(owned=len(owned), train=owned_in_split["train_idx"],
                       edges=local.owned_edges, halo=len(local.halo_gids), cut=local.cut_edges)
     return stats, {"num_owned": len(owned), "num_halo": len(local.halo_gids),
-                   "num_edges": len(local.indices)}
+                   "num_edges": len(local.indices)}, files
 
 
 def _feature_blocks(x: np.ndarray | None, owned: np.ndarray) -> Iterator[np.ndarray]:
-    """Feature rows of ``owned`` in blocks of about 16 MiB (nothing without features)."""
+    """Feature rows of ``owned`` in blocks of about 16 MiB (nothing without features).
+
+    A memory map's pages are released after each block.
+    """
     if x is None:
         return
     rows = max(1, _BLOCK_BYTES // max(1, x.shape[1] * 4))
     for start in range(0, len(owned), rows):
-        yield np.asarray(x[owned[start:start + rows]], dtype=np.float32)
-
+        block = np.asarray(x[owned[start:start + rows]], dtype=np.float32)
+        release(x)
+        yield block

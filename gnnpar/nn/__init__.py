@@ -1,8 +1,9 @@
-"""Model-parallel GNN layers: halo exchange for full-graph training, feature parallelism."""
+"""Model-parallel GNN layers: halo exchange, chunked layer-wise inference, feature parallelism."""
 
 from gnnpar.nn.dist_conv import DistConv, HaloGraph, distribute_convs, flush_pipelines
 from gnnpar.nn.feature_parallel import FeatureParallelLinear, column_ranges, shard_columns
 from gnnpar.nn.halo import HaloExchange, HaloPlan, PipelineState
+from gnnpar.nn.inference import layerwise_inference
 
 __all__ = [
     "DistConv",
@@ -14,5 +15,6 @@ __all__ = [
     "column_ranges",
     "distribute_convs",
     "flush_pipelines",
+    "layerwise_inference",
     "shard_columns",
 ]

@@ -55,6 +55,27 @@ _INEXACT = ("ChebConv", "SGConv", "SSGConv", "APPNP", "TAGConv", "ARMAConv", "LG
             "GCN2Conv", "FAConv", "MixHopConv")
 
 
+def check_conv(conv: Any) -> MessagePassing:
+    """``conv`` if a halo exchange makes it exact on a partitioned graph, else raise.
+
+    Raises:
+        ConfigError: Not a PyG ``MessagePassing`` layer, a layer that reads more than one
+            hop or source degrees computed from ``edge_index``, or not source -> target.
+    """
+    name = type(conv).__name__
+    if not isinstance(conv, MessagePassing):
+        raise ConfigError(f"{name} is not a torch_geometric MessagePassing layer.",
+                          field="conv", fix="wrap PyG message-passing layers only.")
+    if name in _INEXACT:
+        raise ConfigError(f"{name} propagates over several hops or reads source degrees, "
+                          "so one halo exchange cannot make it exact.", field="conv",
+                          fix="use GCNConv, SAGEConv, GATConv, GraphConv or GINConv.")
+    if conv.flow != "source_to_target":
+        raise ConfigError(f"{name} has flow={conv.flow!r}; the partition stores in-edges.",
+                          field="conv.flow", fix="use flow='source_to_target'.")
+    return conv
+
+
 class HaloGraph:
     """This rank's part of the full graph as the halo-exchange layers see it.
 
@@ -188,18 +209,7 @@ class DistConv(nn.Module):
 
     def __init__(self, conv: MessagePassing, graph: HaloGraph) -> None:
         super().__init__()
-        name = type(conv).__name__
-        if not isinstance(conv, MessagePassing):
-            raise ConfigError(f"{name} is not a torch_geometric MessagePassing layer.",
-                              field="conv", fix="wrap PyG message-passing layers only.")
-        if name in _INEXACT:
-            raise ConfigError(f"{name} propagates over several hops or reads source degrees, "
-                              "so one halo exchange cannot make it exact.", field="conv",
-                              fix="use GCNConv, SAGEConv, GATConv, GraphConv or GINConv.")
-        if conv.flow != "source_to_target":
-            raise ConfigError(f"{name} has flow={conv.flow!r}; the partition stores in-edges.",
-                              field="conv.flow", fix="use flow='source_to_target'.")
-        self.conv = conv
+        self.conv = check_conv(conv)
         self.graph = graph
         self.pipeline = PipelineState()
 

@@ -116,7 +116,8 @@ class HaloPlan:
         return cls(graph.num_owned, graph.num_halo, send_idx, send_counts, recv_counts.cpu())
 
     def gather_halo(self, ctx: DistContext, values: Tensor,
-                    stats: CommStats | None = None, kind: str = "halo") -> Tensor:
+                    stats: CommStats | None = None, kind: str = "halo",
+                    out: Tensor | None = None) -> Tensor:
         """Rows of the halo nodes, fetched from their owners (no autograd).
 
         Args:
@@ -124,12 +125,13 @@ class HaloPlan:
             values: ``[num_owned, *F]`` one row per owned node.
             stats: Counters to add the exchange to.
             kind: Counter name.
+            out: Contiguous ``[num_halo, *F]`` buffer to receive them in (default: new).
 
         Returns:
-            ``[num_halo, *F]`` rows in ``halo_gids`` order.
+            ``[num_halo, *F]`` rows in ``halo_gids`` order (``out`` when given).
         """
         return start_all_to_all_v(ctx, values.index_select(0, self.send_idx), self.send_counts,
-                                  self.recv_counts, stats=stats, kind=kind).wait()
+                                  self.recv_counts, stats=stats, kind=kind, out=out).wait()
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,9 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None
                     return ""
                 local = int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size))
                 run_dir = check_before_start(cfg, ctx.world_size, local)
-                parts = resolve_partition(cfg, ctx.world_size, progress=cfg.run.progress)
+                # Under torchrun the other ranks are waiting: never partition there.
+                parts = resolve_partition(cfg, ctx.world_size, progress=cfg.run.progress,
+                                          make=ctx.world_size == 1)
                 return json.dumps([str(parts), str(run_dir)])
 
             part_dir, out = json.loads(broadcast_text(ctx, agreed(ctx, settle)))
@@ -195,6 +197,22 @@ def _acc(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
+def _accuracy_line(s: dict[str, Any]) -> str:
+    """``test accuracy: ...`` of a summary: the final figures, then the sampled ones."""
+    if s["eval"] == "none":
+        return "test accuracy:     not evaluated at the end (--eval none)" + (
+            f"; {_acc(s['test_acc_sampled'])} sampled (val {_acc(s['val_acc_sampled'])})"
+            if s["mode"] == "sample" else "")
+    if s["eval"] == "sampled":
+        return (f"test accuracy:     {_acc(s['test_acc'])} sampled "
+                f"(val {_acc(s['val_acc'])}; --eval sampled)")
+    sample = s["mode"] == "sample"
+    return (f"test accuracy:     {_acc(s['test_acc'])} full-neighbour"
+            + (f", {_acc(s['test_acc_sampled'])} sampled" if sample else "")
+            + f" (val {_acc(s['val_acc'])}"
+            + (f" / {_acc(s['val_acc_sampled'])}" if sample else "") + ")")
+
+
 def format_summary(record: dict[str, Any]) -> str:
     """The end-of-run report printed by ``gnnpar-train``.
 
@@ -212,10 +230,7 @@ def format_summary(record: dict[str, Any]) -> str:
         f"{part['num_parts']} parts ({part['partitioner']}), {env['world_size']} workers "
         f"({env['device']}); {s['mode']} mode, {model['name']} "
         f"{model['layers']}x{model['hidden']}, {how}, {s['epochs']} epochs",
-        f"test accuracy:     {_acc(s['test_acc'])} full-neighbour"
-        + (f", {_acc(s['test_acc_sampled'])} sampled" if sample else "")
-        + f" (val {_acc(s['val_acc'])}"
-        + (f" / {_acc(s['val_acc_sampled'])}" if sample else "") + ")",
+        _accuracy_line(s),
         f"epoch time:        {s['epoch_time_s']:.2f} s ({s['steps_per_epoch']} step"
         f"{'s' if s['steps_per_epoch'] != 1 else ''}; mean after the first epoch)",
     ]
@@ -229,8 +244,9 @@ def format_summary(record: dict[str, Any]) -> str:
     lines.append("communicated per epoch (all ranks):")
     for kind, v in s["comm_per_epoch"].items():
         lines.append(f"  {kind:<12} {v['rows']:>14,} rows {_size(v['bytes']):>12}")
-    total = sum(v["bytes"] for v in s["eval_comm"].values())
-    lines.append(f"full-neighbour inference: {_size(total)} communicated")
+    if s["eval"] == "full":
+        total = sum(v["bytes"] for v in s["eval_comm"].values())
+        lines.append(f"full-neighbour inference: {_size(total)} communicated")
     mem = s["peak_memory_bytes"]
     lines.append(f"peak memory:       {_size(mem['host'])} host (largest rank)" + (
         f", {_size(mem['device'])} GPU" if mem["device"] is not None else ""))
@@ -256,6 +272,8 @@ def resume_hint(out: str | Path | None) -> str:
 
 def _printer(exc: GnnparError) -> bool:
     """Whether this process prints ``exc`` (once per run, also under torchrun)."""
+    if exc.reported_by_cause and exc.cause_rank == 0:
+        return False  # rank 0 prints its own error
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     return rank == (1 if exc.cause_rank == 0 and world > 1 else 0)
 

@@ -39,6 +39,7 @@ MODEL_NAMES = ("sage", "gcn", "gat")
 MODES = ("sample", "full")
 GCN_NORMS = ("global", "sampled")
 PRECISIONS = ("fp32", "bf16")
+EVALS = ("full", "sampled", "none")
 SEED_SPLITS = ("even", "owned")
 
 
@@ -101,6 +102,15 @@ class TrainConfig:
     """Validation and test accuracy every this many epochs (and after the last):
     sampled neighbourhoods in sample mode, exact in full mode."""
 
+    eval: str = "full"
+    """The run's final accuracies: full (exact full-neighbour inference on the whole
+    graph after the last epoch, layer by layer), sampled (the last epoch's sampled
+    validation and test accuracy; sample mode) or none (no final evaluation)."""
+
+    eval_budget_mb: float = 256.0
+    """Full-neighbour inference: MiB per chunk of destination nodes for its per-edge and
+    per-row tensors (smaller: less memory, more chunks; the same result)."""
+
     precision: str = "fp32"
     """fp32, or bf16: forward passes under bfloat16 autocast, features and halo rows
     in bfloat16 (weights, gradients and Adam stay fp32)."""
@@ -109,6 +119,13 @@ class TrainConfig:
         """Check every value; return ``self`` or raise :class:`ConfigError`."""
         check_choice(TrainConfig, "train.mode", self.mode, MODES)
         check_choice(TrainConfig, "train.precision", self.precision, PRECISIONS)
+        check_choice(TrainConfig, "train.eval", self.eval, EVALS)
+        if self.eval == "sampled" and self.mode == "full":
+            raise ConfigError("--eval sampled reports the sampled evaluation, and full mode "
+                              "evaluates on the whole graph.", field="train.eval",
+                              fix="pass --eval full or --eval none, or --mode sample.")
+        check_number(TrainConfig, "train.eval_budget_mb", self.eval_budget_mb, 0.0,
+                     strict=True)
         for name in ("epochs", "eval_every"):
             check_int(TrainConfig, f"train.{name}", getattr(self, name), 1)
         check_number(TrainConfig, "train.lr", self.lr, 0.0, strict=True)

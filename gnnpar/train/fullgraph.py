@@ -11,8 +11,11 @@ sampling and PipeGCN stale halos are switches on the halo exchange
 weights and the optimizer, not the stale halo rows in flight, so a resumed stale run
 starts with one exact epoch (an uninterrupted one only with the first).
 
-:func:`exact_accuracy` — every in-neighbour of every node, layer by layer — is also the
-final evaluation of minibatch training.
+Each epoch's evaluation (:func:`exact_accuracy`) is one forward pass of the training
+module.  The final evaluation of both modes, :func:`full_neighbour_accuracy`, gives the
+same figures layer by layer in chunks of owned nodes under a memory budget
+(:mod:`gnnpar.nn.inference`): no ``[E, F]`` tensor over the part's edges is ever made
+(``docs/memory.md``).
 """
 
 from __future__ import annotations
@@ -25,14 +28,25 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpar.comm import CommStats, all_reduce_sum
 from gnnpar.distributed import DistContext
 from gnnpar.graph import SPLITS, DistGraph
-from gnnpar.nn import HaloGraph, distribute_convs, flush_pipelines
+from gnnpar.nn import HaloGraph, HaloPlan, distribute_convs
+from gnnpar.nn.inference import layerwise_inference
 from gnnpar.train.config import Config
 from gnnpar.train.minibatch import SUMS, StepHook
 from gnnpar.train.models import COMPUTE_DTYPES, autocast
+
+
+def labels_and_splits(graph: DistGraph, device: torch.device
+                      ) -> tuple[Tensor, dict[str, Tensor]]:
+    """This rank's labels ``[num_owned]`` and split ids (local), read onto ``device``."""
+    part = graph.part
+    splits = {s: torch.from_numpy(np.array(getattr(part, f"{s}_idx"))).to(device)
+              for s in SPLITS}
+    return torch.from_numpy(np.array(part.label)).to(device), splits
 
 
 @dataclass(frozen=True)
@@ -56,18 +70,28 @@ class NodeData:
     def load(cls, graph: DistGraph, device: torch.device, num_global: dict[str, int],
              dtype: torch.dtype = torch.float32) -> NodeData:
         """Read this rank's rows from the partition onto ``device``, features as ``dtype``."""
-        part = graph.part
-        splits = {s: torch.from_numpy(np.array(getattr(part, f"{s}_idx"))).to(device)
-                  for s in SPLITS}
-        return cls(x=graph.features().to(device, dtype, copy=True),
-                   y=torch.from_numpy(np.array(part.label)).to(device),
-                   splits=splits, num_global=num_global)
+        y, splits = labels_and_splits(graph, device)
+        return cls(x=graph.features().to(device, dtype, copy=True), y=y, splits=splits,
+                   num_global=num_global)
+
+
+def split_accuracy(pred: Tensor, y: Tensor, splits: dict[str, Tensor],
+                   num_global: dict[str, int], ctx: DistContext) -> dict[str, float]:
+    """Accuracy of each split over all ranks (collective: one all-reduce).
+
+    Returns:
+        ``{"train_acc", "val_acc", "test_acc"}``; a split empty everywhere gives ``nan``.
+    """
+    correct = torch.stack([(pred[i] == y[i]).sum() for i in splits.values()])
+    correct = all_reduce_sum(ctx, correct).cpu()
+    return {f"{s}_acc": float(c) / num_global[s] if num_global[s] else float("nan")
+            for s, c in zip(SPLITS, correct.tolist(), strict=True)}
 
 
 @torch.no_grad()
 def exact_accuracy(model: nn.Module, halo: HaloGraph, data: NodeData, ctx: DistContext,
                    precision: str = "fp32") -> dict[str, float]:
-    """Whole-graph accuracy of each split (collective; exact halo exchange).
+    """Whole-graph accuracy of each split in one forward pass (collective; exact halos).
 
     Args:
         model: The model, its message-passing layers wrapped by ``distribute_convs``.
@@ -82,26 +106,26 @@ def exact_accuracy(model: nn.Module, halo: HaloGraph, data: NodeData, ctx: DistC
     model.eval()
     with autocast(ctx.device, precision):
         pred = model(data.x, halo.edge_index).argmax(-1)
-    correct = torch.stack([(pred[i] == data.y[i]).sum() for i in data.splits.values()])
-    correct = all_reduce_sum(ctx, correct).cpu()
-    return {f"{s}_acc": float(c) / data.num_global[s] if data.num_global[s] else float("nan")
-            for s, c in zip(SPLITS, correct.tolist(), strict=True)}
+    return split_accuracy(pred, data.y, data.splits, data.num_global, ctx)
 
 
-def full_neighbour_accuracy(model: nn.Module, graph: DistGraph, ctx: DistContext,
+def full_neighbour_accuracy(model: BasicGNN, graph: DistGraph, ctx: DistContext,
                             num_global: dict[str, int], stats: CommStats | None = None,
-                            precision: str = "fp32") -> dict[str, float]:
+                            precision: str = "fp32", budget_bytes: int = 256 * 2**20,
+                            plan: HaloPlan | None = None) -> dict[str, float]:
     """Exact accuracy of a trained replicated model on the whole partitioned graph.
 
-    A copy of ``model`` has its message-passing layers wrapped in ``DistConv`` (halo
-    exchange before each layer), so the result equals the PyG model on the whole graph.
+    Layer by layer, each layer in chunks of owned nodes of at most ``budget_bytes``
+    (:func:`~gnnpar.nn.inference.layerwise_inference`), so the result equals the PyG
+    model on the whole graph while no ``[E, F]`` tensor over the part's edges exists.
+    The features are read from the partition where they are stored (no copy when stored
+    in the compute dtype on a CPU); ``plan``: the halo routing, if already built.
     """
-    import copy
-
-    halo = HaloGraph.build(graph, ctx, stats=stats)
-    data = NodeData.load(graph, ctx.device, num_global, COMPUTE_DTYPES[precision])
-    return exact_accuracy(distribute_convs(copy.deepcopy(model), halo), halo, data, ctx,
-                          precision)
+    x = graph.features().to(ctx.device, COMPUTE_DTYPES[precision])
+    with autocast(ctx.device, precision):
+        logits = layerwise_inference(model, graph, ctx, x, budget_bytes, stats, plan)
+        pred = logits.argmax(-1)
+    return split_accuracy(pred, *labels_and_splits(graph, ctx.device), num_global, ctx)
 
 
 class FullGraphEngine:
@@ -172,8 +196,3 @@ class FullGraphEngine:
         """Exact validation and test accuracy (collective)."""
         acc = exact_accuracy(self.module, self.halo, self.data, self.ctx, self.precision)
         return {"val_acc": acc["val_acc"], "test_acc": acc["test_acc"]}
-
-    def final_accuracy(self) -> dict[str, float]:
-        """Exact accuracy of every split after training (collective)."""
-        flush_pipelines(self.module)
-        return exact_accuracy(self.module, self.halo, self.data, self.ctx, self.precision)

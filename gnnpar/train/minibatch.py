@@ -87,7 +87,6 @@ class MinibatchEngine:
             attrs = ("x", "in_degree", "self_loops")
         self.features = DistFeatureStore(graph, ctx, cache_bytes=int(s.cache_mb * 2**20),
                                          stats=stats, arrays=arrays)
-        graph = graph.to(ctx.device)  # one copy of the adjacency for every loader
         fanouts = list(s.fanouts)
         self.loader = DistNeighborLoader(graph, self.features, fanouts, "train", s.batch_size,
                                          shuffle=True, seed=seed, prefetch=s.prefetch,

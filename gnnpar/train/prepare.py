@@ -5,15 +5,19 @@ the partition's parts (and its settings), the device, the run directory — in w
 second, before a worker is spawned or a dataset read. :func:`resolve_partition` then finds
 the partition to train on: a partition directory is used as it is; a dataset spec is
 loaded (with ``--features`` / ``--labels`` / ``--split``), checked for a node-
-classification task and partitioned into one part per process, cached under
-``ROOT/partitions`` under a key of every setting and every input file's
-modification time and (sampled) content, so a changed input or setting is partitioned anew.
+classification task and partitioned into one part per process by the launcher before
+any worker starts, cached under ``ROOT/partitions`` under a key of every setting and
+every input file's modification time and (sampled) content, so a changed input or
+setting is partitioned anew. Under ``torchrun`` every rank has already started, so no
+rank partitions while the others wait: a spec without a cached partition is refused
+with the ``gnnpar-partition`` command that makes it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,15 +58,18 @@ def partition_cache_dir(cfg: Config, num_parts: int) -> Path:
     """Where the partition of ``cfg.data`` into ``num_parts`` parts is cached.
 
     The name holds a readable slug of the spec, the part count, the partitioner and a
-    hash of the data and partition settings and of every input file's path, modification
+    hash of the data and partition settings (but those of :data:`HOW_ONLY`, which do not
+    change the partition) and of every input file's path, modification
     time and content (:func:`gnnpar.io.content_stamp`: all of a small file, three MiB of
     a large one), so an input edited in place is partitioned anew.
     """
     from gnnpar.io import content_stamp
+    from gnnpar.partition.config import HOW_ONLY
 
     d, p = cfg.data, cfg.partition
     stamp = [(str(f.resolve()), f.stat().st_mtime_ns, content_stamp(f)) for f in _inputs(cfg)]
-    key = json.dumps({"data": {**asdict(d), "root": None}, "partition": asdict(p),
+    made = {k: v for k, v in asdict(p).items() if k not in HOW_ONLY}
+    key = json.dumps({"data": {**asdict(d), "root": None}, "partition": made,
                       "num_parts": num_parts, "files": stamp}, sort_keys=True, default=str)
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     name = f"{dataset_slug(d.dataset)}-{num_parts}p-{p.partitioner}-{digest}"
@@ -160,20 +167,51 @@ def check_before_start(cfg: Config, world_size: int, local_world_size: int) -> P
                            resume=run.resume, overwrite=run.overwrite)
 
 
-def resolve_partition(cfg: Config, world_size: int, progress: bool = False) -> Path:
+def partition_command(cfg: Config, num_parts: int, out: Path) -> str:
+    """The ``gnnpar-partition`` command that makes the partition ``cfg`` trains on."""
+    from gnnpar.config import command_flags
+
+    argv = ["gnnpar-partition", *command_flags(cfg.data),
+            *command_flags(cfg.partition, skip=("num_parts",)),
+            "--num-parts", str(num_parts), "--out", str(out)]
+    if not cfg.data.dataset or argv[1].startswith("--"):
+        argv.insert(1, cfg.data.dataset)
+    return shlex.join(argv)
+
+
+def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
+                      make: bool = True) -> Path:
     """The partition directory to train on, partitioning a dataset spec when needed.
 
-    Call it in one process (the launcher, or rank 0): it may partition.
+    Call it in one process (the launcher): it may partition.
+
+    Args:
+        cfg: The run's settings.
+        world_size: Processes, one part each.
+        progress: Show the partitioner's progress bars.
+        make: Partition a dataset spec whose partition is not cached yet; ``False``
+            (under ``torchrun``, where every rank has started) refuses instead.
 
     Returns:
         ``cfg.data.dataset`` when it is a partition directory, else the cache directory
-        of the spec's partition into ``world_size`` parts (made now when missing).
+        of the spec's partition into ``world_size`` parts.
+
+    Raises:
+        ConfigError: ``make`` is ``False`` and the partition is not cached: the message
+            gives the ``gnnpar-partition`` command that makes it.
     """
     if is_partition_dir(cfg.data.dataset):
         return Path(cfg.data.dataset).expanduser()
     out = partition_cache_dir(cfg, world_size)
     if (out / META_FILE).is_file():
         return out
+    if not make:
+        raise ConfigError(
+            f"{cfg.data.dataset} has no partition into {world_size} parts yet, and under "
+            "torchrun no rank partitions while the others wait.", field="data.dataset",
+            fix=f"partition it first: `{partition_command(cfg, world_size, out)}`, then "
+            "run this command again (or pass that --out as the dataset); gnnpar-train "
+            f"--nproc {world_size} partitions before it starts the workers.")
     dataset = cfg.data.load().require_node_task(cfg.data.dataset)
     try:
         cfg.partition.run(dataset, world_size, str(out), progress=progress)

@@ -13,7 +13,7 @@ real run writes exactly these keys)::
      "epochs": [{"epoch": 0, "train_loss": 1.9, "val_acc": 0.41, ...,
                  "comm": {"feature": {"rows": 250311, "bytes": 66079104}, ...},
                  "eval_comm": {...}}, ...],
-     "summary": {"test_acc": 0.748, "test_acc_sampled": 0.723, ...}}
+     "summary": {"eval": "full", "test_acc": 0.748, "test_acc_sampled": 0.723, ...}}
 
 Bytes are what all ranks together sent to other ranks (what one rank sends to itself is
 not counted), by kind: ``feature`` rows and the ``feature_ids`` that asked for them,
@@ -76,20 +76,24 @@ EPOCH_FIELDS = {
 }
 SUMMARY_FIELDS = {
     "mode": "sample or full.",
+    "eval": "Where train_acc, val_acc and test_acc come from (--eval): full (exact "
+            "full-neighbour inference after the last epoch), sampled (the last epoch's "
+            "sampled evaluation; train_acc null) or none (all three null).",
     "epochs": "Epochs finished.",
     "steps_per_epoch": "Steps per epoch, the same on every rank (full mode: 1).",
-    "train_acc": "Exact full-neighbour accuracy after the last epoch (every in-neighbour "
-                 "of every node, layer by layer on the partitioned graph).",
-    "val_acc": "The same on the validation nodes.",
-    "test_acc": "The same on the test nodes.",
+    "train_acc": "With eval full: exact full-neighbour accuracy after the last epoch (every "
+                 "in-neighbour of every node, layer by layer on the partitioned graph).",
+    "val_acc": "The same on the validation nodes (eval sampled: the sampled figure).",
+    "test_acc": "The same on the test nodes (eval sampled: the sampled figure).",
     "val_acc_sampled": "Sample mode: the last epoch's sampled validation accuracy; full: null.",
     "test_acc_sampled": "Sample mode: the last epoch's sampled test accuracy; full: null.",
     "epoch_time_s": "Mean epoch_time_s over the epochs after the first (which warms up).",
     "sampled_edges_per_s": "Mean sampled_edges_per_s over the same epochs; full mode: null.",
     "step_time_s": "Mean step_time_s over the same epochs, by phase.",
     "comm_per_epoch": "Mean comm over the same epochs: {kind: {rows, bytes}}.",
-    "eval_comm": "Rows and bytes of the final full-neighbour inference, by kind.",
-    "wall_time_s": "Seconds from the start of training to the end of the final inference.",
+    "eval_comm": "Rows and bytes of the final full-neighbour inference, by kind ({} "
+                 "without one).",
+    "wall_time_s": "Seconds from the start of training to the end of the final evaluation.",
     "peak_memory_bytes": "Largest peak over the ranks: {host: resident set size, device: "
                          "CUDA memory allocated by torch, or null on a CPU}.",
     "record": "Path of this file.",

@@ -22,6 +22,7 @@ from typing import Any
 
 from gnnpar.config import flag_of, sections
 from gnnpar.errors import ConfigError
+from gnnpar.partition.config import HOW_ONLY
 from gnnpar.train.config import Config
 from gnnpar.train.record import RECORD_FILE
 
@@ -30,8 +31,9 @@ CHECKPOINT_DIR = "checkpoint"
 RUN_FILES = (RECORD_FILE, CONFIG_FILE, CHECKPOINT_DIR)
 """What a run writes into its directory (and what ``--overwrite`` removes)."""
 
-RESUMABLE = {"train.epochs", "train.eval_every", "sample.eval_batch_size", "sample.prefetch",
-             "data.root"}
+RESUMABLE = {"train.epochs", "train.eval_every", "train.eval", "train.eval_budget_mb",
+             "sample.eval_batch_size", "sample.prefetch",
+             "data.root", *(f"partition.{name}" for name in HOW_ONLY)}
 """Settings (besides the ``run`` section) that a resumed run may change: they change
 neither the batches nor the updates of the epochs still to come."""
 
@@ -173,8 +175,8 @@ def check_resume(out: Path, cfg: Config) -> None:
             "the run in OUT was started with other settings: " + "; ".join(changed) + ".",
             path=out, field="run.resume",
             fix=f"resume with the run's own settings (--config {out / CONFIG_FILE}, then the "
-            "flags you may change: --epochs, --eval-every and the run section), or start a "
-            "new run (another --out, or --overwrite).")
+            "flags you may change: --epochs, --eval-every, --eval, --eval-budget-mb and the "
+            "run section), or start a new run (another --out, or --overwrite).")
     done = len(extra.get("epochs", []))
     if cfg.train.epochs <= done and not extra.get("partial"):
         raise ConfigError(

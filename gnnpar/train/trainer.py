@@ -19,9 +19,12 @@ uninterrupted run, and refuses other settings (:func:`~gnnpar.train.rundir.check
 Dropout is re-seeded per step from ``(seed, epoch, step, rank)``, so like the sampler it
 carries no state a checkpoint would have to hold.
 
-At the end, **full-neighbour inference** runs the trained layers on the whole partitioned
-graph — each ``MessagePassing`` layer wrapped in the halo-exchange
-:class:`~gnnpar.nn.DistConv` — exactly as the same PyG model on the whole graph would.
+At the end, as ``--eval`` asks, **full-neighbour inference** (the default) runs the
+trained layers on the whole partitioned graph exactly as the same PyG model on the whole
+graph would — layer by layer, one halo exchange per layer, each layer in chunks of owned
+nodes under ``--eval-budget-mb`` (:mod:`gnnpar.nn.inference`) — or the last sampled
+evaluation is reported as final (``sampled``), or nothing (``none``); the summary's
+``eval`` says which.
 A rank that raises or dies makes every other rank raise, naming it
 (:mod:`gnnpar.faults`).
 
@@ -61,6 +64,7 @@ from gnnpar.errors import ConfigError
 from gnnpar.faults import FailureBoard, agreed
 from gnnpar.graph import DistGraph, global_split_sizes
 from gnnpar.io import write_json
+from gnnpar.nn import flush_pipelines
 from gnnpar.parallel.measure import peak_rss_bytes
 from gnnpar.sampler import mix_int
 from gnnpar.train.checkpoint import load_checkpoint, read_state, save_checkpoint
@@ -346,16 +350,28 @@ class Trainer:
                 self._log_epoch(entry)
         self.eval_stats.reset()
         with self.stats.redirect(self.eval_stats):
-            if isinstance(engine, FullGraphEngine):
-                final = engine.final_accuracy()
-            else:
-                final = full_neighbour_accuracy(self.model, self.graph, ctx, self.split_sizes,
-                                                self.stats, t.precision)
+            final = self._final_accuracy()
         self.record.summary = self._summary(final, comm_totals(self.eval_stats, ctx),
                                             time.perf_counter() - wall, peak_memory(ctx))
         self.record.status = "complete"
         self._write_record()
         return self.record.summary
+
+    def _final_accuracy(self) -> dict[str, float | None]:
+        """The run's final accuracies as ``--eval`` asks (collective for ``full``)."""
+        t = self.cfg.train
+        if t.eval == "none":
+            return dict.fromkeys(("train_acc", "val_acc", "test_acc"))
+        if t.eval == "sampled":
+            last = self.record.epochs[-1] if self.record.epochs else {}
+            return {"train_acc": None, "val_acc": last.get("val_acc"),
+                    "test_acc": last.get("test_acc")}
+        engine = self.engine
+        flush_pipelines(engine.module)  # no stale halo exchange left in flight
+        plan = engine.halo.exchange.plan if isinstance(engine, FullGraphEngine) else None
+        return dict(full_neighbour_accuracy(
+            self.model, self.graph, self.ctx, self.split_sizes, self.stats, t.precision,
+            int(t.eval_budget_mb * 2**20), plan))
 
     def _log_epoch(self, entry: dict[str, Any]) -> None:
         t = self.cfg.train
@@ -368,7 +384,7 @@ class Trainer:
                  t.epochs, entry["train_loss"], entry["train_acc"], accuracy,
                  entry["epoch_time_s"], rate)
 
-    def _summary(self, final: dict[str, float], eval_comm: dict[str, dict[str, int]],
+    def _summary(self, final: dict[str, float | None], eval_comm: dict[str, dict[str, int]],
                  wall: float, memory: dict[str, int | None]) -> dict[str, Any]:
         epochs = self.record.epochs
         steady = epochs[1:] if len(epochs) > 1 else epochs  # the first one warms up
@@ -378,6 +394,7 @@ class Trainer:
         kinds = sorted({k for e in steady for k in e["comm"]})
         return {
             "mode": self.cfg.train.mode,
+            "eval": self.cfg.train.eval,
             "epochs": len(epochs),
             "steps_per_epoch": self.engine.steps_per_epoch,
             **final,

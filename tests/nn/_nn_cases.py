@@ -12,7 +12,8 @@ import numpy as np
 import torch
 from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
-from torch_geometric.nn.models import GCN
+from torch_geometric.nn.models import GAT, GCN, GIN, GraphSAGE
+from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpar.datasets.graph import GraphDataset
 
@@ -22,6 +23,11 @@ CLASSES = 3
 KINDS = ("gcn", "gcn_noloops", "sage", "gat", "pyg_gcn")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 TOL = {"float64": 1e-9, "float32": 1e-5}
+
+GNNS = ("sage", "sage_max", "gcn", "gcn_noloops", "gat", "gin")
+"""PyG models of the layer-wise inference checks: every path of gnnpar.nn.inference."""
+BUDGETS = (1, 2000, 10**9)
+"""Chunk budgets in bytes: one row per chunk, a few rows, the whole part at once."""
 
 FP_SEED = 11
 TRAIN_EPOCHS = 40
@@ -99,6 +105,29 @@ def make_model(kind: str, dtype: torch.dtype, seed: int = 0) -> nn.Module:
     return model.to(dtype)
 
 
+def make_gnn(kind: str, seed: int = 0) -> BasicGNN:
+    """A 3-layer float64 PyG model of ``kind`` (:data:`GNNS`), initialised from ``seed``."""
+    torch.manual_seed(seed)
+    models = {
+        "sage": lambda: GraphSAGE(FEAT, HIDDEN, 3, CLASSES),
+        "sage_max": lambda: GraphSAGE(FEAT, HIDDEN, 3, CLASSES, aggr="max"),
+        "gcn": lambda: GCN(FEAT, HIDDEN, 3, CLASSES),
+        "gcn_noloops": lambda: GCN(FEAT, HIDDEN, 3, CLASSES, add_self_loops=False),
+        "gat": lambda: GAT(FEAT, HIDDEN, 3, CLASSES, heads=2),
+        "gin": lambda: GIN(FEAT, HIDDEN, 3, CLASSES),
+    }
+    return models[kind]().double().eval()
+
+
+def gnn_reference(dataset: GraphDataset, kind: str) -> torch.Tensor:
+    """``make_gnn(kind)`` on the whole graph in one process (PyG's own forward)."""
+    x = torch.from_numpy(dataset.x).double()
+    edge_index = torch.from_numpy(np.stack([dataset.src, dataset.dst]))
+    with torch.no_grad():
+        out: torch.Tensor = make_gnn(kind)(x, edge_index)
+    return out
+
+
 def plain_name(name: str) -> str:
     """Parameter name without the DistConv wrapper's ``.conv``."""
     return name.replace(".conv.", ".")
@@ -155,7 +184,7 @@ def worker(tasks: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
     import gnnpar.distributed as gdist
 
     ctx = gdist.init()
-    funcs = {"exact": _exact, "train": _train, "resume": _resume}
+    funcs = {"exact": _exact, "inference": _inference, "train": _train, "resume": _resume}
     return {name: to_numpy(funcs[task](ctx, *args)) for name, (task, args) in tasks.items()}
 
 
@@ -187,6 +216,26 @@ def _exact(ctx: Any, part_dirs: dict[str, str], weights: dict[str, np.ndarray],
                 bns, make_model(kind, torch.float64), x32.double(), orig, weights[name], ctx)
         result[name] = {"orig_ids": orig, "runs": runs}
     result["feature_parallel"] = _feature_parallel(ctx, part_dirs["directed"], fp_seed)
+    return result
+
+
+def _inference(ctx: Any, part_dirs: dict[str, str]) -> dict[str, Any]:
+    """Layer-wise inference of every :data:`GNNS` model under every :data:`BUDGETS`."""
+    from gnnpar.comm import CommStats
+    from gnnpar.graph import DistGraph
+    from gnnpar.nn.inference import layerwise_inference
+
+    result: dict[str, Any] = {}
+    for name, part_dir in part_dirs.items():
+        g = DistGraph.load(part_dir, ctx)
+        x = torch.from_numpy(np.array(g.part.feat)).double()
+        runs: dict[str, Any] = {}
+        for kind in GNNS:
+            for budget in BUDGETS:
+                stats = CommStats()
+                out = layerwise_inference(make_gnn(kind), g, ctx, x, budget, stats)
+                runs[f"{kind}/{budget}"] = {"out": out, "stats": stats.as_dict()}
+        result[name] = {"orig_ids": np.array(g.part.orig_ids), "runs": runs}
     return result
 
 

@@ -2,8 +2,9 @@
 
 Process start-up (importing torch and PyG) costs seconds per rank on a loaded 2-core
 machine, so each world size runs once and the tests read its results: exactness on two
-partitioned graphs at every size; at 2 ranks also training with the communication
-reducers and resuming full-graph training, both through the Trainer.
+partitioned graphs at every size, of the layers and of layer-wise inference; at 2 ranks
+also training with the communication reducers and resuming full-graph training, both
+through the Trainer.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def nn_run(request: pytest.FixtureRequest,
     weights = {k: cases.loss_weights(d.num_nodes) for k, d in datasets.items()}
     dirs = {k: str(root / k) for k in datasets}
     tasks: dict[str, tuple[str, tuple[Any, ...]]] = {
-        "exact": ("exact", (dirs, weights, FP_SEED))}
+        "exact": ("exact", (dirs, weights, FP_SEED)), "inference": ("inference", (dirs,))}
     if world == 2:
         # Features alone: ~59% test accuracy (2-layer MLP); exact 2-layer GCN: ~95%.
         graph = sbm(num_nodes=2000, avg_degree=10, num_classes=4, feat_dim=16, seed=0,

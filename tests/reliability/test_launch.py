@@ -130,3 +130,29 @@ def test_under_torchrun_an_error_prints_once(parts: Path, tmp_path: Path) -> Non
     assert proc.returncode != 0
     ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("gnnpar-train: error:")]
     assert len(ours) == 1 and "--fanouts" in ours[0], proc.stderr
+
+
+def test_under_torchrun_a_spec_is_never_partitioned_while_others_wait(tmp_path: Path) -> None:
+    # No rank may sit in a collective while another partitions: the spec is refused at
+    # once with the command that partitions it, and that command makes the rerun work.
+    spec = "synthetic:sbm?nodes=900&feat_dim=8&classes=3&seed=4"
+    train = [spec, "--root", str(tmp_path / "data"), "--undirected", *RUN,
+             "--epochs", "1", "--timeout-s", "30"]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc-per-node", "2", "-m", "gnnpar.train"]
+    started = time.monotonic()
+    proc = subprocess.run([*torchrun, *train, "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert time.monotonic() - started < 25  # well inside the 30 s collective timeout
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("gnnpar-train: error:")]
+    assert len(ours) == 1 and "no partition into 2 parts" in ours[0], proc.stderr
+    command = ours[0].split("`")[1]
+    assert command.startswith("gnnpar-partition ") and "--undirected" in command
+    argv = shlex.split(command)
+    made = subprocess.run([sys.executable, "-m", "gnnpar.partition", *argv[1:], "--no-progress"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    again = subprocess.run([*torchrun, *train, "--out", str(tmp_path / "run")],
+                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr

@@ -64,26 +64,44 @@ def test_sample_neighbors_uniform(degree: int) -> None:
     assert torch.equal(table, again)
 
 
-def test_relabel_first_appearance_order_own_nodes_first() -> None:
-    rng = np.random.default_rng(0)
-    n_id = rng.choice(1000, 50, replace=False)
-    nbr = rng.integers(0, 1000, (100, 4))
-    nbr[rng.random((100, 4)) < 0.2] = -1  # missing edges
-    owned = (nbr >= 0) & (nbr < 300)  # "this rank" owns ids below 300
-    slot = torch.full((1001,), -1, dtype=torch.int32)
-    slot[torch.from_numpy(n_id)] = torch.arange(50, dtype=torch.int32)
-    new, src, pos, n_own = relabel(torch.from_numpy(nbr), slot, 50, torch.from_numpy(owned))
-    flat = nbr.reshape(-1)
+def _relabel_brute_force(n_id: list[int], flat: list[int],
+                         owned: list[bool] | None) -> tuple[list[int], list[int], int]:
+    """New ids (own first, each group in first-appearance order), kept entries' local ids,
+    number of own new ids (all of them when ``owned`` is ``None``)."""
     first: list[int] = []
-    for g in flat.tolist():
-        if g >= 0 and g not in n_id.tolist() and g not in first:
+    for g in flat:
+        if g >= 0 and g not in n_id and g not in first:
             first.append(g)
-    want = [g for g in first if g < 300] + [g for g in first if g >= 300]
-    assert new.tolist() == want and n_own == sum(g < 300 for g in first)
-    index = {int(g): i for i, g in enumerate([*n_id.tolist(), *want])}
-    assert pos.tolist() == [i for i, g in enumerate(flat.tolist()) if g >= 0]
-    assert src.tolist() == [index[g] for g in flat.tolist() if g >= 0]
-    assert all(int(slot[g]) == index[g] for g in index)
+    own = {g for g, o in zip(flat, owned, strict=True) if o} if owned is not None else set(first)
+    want = [g for g in first if g in own] + [g for g in first if g not in own]
+    index = {g: i for i, g in enumerate([*n_id, *want])}
+    return want, [index[g] for g in flat if g >= 0], len(own & set(first))
+
+
+@pytest.mark.parametrize("with_owned", [True, False])
+@pytest.mark.parametrize("shape", [(100, 4), (0, 4), (30, 1)])
+def test_relabel_first_appearance_order_own_nodes_first(with_owned: bool,
+                                                        shape: tuple[int, int]) -> None:
+    rng = np.random.default_rng(shape[0])
+    n_id = rng.choice(1000, 50, replace=False)
+    nbr = rng.integers(0, 1000, shape)
+    nbr[rng.random(shape) < 0.2] = -1  # missing edges
+    owned = (nbr >= 0) & (nbr < 300)  # "this rank" owns ids below 300
+    new, src, pos, n_own = relabel(torch.from_numpy(nbr), torch.from_numpy(n_id),
+                                   torch.from_numpy(owned) if with_owned else None,
+                                   num_ids=1000 if with_owned else 1 << 40)
+    flat = nbr.reshape(-1).tolist()
+    want, local, want_own = _relabel_brute_force(
+        n_id.tolist(), flat, owned.reshape(-1).tolist() if with_owned else None)
+    assert new.tolist() == want and n_own == want_own
+    assert pos.tolist() == [i for i, g in enumerate(flat) if g >= 0]
+    assert src.tolist() == local
+
+
+def test_relabel_of_an_empty_batch() -> None:
+    empty = torch.zeros(0, dtype=torch.int64)
+    new, src, pos, n_own = relabel(empty.view(0, 3), empty, None)
+    assert new.numel() == src.numel() == pos.numel() == n_own == 0
 
 
 def test_mix_with_equals_the_scalar_hash() -> None:

@@ -109,6 +109,25 @@ def resume(part_dir: str, out: str) -> dict[str, Any]:
     return res
 
 
+EVAL_RUNS = {"full": {}, "full_chunked": {"eval_budget_mb": 2**-10},
+             "sampled": {"eval": "sampled"}, "none": {"eval": "none"}}
+"""One short run per ``--eval`` setting; ``full_chunked``: inference in 1 KiB chunks."""
+
+
+def eval_runs(part_dir: str, out: str) -> dict[str, Any]:
+    """Train each of :data:`EVAL_RUNS`; their run records."""
+    from gnnpar.distributed import init
+    from gnnpar.train.trainer import Trainer
+
+    ctx = init()
+    records = {}
+    for name, settings in EVAL_RUNS.items():
+        trainer = Trainer(small_config(f"{out}/{name}", epochs=1, **settings), part_dir, ctx)
+        trainer.fit()
+        records[name] = trainer.record.to_dict()
+    return records
+
+
 def failing(part_dir: str, out: str, mode: str, bad_rank: int, at_step: int,
             timeout_s: float = 20.0) -> str:
     """Train; rank ``bad_rank`` raises (``mode="raise"``) or dies (``"exit"``) mid-epoch.

@@ -1,7 +1,7 @@
 """Fixtures of the trainer tests: test graphs, their partitions, and one grouped 2-rank run.
 
 Starting ranks costs more than the trainings themselves, so the 2-rank checks that leave
-the process group healthy (accuracy, resume, bad input) share one spawned run,
+the process group healthy (accuracy, resume, bad input, ``--eval``) share one spawned run,
 :func:`two_ranks`; failure tests and the 1-rank and 4-rank runs have their own.
 """
 
@@ -80,5 +80,6 @@ def two_ranks(small_parts: dict[int, str], accuracy_parts: dict[int, str],
                                _workers.small_config(str(root / "accuracy"), **_workers.ACCURACY))),
         "resume": ("resume", (small_parts[2], str(root / "resume"))),
         "bad_inputs": ("bad_inputs", (bad,)),
+        "eval": ("eval_runs", (small_parts[2], str(root / "eval"))),
     }
     return run_multiproc(_workers.jobs, 2, todo, timeout=600)

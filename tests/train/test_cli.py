@@ -38,6 +38,10 @@ def test_defaults_and_flags() -> None:
     assert cfg.sample.fanouts == (15, 10, 5) and cfg.sample.batch_size == 256
     assert not cfg.sample.prefetch and (cfg.train.epochs, cfg.train.lr) == (3, 0.1)
     assert (cfg.run.out, cfg.run.checkpoint_steps, cfg.run.timeout_s) == ("r", 5, 30.0)
+    assert (cfg.train.eval, cfg.train.eval_budget_mb) == ("full", 256.0)
+    cfg = parse(["--eval", "sampled", "--eval-budget-mb", "0.5"])
+    assert (cfg.train.eval, cfg.train.eval_budget_mb) == ("sampled", 0.5)
+    assert parse(["--mode", "full", "--eval", "none"]).train.eval == "none"
 
 
 def test_every_field_has_a_docstring_shown_in_help() -> None:
@@ -66,6 +70,9 @@ def test_every_field_has_a_docstring_shown_in_help() -> None:
     (["--resume"], "run.out", "--out"),
     (["--out", "r", "--resume", "--overwrite"], "run.resume", "--resume"),
     (["--split", "0.9,0.9,0.1"], "data.split", "--split"),
+    (["--eval", "exact"], "train.eval", "--eval"),
+    (["--mode", "full", "--eval", "sampled"], "train.eval", "--eval"),
+    (["--eval-budget-mb", "0"], "train.eval_budget_mb", "--eval-budget-mb"),
 ])
 def test_validation_names_field_and_flag(argv: list[str], field: str, flag: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -198,6 +205,9 @@ def test_resume_refuses_other_settings(tmp_path: Path) -> None:
         "config": cfg.to_dict(), "epochs": [{}, {}], "partial": [],
         "position": {"epoch": 2, "step": 0}})
     check_resume(out, parse(["--out", str(out), "--resume", "--epochs", "6", "--no-progress"]))
+    # What the run ends with changes no training step.
+    check_resume(out, parse(["--out", str(out), "--resume", "--eval", "none",
+                             "--eval-budget-mb", "1"]))
     with pytest.raises(ConfigError) as info:
         check_resume(out, parse(["--out", str(out), "--resume", "--lr", "0.01",
                                  "--fanouts", "5,5"]))

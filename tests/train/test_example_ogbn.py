@@ -45,6 +45,14 @@ def write_ogb_layout(d: Path) -> Path:
 def test_train_ogbn_example_under_torchrun(tmp_path: Path) -> None:
     meta = write_ogb_layout(tmp_path / "ogbn_tiny")
     run = tmp_path / "run"
+    # Under torchrun the partition is made first, where the refusal's command writes it.
+    parts = partition_cache_dir(parse([str(meta), "--root", str(tmp_path / "data"),
+                                       "--undirected"]), 2)
+    made = subprocess.run(
+        [sys.executable, "-m", "gnnpar.partition", str(meta), "--root", str(tmp_path / "data"),
+         "--undirected", "--num-parts", "2", "--out", str(parts), "--no-progress"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
          "2", str(EXAMPLE), str(meta), "--root", str(tmp_path / "data"), "--epochs", "2",
@@ -56,8 +64,6 @@ def test_train_ogbn_example_under_torchrun(tmp_path: Path) -> None:
     record = json.loads((run / "record.json").read_text())
     assert record["env"]["world_size"] == 2 and len(record["epochs"]) == 2
     assert record["config"]["data"]["undirected"]  # the example's own default
-    parts = partition_cache_dir(parse([str(meta), "--root", str(tmp_path / "data"),
-                                       "--undirected"]), 2)
     part_meta = json.loads((parts / "meta.json").read_text())
     assert part_meta["num_nodes"] == 1200 and part_meta["num_parts"] == 2
     assert record["partition"]["dir"] == str(parts)
