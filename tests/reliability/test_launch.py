@@ -140,11 +140,10 @@ def test_under_torchrun_a_spec_is_never_partitioned_while_others_wait(tmp_path: 
              "--epochs", "1", "--timeout-s", "30"]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 "--nproc-per-node", "2", "-m", "gnnpar.train"]
-    started = time.monotonic()
     proc = subprocess.run([*torchrun, *train, "--out", str(tmp_path / "run")],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode != 0
-    assert time.monotonic() - started < 25  # well inside the 30 s collective timeout
+    assert not (tmp_path / "data" / "partitions").exists()  # nothing was partitioned
     ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("gnnpar-train: error:")]
     assert len(ours) == 1 and "no partition into 2 parts" in ours[0], proc.stderr
     command = ours[0].split("`")[1]
