@@ -199,6 +199,7 @@ class _Layerwise:
             weight = inv.index_select(0, s) * inv.index_select(0, d + lo)
             out = SparseAdjacency(s, d, weight, hi - lo, h_all.size(0)) @ h_all
             if loops:  # PyG's rule: existing self-loops are replaced by one of weight 1
+                # (also with improved=True: without edge weights PyG fills with ones)
                 out = out + h_all[lo:hi] * inv[lo:hi].square().unsqueeze(-1)
         else:
             out = conv.propagate(torch.stack([src, dst]), x=h_all, edge_weight=None,

@@ -24,7 +24,7 @@ KINDS = ("gcn", "gcn_noloops", "sage", "gat", "pyg_gcn")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 TOL = {"float64": 1e-9, "float32": 1e-5}
 
-GNNS = ("sage", "sage_max", "gcn", "gcn_noloops", "gat", "gin")
+GNNS = ("sage", "sage_max", "gcn", "gcn_improved", "gcn_noloops", "gat", "gin")
 """PyG models of the layer-wise inference checks: every path of gnnpar.nn.inference."""
 BUDGETS = (1, 2000, 10**9)
 """Chunk budgets in bytes: one row per chunk, a few rows, the whole part at once."""
@@ -112,6 +112,7 @@ def make_gnn(kind: str, seed: int = 0) -> BasicGNN:
         "sage": lambda: GraphSAGE(FEAT, HIDDEN, 3, CLASSES),
         "sage_max": lambda: GraphSAGE(FEAT, HIDDEN, 3, CLASSES, aggr="max"),
         "gcn": lambda: GCN(FEAT, HIDDEN, 3, CLASSES),
+        "gcn_improved": lambda: GCN(FEAT, HIDDEN, 3, CLASSES, improved=True),
         "gcn_noloops": lambda: GCN(FEAT, HIDDEN, 3, CLASSES, add_self_loops=False),
         "gat": lambda: GAT(FEAT, HIDDEN, 3, CLASSES, heads=2),
         "gin": lambda: GIN(FEAT, HIDDEN, 3, CLASSES),
