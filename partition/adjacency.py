@@ -39,6 +39,7 @@ DEFAULT_BUDGET = 2 << 30  # bytes of working set, gnnpar-partition --memory-budg
 _CHUNK_BYTES_PER_EDGE = 64
 _BUCKET_BYTES_PER_EDGE = 32
 _MIN_ENTRIES = 1 << 10
+_OPEN_FILES = 256  # bucket files written at a time
 
 Chunks = Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]
 
@@ -154,8 +155,8 @@ def group(num_nodes: int, chunks: Chunks, row_bound: np.ndarray, simple: bool,
 
     Args:
         num_nodes: ``N`` (rows and columns).
-        chunks: Yields ``(rows, cols)`` int64 arrays; called twice when the entries need
-            more than one bucket.
+        chunks: Yields ``(rows, cols)`` int64 arrays; called again for each group of
+            :data:`_OPEN_FILES` buckets when the entries need more than one.
         row_bound: int64 ``[N]`` at least the number of entries of each row (exact
             without ``simple``).
         simple: Drop diagonal entries and repeats (the simple graph), else keep all.
@@ -175,7 +176,7 @@ def group(num_nodes: int, chunks: Chunks, row_bound: np.ndarray, simple: bool,
     buckets = [out.with_name(f"{out.name}.bucket-{i}") for i in range(len(cuts) - 1)]
     try:
         if len(buckets) > 1:
-            _scatter(chunks, np.asarray(cuts[1:-1], dtype=np.int64), simple, n, buckets)
+            _scatter(chunks, cuts, simple, n, buckets)
         with open(out, "wb") as f:
             for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
                 if len(buckets) > 1:
@@ -214,27 +215,38 @@ def _keys(rows: np.ndarray, cols: np.ndarray, simple: bool, n: int) -> np.ndarra
     return keys
 
 
-def _scatter(chunks: Chunks, inner_cuts: np.ndarray, simple: bool, n: int,
+def _scatter(chunks: Chunks, cuts: list[int], simple: bool, n: int,
              buckets: list[Path]) -> None:
-    """Append every entry's key to the file of the bucket holding its row."""
-    files = [open(path, "wb") for path in buckets]  # noqa: SIM115 - closed below
-    try:
-        for rows, cols in chunks():
-            keys = _keys(rows, cols, simple, n)
-            del rows, cols
-            which = np.searchsorted(inner_cuts * n, keys, side="right")
-            order = np.argsort(which, kind="stable")
-            keys, which = keys[order], which[order]
-            del order
-            ends = np.searchsorted(which, np.arange(1, len(files) + 1))
-            start = 0
-            for f, end in zip(files, ends.tolist(), strict=True):
-                if end > start:
-                    keys[start:end].tofile(f)
-                start = end
-    finally:
-        for f in files:
-            f.close()
+    """Append every entry's key to the file of the bucket holding its row.
+
+    At most :data:`_OPEN_FILES` bucket files are open at a time: with more buckets, one
+    pass over the chunks fills each group of them (a small budget on a large graph costs
+    passes, not file handles).
+    """
+    for g0 in range(0, len(buckets), _OPEN_FILES):
+        g1 = min(g0 + _OPEN_FILES, len(buckets))
+        lo, hi = cuts[g0] * n, cuts[g1] * n
+        inner = np.asarray(cuts[g0 + 1:g1], dtype=np.int64) * n
+        files = [open(path, "wb") for path in buckets[g0:g1]]  # noqa: SIM115 - closed below
+        try:
+            for rows, cols in chunks():
+                keys = _keys(rows, cols, simple, n)
+                del rows, cols
+                if g0 or g1 < len(buckets):
+                    keys = keys[(keys >= lo) & (keys < hi)]
+                which = np.searchsorted(inner, keys, side="right")
+                order = np.argsort(which, kind="stable")
+                keys, which = keys[order], which[order]
+                del order
+                ends = np.searchsorted(which, np.arange(1, len(files) + 1))
+                start = 0
+                for f, end in zip(files, ends.tolist(), strict=True):
+                    if end > start:
+                        keys[start:end].tofile(f)
+                    start = end
+        finally:
+            for f in files:
+                f.close()
 
 
 def group_in_edges(num_nodes: int, src: np.ndarray, dst: np.ndarray, workdir: Path,

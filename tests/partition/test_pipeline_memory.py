@@ -46,6 +46,7 @@ def test_grouping_equals_brute_force(tmp_path: Path, budget: int,
     n = 700
     src, dst = multigraph(n)
     monkeypatch.setattr(adjacency, "_MIN_ENTRIES", 64)  # many chunks and buckets
+    monkeypatch.setattr(adjacency, "_OPEN_FILES", 3)  # buckets filled in several passes
     ins = group_in_edges(n, on_disk(tmp_path, "src", src), on_disk(tmp_path, "dst", dst),
                          tmp_path, budget)
     # Reference: every edge once, grouped by destination, sources ascending.
