@@ -7,7 +7,7 @@ dataset spec strings every gnnpar CLI accepts (:func:`load_dataset`, with ``feat
 """
 
 from gnnpar.datasets.graph import GraphDataset, split_sizes
-from gnnpar.datasets.loaders import from_dgl, from_edge_list, from_npz, from_pyg
+from gnnpar.datasets.loaders import from_dgl, from_edge_list, from_npz, from_pyg, from_pyg_link
 from gnnpar.datasets.ogb import load_ogb
 from gnnpar.datasets.spec import DEFAULT_SPEC, load_dataset, parse_split
 from gnnpar.datasets.synthetic import rmat, sbm
@@ -19,6 +19,7 @@ __all__ = [
     "from_edge_list",
     "from_npz",
     "from_pyg",
+    "from_pyg_link",
     "load_dataset",
     "load_ogb",
     "parse_split",

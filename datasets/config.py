@@ -9,15 +9,19 @@ flag per field, see :mod:`gnnpar.config`), so a graph is named the same way ever
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gnnpar.config import check_int, option
+from gnnpar.config import check_choice, check_int, option
 from gnnpar.datasets.spec import DEFAULT_SPEC
 from gnnpar.errors import ConfigError, DatasetError
 
 if TYPE_CHECKING:
     from gnnpar.datasets.graph import GraphDataset
+
+log = logging.getLogger("gnnpar")
+TASKS = ("node", "link")
 
 
 @dataclass
@@ -40,10 +44,16 @@ class DataConfig:
     """Node labels of an edge list: .npy or CSV, one integer class per node (-1 =
     unlabelled)."""
 
+    task: str = "node"
+    """What the graph is for: node (classification of labelled nodes) or link
+    (prediction of edges: supervision edges and fixed negatives per split)."""
+
     split: str | None = None
     """Train/val/test split: fractions of the labelled nodes (e.g. 0.6,0.2,0.2; a
     random split seeded by --split-seed) or three files of node ids
-    (TRAIN,VAL,TEST, .npy or one id per line); replaces the dataset's own split."""
+    (TRAIN,VAL,TEST, .npy or one id per line); with --task link, fractions of the
+    edges (e.g. 0.85,0.05,0.1: val/test edges leave the graph, 100 random candidate
+    negatives each); replaces the dataset's own split."""
 
     split_seed: int = 0
     """Seed of the random split of --split fractions."""
@@ -58,22 +68,45 @@ class DataConfig:
             raise ConfigError("the dataset is empty.", field="data.dataset",
                               fix="pass a dataset spec such as synthetic:sbm.")
         check_int(DataConfig, "data.split_seed", self.split_seed, 0)
+        check_choice(DataConfig, "data.task", self.task, TASKS)
         if self.split is not None:
             from gnnpar.datasets.spec import parse_split
 
             try:
-                parse_split(self.split)
+                split = parse_split(self.split)
             except DatasetError as exc:
                 raise ConfigError(f"--split {self.split}: {exc.message}", field="data.split",
                                   fix=exc.fix) from None
+            if self.task == "link" and isinstance(split[0], str):
+                raise ConfigError(f"--split {self.split} names files, and a link split is "
+                                  "one of the edges.", field="data.split",
+                                  fix="pass fractions of the edges, e.g. --split 0.85,0.05,0.1 "
+                                  "(or a dataset with its own supervision edges).")
         return self
 
     def load(self) -> GraphDataset:
-        """The dataset, with the edge-list files and the split applied (validated)."""
+        """The dataset, with the edge-list files and the split applied (validated).
+
+        With ``task="link"``, ``split`` fractions split the edges after ``undirected``
+        (:meth:`GraphDataset.random_link_split`), and the result must have training
+        supervision edges.
+        """
         from gnnpar.datasets.spec import load_dataset, parse_split
 
+        split = None if self.split is None else parse_split(self.split)
+        link = self.task == "link"
         dataset = load_dataset(
             self.dataset, self.root, features=self.features, labels=self.labels,
-            split=None if self.split is None else parse_split(self.split),
-            split_seed=self.split_seed)
-        return dataset.to_undirected() if self.undirected else dataset
+            split=None if link else split, split_seed=self.split_seed)
+        if self.undirected:
+            dataset = dataset.to_undirected()
+        if link and split is not None:
+            fractions = tuple(float(f) for f in split)
+            dataset = dataset.random_link_split(fractions, seed=self.split_seed)
+            log.info("%s: a random link split %s of the edges (seed %d): train %d, val %d, "
+                     "test %d edges.", self.dataset, self.split, self.split_seed,
+                     len(dataset.train_edges), len(dataset.val_edges),
+                     len(dataset.test_edges))
+        if link:
+            dataset.require_link_task(self.dataset)
+        return dataset

@@ -3,7 +3,9 @@
 A homogeneous graph for node property prediction: ``num_nodes``, edges as int64
 ``src``/``dst`` arrays in message direction (source -> destination), float32 features
 ``x`` ``[N, F]`` (possibly a read-only memory map), int64 labels ``y`` (-1 = unlabelled)
-and three disjoint split index arrays.
+and three disjoint split index arrays; optionally float32 edge features ``edge_attr``
+``[E, D]`` (row ``i`` is edge ``i``'s: an edge's id is its position in ``src``/``dst``) and
+link-prediction supervision edges and negatives (:mod:`gnnpar.datasets.link_split`).
 
 On disk a dataset is a directory of ``.npy`` files plus ``dataset.json``::
 
@@ -13,6 +15,9 @@ On disk a dataset is a directory of ``.npy`` files plus ``dataset.json``::
       x.npy            float32 [N, F]      (absent when the graph has no features)
       y.npy            int64 [N]           (absent when the graph has no labels)
       train_idx.npy val_idx.npy test_idx.npy   int64
+      edge_attr.npy    float32 [E, D]      (version 2; absent without edge features)
+      train_edges.npy val_edges.npy test_edges.npy   int64 [M, 2]   (version 2)
+      val_neg.npy test_neg.npy   int64 [M, C] or [M', 2] as dataset.json's neg_kind says
 
 Loading memory-maps every array (``mmap_mode="r"``) and never unpickles.
 
@@ -32,6 +37,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gnnpar.datasets.link_split import (
+    EDGE_SPLITS,
+    LINK_FIX,
+    NEG_SPLITS,
+    check_link_fields,
+    empty_pairs,
+    random_link_split,
+)
 from gnnpar.errors import DatasetError
 from gnnpar.io import atomic_directory, copy_rows, load_npy, read_json, save_npy, write_json
 
@@ -39,7 +52,9 @@ if TYPE_CHECKING:
     from torch_geometric.data import Data
 
 FORMAT = "gnnpar-dataset"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Version 2 added edge features and link supervision (absent from version 1 files)."""
 SPLITS = ("train_idx", "val_idx", "test_idx")
 _CHUNK_ROWS = 1 << 16
 # Fractions may sum to 1 + SPLIT_TOLERANCE (float error in "0.7,0.2,0.1"); a product
@@ -188,6 +203,11 @@ class GraphDataset:
         test_idx: int64 test node ids.
         name: A name for logs and records.
         num_classes: Number of classes; by default ``max(y) + 1``.
+        edge_attr: float32 ``[E, D]`` edge features (row = edge id), or ``None``.
+        train_edges, val_edges, test_edges: int64 ``[M, 2]`` link supervision edges.
+        val_neg, test_neg: Fixed evaluation negatives, as ``neg_kind`` says.
+        neg_kind: ``"per_edge"`` (``[M, C]`` candidates per positive) or ``"shared"``
+            (``[M', 2]`` pairs); see :mod:`gnnpar.datasets.link_split`.
 
     Example::
 
@@ -206,6 +226,13 @@ class GraphDataset:
     test_idx: np.ndarray = field(default_factory=_empty_idx)
     name: str = "graph"
     num_classes: int | None = None
+    edge_attr: np.ndarray | None = None
+    train_edges: np.ndarray = field(default_factory=empty_pairs)
+    val_edges: np.ndarray = field(default_factory=empty_pairs)
+    test_edges: np.ndarray = field(default_factory=empty_pairs)
+    val_neg: np.ndarray = field(default_factory=empty_pairs)
+    test_neg: np.ndarray = field(default_factory=empty_pairs)
+    neg_kind: str = "per_edge"
 
     def __post_init__(self) -> None:
         self.num_nodes = int(self.num_nodes)
@@ -223,6 +250,16 @@ class GraphDataset:
     def feat_dim(self) -> int:
         """Feature width ``F`` (0 without features)."""
         return 0 if self.x is None else int(self.x.shape[1])
+
+    @property
+    def edge_dim(self) -> int:
+        """Edge feature width ``D`` (0 without edge features)."""
+        return 0 if self.edge_attr is None else int(self.edge_attr.shape[1])
+
+    @property
+    def has_link_task(self) -> bool:
+        """Whether the dataset has training supervision edges."""
+        return len(self.train_edges) > 0
 
     def in_degree(self) -> np.ndarray:
         """int64 ``[N]`` number of in-edges of each node."""
@@ -295,6 +332,7 @@ class GraphDataset:
             if len(self.y) and int(np.max(self.y)) >= max(self.num_classes or 0, 1):
                 raise fail("y", f"holds label {int(np.max(self.y))} >= num_classes "
                            f"{self.num_classes}.", "raise num_classes or fix the labels.")
+        check_link_fields(self, where)
         return self.validate_splits(path)
 
     def validate_splits(self, path: str | os.PathLike[str] | None = None) -> GraphDataset:
@@ -359,13 +397,41 @@ class GraphDataset:
         n_lab = 0 if self.y is None else int((np.asarray(self.y) >= 0).sum())
         if n_lab == 0:
             what = "no node labels" if self.y is None else "only unlabelled nodes (y = -1)"
+            fix = (f"pass --task link: it has {len(self.train_edges):,} link supervision "
+                   "edges" if self.has_link_task else LABELS_FIX)
             raise DatasetError(f"the graph has {what}; node classification needs labels.",
-                               path=loc, field="y", fix=LABELS_FIX + ".")
+                               path=loc, field="y", fix=fix + ".")
         if len(self.train_idx) == 0:
             raise DatasetError(f"the training split is empty ({n_lab:,} of "
                                f"{self.num_nodes:,} nodes are labelled).", path=loc,
                                field="train_idx", fix=TRAIN_SPLIT_FIX)
         return self
+
+    def require_link_task(self, where: str | os.PathLike[str] | None = None) -> GraphDataset:
+        """Check that the dataset can train a link predictor: training supervision edges.
+
+        Raises:
+            DatasetError: No training supervision edge (field ``train_edges``).
+        """
+        if not self.has_link_task:
+            raise DatasetError("the graph has no link supervision edges (train_edges is "
+                               "empty); link prediction needs them.",
+                               path=where if where is not None else self.name,
+                               field="train_edges", fix=LINK_FIX)
+        return self
+
+    def random_link_split(self, fractions: Sequence[float], seed: int = 0,
+                          num_neg: int = 100) -> GraphDataset:
+        """A copy with a seeded random link split of the edges.
+
+        See :func:`gnnpar.datasets.link_split.random_link_split`.
+
+        Example::
+
+            ds = gnnpar.load_dataset("edges.csv").random_link_split((0.85, 0.05, 0.1))
+        """
+        f = check_split_fractions(fractions, self.name)
+        return random_link_split(self, f, seed, num_neg)
 
     # ------------------------------------------------------------------ transforms
     def random_split(self, fractions: Sequence[float], seed: int = 0) -> GraphDataset:
@@ -412,6 +478,11 @@ class GraphDataset:
         Args:
             remove_self_loops: Also drop edges ``v -> v``.
         """
+        if self.edge_attr is not None:
+            raise DatasetError("cannot symmetrise a graph with edge features (which "
+                               "feature would a merged edge keep?).", path=self.name,
+                               field="edge_attr", fix="add the reverse edges, with their "
+                               "features, before loading, or drop --undirected.")
         src, dst = symmetrise(self.num_nodes, self.src, self.dst, remove_self_loops)
         return replace(self, src=src, dst=dst)
 
@@ -428,6 +499,8 @@ class GraphDataset:
             data.x = torch.from_numpy(np.array(self.x, dtype=np.float32))
         if self.y is not None:
             data.y = torch.from_numpy(np.array(self.y, dtype=np.int64))
+        if self.edge_attr is not None:
+            data.edge_attr = torch.from_numpy(np.array(self.edge_attr, dtype=np.float32))
         for fld, mask in zip(SPLITS, ("train_mask", "val_mask", "test_mask"), strict=True):
             m = torch.zeros(self.num_nodes, dtype=torch.bool)
             m[torch.from_numpy(np.array(getattr(self, fld), dtype=np.int64))] = True
@@ -450,6 +523,8 @@ class GraphDataset:
             "train": int(len(self.train_idx)),
             "val": int(len(self.val_idx)),
             "test": int(len(self.test_idx)),
+            "edge_dim": self.edge_dim,
+            **{fld: int(len(getattr(self, fld))) for fld in EDGE_SPLITS},
         }
 
     # ------------------------------------------------------------------ disk
@@ -479,6 +554,10 @@ class GraphDataset:
                 save_npy(tmp / "y.npy", np.asarray(self.y, dtype=np.int64))
             for fld in SPLITS:
                 save_npy(tmp / f"{fld}.npy", np.asarray(getattr(self, fld), dtype=np.int64))
+            if self.edge_attr is not None:
+                save_npy(tmp / "edge_attr.npy", np.asarray(self.edge_attr, dtype=np.float32))
+            for fld in (*EDGE_SPLITS, *NEG_SPLITS):
+                save_npy(tmp / f"{fld}.npy", np.asarray(getattr(self, fld), dtype=np.int64))
             write_json(tmp / "dataset.json", {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
@@ -487,8 +566,11 @@ class GraphDataset:
                 "num_edges": self.num_edges,
                 "feat_dim": self.feat_dim,
                 "num_classes": self.num_classes,
-                "arrays": sorted(["src", "dst", *SPLITS]
-                                 + [a for a in ("x", "y") if getattr(self, a) is not None]),
+                "edge_dim": self.edge_dim,
+                "neg_kind": self.neg_kind,
+                "arrays": sorted(["src", "dst", *SPLITS, *EDGE_SPLITS, *NEG_SPLITS]
+                                 + [a for a in ("x", "y", "edge_attr")
+                                    if getattr(self, a) is not None]),
             })
         return out
 
@@ -505,10 +587,11 @@ class GraphDataset:
         """
         d = Path(path)
         meta = read_json(d / "dataset.json", DatasetError)
-        if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
+        if meta.get("format") != FORMAT or meta.get("format_version") not in READABLE_VERSIONS:
             raise DatasetError(
                 f"format {meta.get('format')!r} version {meta.get('format_version')!r} is not "
-                f"{FORMAT!r} version {FORMAT_VERSION}.", path=d / "dataset.json",
+                f"{FORMAT!r} version {' or '.join(map(str, READABLE_VERSIONS))}.",
+                path=d / "dataset.json",
                 field="format_version", fix="re-save the dataset with this gnnpar version.")
         for key in ("num_nodes", "name"):
             if key not in meta:
@@ -527,11 +610,14 @@ class GraphDataset:
 
         src, dst = arr("src", True), arr("dst", True)
         assert src is not None and dst is not None
+        link = {fld: a for fld in (*EDGE_SPLITS, *NEG_SPLITS)
+                if (a := arr(fld, False)) is not None}
         ds = cls(
             num_nodes=meta["num_nodes"], src=src, dst=dst, x=arr("x", False), y=arr("y", False),
             train_idx=arr("train_idx", True), val_idx=arr("val_idx", True),  # type: ignore[arg-type]
             test_idx=arr("test_idx", True), name=meta["name"],  # type: ignore[arg-type]
-            num_classes=meta.get("num_classes"),
+            num_classes=meta.get("num_classes"), edge_attr=arr("edge_attr", False),
+            neg_kind=meta.get("neg_kind", "per_edge"), **link,
         )
         if ds.num_edges != meta.get("num_edges", ds.num_edges):
             raise DatasetError(f"src.npy has {ds.num_edges} edges but dataset.json says "

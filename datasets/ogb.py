@@ -1,18 +1,24 @@
-"""OGB node-property datasets through the real ``ogb`` package, cached as ``.npy``.
+"""OGB node- and link-property datasets through the real ``ogb`` package, cached as ``.npy``.
 
-``load_ogb`` takes the meta information from ``ogb``'s own ``nodeproppred/master.csv``
-(or from a ``meta_dict``), reads the raw files with ``ogb``'s own readers
-(``read_csv_graph_raw`` / ``read_binary_graph_raw``) and the split CSVs as
-``NodePropPredDataset.get_idx_split`` does, then keeps gnnpar's own cache next to them::
+``load_ogb`` takes the meta information from ``ogb``'s own ``nodeproppred/master.csv`` or
+``linkproppred/master.csv`` (or from a ``meta_dict``), reads the raw files with ``ogb``'s
+own readers (``read_csv_graph_raw`` / ``read_binary_graph_raw``) and the split files as
+``NodePropPredDataset.get_idx_split`` / ``LinkPropPredDataset.get_edge_split`` do, then
+keeps gnnpar's own cache next to them::
 
     ROOT/ogbn_arxiv/          (or meta_dict["dir_path"])
       raw/ split/<split>/     as downloaded from OGB
       gnnpar-v1/              GraphDataset.save directory, memory-mapped on later loads
 
-It never goes through ``NodePropPredDataset.pre_process``: ``ogb`` 1.3.6 caches with
-``torch.save`` and then fails to reload that pickle under torch >= 2.6's ``weights_only``
-default (the second load of a dataset), and it needs a ``processed/`` folder. Nothing here
-loads pickle.
+It never goes through ``NodePropPredDataset.pre_process`` (or the link one): ``ogb`` 1.3.6
+caches with ``torch.save`` and then fails to reload that pickle under torch >= 2.6's
+``weights_only`` default (the second load of a dataset), and it needs a ``processed/``
+folder. Nothing here loads pickle, with one guarded exception: OGB ships link splits only
+as ``torch.save`` files (``split/<split>/train.pt``, ``valid.pt``, ``test.pt``, or
+``split_dict.pt``), read with ``torch.load(weights_only=True)``, whose unpickler builds
+only tensors and containers and refuses every other global (so no code in the file runs);
+numeric numpy arrays, which some OGB split files hold, are allowed through a short
+allowlist (:func:`_torch_split_file`).
 """
 
 from __future__ import annotations
@@ -20,19 +26,27 @@ from __future__ import annotations
 import contextlib
 import csv
 import importlib.util
+import logging
 import os
 import shutil
 import sys
 import tempfile
 import warnings
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gnnpar.datasets.graph import GraphDataset
-from gnnpar.datasets.loaders import features_to_float, labels_to_int, split_to_idx
+from gnnpar.datasets.link_split import EDGE_SPLITS, NEG_SPLITS
+from gnnpar.datasets.loaders import (
+    edge_features_to_float,
+    features_to_float,
+    labels_to_int,
+    split_to_idx,
+)
 from gnnpar.errors import DatasetError
 from gnnpar.io import read_json, sha256_file
 
@@ -40,18 +54,25 @@ CACHE_DIR = "gnnpar-v1"
 # ogb's split file names -> GraphDataset fields.
 _SPLIT_FILES = {"train": "train_idx", "valid": "val_idx", "test": "test_idx"}
 _REQUIRED_META = ("split", "add_inverse_edge", "binary", "is hetero")
+_MASTERS = ("nodeproppred", "linkproppred")
+# ogb's link split files (and the parts of split_dict.pt) -> GraphDataset fields.
+_LINK_SPLITS = {"train": ("train_edges", None), "valid": ("val_edges", "val_neg"),
+                "test": ("test_edges", "test_neg")}
+_LINK_TASK_TYPES = ("link prediction", "KG completion")
+log = logging.getLogger("gnnpar.datasets")
 
 
-def _master() -> dict[str, dict[str, str]]:
-    """``ogb/nodeproppred/master.csv`` as ``{dataset: {key: value}}`` (strings).
+def _master(kind: str = "nodeproppred") -> dict[str, dict[str, str]]:
+    """``ogb/<kind>/master.csv`` as ``{dataset: {key: value}}`` (strings).
 
-    Located without importing ``ogb.nodeproppred`` (which imports torch_geometric).
+    Located without importing ``ogb.nodeproppred`` / ``ogb.linkproppred`` (which import
+    torch_geometric).
     """
     spec = importlib.util.find_spec("ogb")
     if spec is None or not spec.submodule_search_locations:
         raise DatasetError("the ogb package is not installed.", field="ogb",
                            fix="pip install 'ogb>=1.3.6'.")
-    path = Path(spec.submodule_search_locations[0]) / "nodeproppred" / "master.csv"
+    path = Path(spec.submodule_search_locations[0]) / kind / "master.csv"
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
     names = rows[0][1:]
@@ -63,12 +84,14 @@ def _meta_info(
 ) -> tuple[dict[str, str], Path, Path | str]:
     """``(meta info as strings, dataset directory, where the meta came from)``."""
     if meta_dict is None:
-        master = _master()
-        if name not in master:
-            raise DatasetError(f"{name!r} is not an OGB node-property dataset.", field="name",
-                               fix=f"use one of {', '.join(master)}, or pass meta_dict for a "
-                                   "dataset in OGB's layout.")
-        return master[name], root / name.replace("-", "_"), "ogb/nodeproppred/master.csv"
+        masters = {kind: _master(kind) for kind in _MASTERS}
+        for kind, master in masters.items():
+            if name in master:
+                return master[name], root / name.replace("-", "_"), f"ogb/{kind}/master.csv"
+        known = [n for master in masters.values() for n in master]
+        raise DatasetError(f"{name!r} is not an OGB node- or link-property dataset.",
+                           field="name", fix=f"use one of {', '.join(known)}, or pass "
+                           "meta_dict for a dataset in OGB's layout.")
     source: Path | str = "meta_dict"
     base = Path.cwd()
     if not isinstance(meta_dict, dict):
@@ -82,7 +105,8 @@ def _meta_info(
     for key in ("dir_path", *_REQUIRED_META):
         if key not in meta:
             raise DatasetError("key is missing.", path=source, field=key,
-                               fix=f"add {key!r} as in ogb's nodeproppred/master.csv.")
+                               fix=f"add {key!r} as in ogb's nodeproppred/master.csv "
+                                   "(or linkproppred/master.csv).")
     # A file's dataset folder stays inside the file's folder (its content may come from
     # anyone); a dict is the calling program's own.  download_name is always one name.
     if isinstance(source, Path) and not _is_inside(base, meta["dir_path"]):
@@ -184,28 +208,42 @@ def _read_split(split_dir: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def _read_raw(
-    meta: dict[str, str], dataset_dir: Path, name: str,
-) -> GraphDataset:
-    import pandas as pd
-    from ogb.io.read_graph_raw import read_binary_graph_raw, read_csv_graph_raw
-
-    raw = dataset_dir / "raw"
-    add_inverse = meta["add_inverse_edge"] == "True"
+@contextlib.contextmanager
+def _raw_errors(raw: Path) -> Iterator[None]:
+    """Turn a failure reading OGB's raw files into one :class:`DatasetError`."""
     try:
-        with contextlib.redirect_stdout(sys.stderr):  # ogb's readers print progress
-            if meta["binary"] == "True":
-                graph = read_binary_graph_raw(str(raw), add_inverse_edge=add_inverse)[0]
-                with np.load(raw / "node-label.npz", allow_pickle=False) as npz:
-                    labels = npz["node_label"]
-            else:
-                graph = read_csv_graph_raw(str(raw), add_inverse_edge=add_inverse)[0]
-                labels = pd.read_csv(raw / "node-label.csv.gz", compression="gzip",
-                                     header=None).values
+        yield
     except (OSError, RuntimeError, ValueError, KeyError) as exc:
         raise DatasetError(f"cannot read OGB raw files ({type(exc).__name__}: {exc}).",
                            path=raw, field="raw",
                            fix="re-download the dataset or fix the files named above.") from exc
+
+
+def _read_graph(meta: dict[str, str], raw: Path) -> dict[str, Any]:
+    """OGB's raw graph through its own readers (inverse edges added as ``meta`` says)."""
+    from ogb.io.read_graph_raw import read_binary_graph_raw, read_csv_graph_raw
+
+    reader = read_binary_graph_raw if meta["binary"] == "True" else read_csv_graph_raw
+    with _raw_errors(raw), contextlib.redirect_stdout(sys.stderr):  # ogb prints progress
+        graph: dict[str, Any] = reader(str(raw), add_inverse_edge=(
+            meta["add_inverse_edge"] == "True"))[0]
+    return graph
+
+
+def _read_raw(
+    meta: dict[str, str], dataset_dir: Path, name: str,
+) -> GraphDataset:
+    import pandas as pd
+
+    raw = dataset_dir / "raw"
+    graph = _read_graph(meta, raw)
+    with _raw_errors(raw):
+        if meta["binary"] == "True":
+            with np.load(raw / "node-label.npz", allow_pickle=False) as npz:
+                labels = npz["node_label"]
+        else:
+            labels = pd.read_csv(raw / "node-label.csv.gz", compression="gzip",
+                                 header=None).values
     n = int(graph["num_nodes"])
     splits = _read_split(dataset_dir / "split" / meta["split"])
     x = graph["node_feat"]
@@ -222,22 +260,222 @@ def _read_raw(
     ).validate(dataset_dir)
 
 
+def _is_link(name: str, meta: dict[str, str], split_dir: Path) -> bool:
+    """Whether the dataset is in OGB's link layout.
+
+    That is: an ``ogbl-*`` name, a link ``task type``, or (neither said) ``.pt`` split files
+    without the node layout's CSVs.
+    """
+    if name.startswith("ogbl-") or meta.get("task type") in _LINK_TASK_TYPES:
+        return True
+    if name.startswith("ogbn-") or "task type" in meta:
+        return False
+    return not (split_dir / "train.csv.gz").is_file() and any(
+        (split_dir / f).is_file() for f in ("train.pt", "split_dict.pt"))
+
+
+def _numpy_globals() -> list[Any]:
+    """What a weights-only ``torch.load`` needs to rebuild *numeric* numpy arrays.
+
+    numpy's array reconstructors (under numpy 1's and numpy 2's module names), ``ndarray``,
+    ``dtype`` and the classes of the bool, integer and float dtypes: an object (or string)
+    array is still refused, so nothing beyond numbers can come out of the file.
+    """
+    reconstruct = np.zeros(1).__reduce__()[0]  # numpy's _reconstruct (protocols 2-4)
+    frombuffer = np.zeros(1).__reduce_ex__(5)[0]  # its _frombuffer (protocol 5)
+    names: list[Any] = [np.ndarray, np.dtype]
+    for core in ("numpy.core", "numpy._core"):
+        names += [(reconstruct, f"{core}.multiarray._reconstruct"),
+                  (frombuffer, f"{core}.numeric._frombuffer")]
+    names += sorted({type(np.dtype(c)) for c in "?bBhHiIlLqQefd"}, key=str)
+    return names
+
+
+def _torch_split_file(path: Path) -> dict[str, Any]:
+    """Read one OGB link split file (``torch.save`` of a dict) without running its code.
+
+    ``torch.load(weights_only=True)`` rebuilds tensors, numbers, strings and containers only;
+    any other global in the pickle (a class, ``os.system``) is refused before it is called.
+    Numeric numpy arrays are allowed as well (:func:`_numpy_globals`).
+    """
+    import torch
+
+    fix = "re-download the dataset; gnnpar reads only tensors and numeric arrays from it."
+    if not path.is_file():
+        raise DatasetError("split file is missing.", path=path, field="split", fix=fix)
+    safe = getattr(torch.serialization, "safe_globals", None)  # torch >= 2.5
+    try:
+        if safe is None:  # torch 2.4: for good, and without the (global, name) aliases
+            torch.serialization.add_safe_globals(
+                [g for g in _numpy_globals() if not isinstance(g, tuple)])
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+        else:
+            with safe(_numpy_globals()):
+                obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # the unpickler and torch's readers raise many types
+        # torch's message is long; its core follows "WeightsUnpickler error:".
+        why = str(exc).partition("WeightsUnpickler error:")[2].split("\n\n")
+        reason = " ".join((why[1] if not why[0].strip() and len(why) > 1 else why[0]).split())
+        raise DatasetError(f"cannot be read as a weights-only torch file "
+                           f"({type(exc).__name__}: {reason or exc}).", path=path,
+                           field="split", fix=fix) from None
+    if not isinstance(obj, dict):
+        raise DatasetError(f"holds a {type(obj).__name__}, expected a dict of arrays.",
+                           path=path, field="split", fix=fix)
+    return obj
+
+
+def _split_array(d: dict[str, Any], key: str, path: Path, ndim: int) -> np.ndarray:
+    """``d[key]`` (a tensor or numpy array) as int64 with ``ndim`` dimensions."""
+    v = d[key]
+    a = v.numpy() if hasattr(v, "numpy") and not isinstance(v, np.ndarray) else v
+    ok = (isinstance(a, np.ndarray) and np.issubdtype(a.dtype, np.integer) and a.ndim == ndim
+          and (key not in ("edge", "edge_neg") or a.shape[1] == 2))
+    if not ok:
+        what = (f"a {a.dtype} array of shape {a.shape}" if isinstance(a, np.ndarray)
+                else f"a {type(v).__name__}")
+        want = {"edge": "[M, 2]", "edge_neg": "[M', 2]",
+                "target_node_neg": "[M, C]"}.get(key, "[M]")
+        raise DatasetError(f"is {what}, expected integer node ids {want}.", path=path,
+                           field=key, fix="re-download the dataset.")
+    return a.astype(np.int64, copy=False)
+
+
+def _link_supervision(
+    d: dict[str, Any], path: Path,
+) -> tuple[np.ndarray, np.ndarray | None, str | None]:
+    """``(positives [M, 2], negatives or None, neg_kind or None)`` of one split's dict.
+
+    Positives are ``source_node``/``target_node`` (ogbl-citation2) or ``edge``
+    (ogbl-collab, -ppa, -ddi); negatives ``target_node_neg`` ``[M, C]`` (``"per_edge"``)
+    or ``edge_neg`` ``[M', 2]`` (``"shared"``).
+    """
+    keys = ", ".join(map(repr, d))
+    if "head" in d or "relation" in d:
+        raise DatasetError(f"holds a knowledge-graph split ({keys}); gnnpar's link task has "
+                           "no relation types.", path=path, field="relation",
+                           fix="use a link-prediction dataset (ogbl-citation2, -collab, -ppa, "
+                               "-ddi), or drop the relations and build it with from_npz.")
+    if "source_node" in d or "target_node" in d:
+        for key in ("source_node", "target_node"):
+            if key not in d:
+                raise DatasetError(f"key is missing (the file holds {keys}).", path=path,
+                                   field=key, fix="re-download the dataset.")
+        src, dst = (_split_array(d, k, path, 1) for k in ("source_node", "target_node"))
+        if len(src) != len(dst):
+            raise DatasetError(f"has {len(dst)} entries but source_node has {len(src)}.",
+                               path=path, field="target_node", fix="re-download the dataset.")
+        pos = np.stack([src, dst], axis=1)
+    elif "edge" in d:
+        pos = _split_array(d, "edge", path, 2)
+    else:
+        raise DatasetError(f"holds neither 'source_node'/'target_node' nor 'edge' (keys: "
+                           f"{keys}).", path=path, field="edge", fix="re-download the dataset.")
+    if "target_node_neg" in d:
+        neg = _split_array(d, "target_node_neg", path, 2)
+        if len(neg) != len(pos):
+            raise DatasetError(f"has {len(neg)} rows for {len(pos)} positives.", path=path,
+                               field="target_node_neg", fix="re-download the dataset.")
+        return pos, neg, "per_edge"
+    if "edge_neg" in d:
+        return pos, _split_array(d, "edge_neg", path, 2), "shared"
+    return pos, None, None
+
+
+def _read_link_split(split_dir: Path) -> dict[str, Any]:
+    """The link split of ``split_dir`` as GraphDataset fields (``get_edge_split``'s files).
+
+    As ``LinkPropPredDataset.get_edge_split``: ``split_dict.pt`` when present, else
+    ``train.pt``, ``valid.pt`` and ``test.pt``.
+    """
+    combined = split_dir / "split_dict.pt"
+    if combined.is_file():
+        whole = _torch_split_file(combined)
+        parts = {}
+        for part in _LINK_SPLITS:
+            if not isinstance(whole.get(part), dict):
+                raise DatasetError(f"holds no dict {part!r} (keys: {', '.join(map(repr, whole))}"
+                                   ").", path=combined, field=part, fix="re-download the dataset.")
+            parts[part] = (whole[part], combined)
+    else:
+        parts = {part: (_torch_split_file(split_dir / f"{part}.pt"), split_dir / f"{part}.pt")
+                 for part in _LINK_SPLITS}
+    out: dict[str, Any] = {}
+    kinds: dict[str, str] = {}
+    for part, (d, path) in parts.items():
+        pos, neg, kind = _link_supervision(d, path)
+        pos_field, neg_field = _LINK_SPLITS[part]
+        out[pos_field] = pos
+        if neg_field is None:
+            if neg is not None:
+                log.info("%s: training negatives are not read (a link trainer draws its own).",
+                         path)
+        elif neg is not None and kind is not None:
+            out[neg_field] = neg
+            kinds[part] = kind
+    if len(set(kinds.values())) > 1:
+        listed = ", ".join(f"{part}: {k}" for part, k in kinds.items())
+        raise DatasetError(f"validation and test negatives differ in kind ({listed}).",
+                           path=split_dir, field="neg_kind",
+                           fix="give target_node_neg in both, or edge_neg in both.")
+    out["neg_kind"] = next(iter(kinds.values()), "per_edge")
+    return out
+
+
+def _read_link_raw(meta: dict[str, str], dataset_dir: Path, name: str) -> GraphDataset:
+    """A link dataset: OGB's graph (message passing) plus its edge split."""
+    raw = dataset_dir / "raw"
+    graph = _read_graph(meta, raw)
+    split_dir = dataset_dir / "split" / meta["split"]
+    link = _read_link_split(split_dir)
+    n = int(graph["num_nodes"])
+    edge_index = np.asarray(graph["edge_index"], dtype=np.int64)
+    x, edge_feat = graph["node_feat"], graph.get("edge_feat")
+    ds = GraphDataset(
+        num_nodes=n, src=edge_index[0], dst=edge_index[1],
+        x=None if x is None else features_to_float(x, n, raw, "node_feat"),
+        name=name,
+        edge_attr=None if edge_feat is None else edge_features_to_float(
+            edge_feat, edge_index.shape[1], raw, "edge_feat"),
+        **link,
+    )
+    try:
+        return ds.validate(dataset_dir)
+    except DatasetError as exc:
+        if exc.field not in (*EDGE_SPLITS, *NEG_SPLITS, "neg_kind"):
+            raise
+        raise DatasetError(exc.message, path=split_dir, field=exc.field, fix=exc.fix) from None
+
+
 def load_ogb(
     name: str,
     root: str | os.PathLike[str] = "data",
     meta_dict: dict[str, Any] | str | os.PathLike[str] | None = None,
 ) -> GraphDataset:
-    """Load an OGB node-property dataset (homogeneous, single-label) as a GraphDataset.
+    """Load an OGB node- or link-property dataset (homogeneous) as a GraphDataset.
 
     The first load reads ``raw/`` and ``split/`` with ``ogb``'s readers (downloading them
     with ``ogb``'s helpers when they are missing) and writes ``<dataset dir>/gnnpar-v1``;
     later loads memory-map that cache. Labels ``[N, 1]`` (float with NaN for unlabelled
     nodes in ogbn-papers100M) become int64 ``[N]`` with -1. Edges are as OGB stores them
-    (ogbn-arxiv and ogbn-papers100M are directed; call ``to_undirected()``).
+    (ogbn-arxiv and ogbn-papers100M are directed; call ``to_undirected()``), with the
+    reverse of every edge added where the meta's ``add_inverse_edge`` says so.
+
+    A link dataset (``ogbl-*``, a meta ``task type`` of ``link prediction``, or a split
+    folder of ``.pt`` files) maps ``get_edge_split()`` onto the link fields: the graph
+    (``edge_index``, ``edge_feat`` as ``edge_attr``, ``node_feat`` as ``x``) is the
+    message-passing graph; ``train_edges`` / ``val_edges`` / ``test_edges`` are each
+    split's ``source_node``/``target_node`` (ogbl-citation2) or ``edge`` (ogbl-collab,
+    -ppa, -ddi); ``target_node_neg`` ``[M, C]`` becomes ``neg_kind="per_edge"`` negatives,
+    ``edge_neg`` ``[M', 2]`` ``neg_kind="shared"`` ones. There are no labels (``y`` is
+    ``None``) nor node splits, and training negatives (ogbl-vessel) are not read. The
+    ``.pt`` split files are read with ``torch.load(weights_only=True)`` (see the module
+    docstring); knowledge-graph datasets (ogbl-wikikg2, -biokg) are refused.
 
     Args:
-        name: ``ogbn-arxiv``, ``ogbn-products``, ``ogbn-papers100M``, another homogeneous
-            dataset of ``ogb``'s ``master.csv``, or any name when ``meta_dict`` is given.
+        name: ``ogbn-arxiv``, ``ogbn-products``, ``ogbn-papers100M``, ``ogbl-citation2``,
+            ``ogbl-collab``, ``ogbl-ppa``, another homogeneous dataset of ``ogb``'s
+            ``master.csv`` files, or any name when ``meta_dict`` is given.
         root: Directory holding ``<name with _>/`` (ignored with ``meta_dict``).
         meta_dict: OGB meta information (keys as in ``master.csv``, plus ``dir_path``, and
             optionally ``sha256`` of the archive at ``url``), or the path to a JSON file
@@ -248,8 +486,13 @@ def load_ogb(
         The dataset, memory-mapped from the cache when it could be written.
 
     Raises:
-        DatasetError: Unknown name, heterogeneous or multi-task dataset, data neither on
-            disk nor downloadable, or malformed files.
+        DatasetError: Unknown name, heterogeneous, multi-task or knowledge-graph dataset,
+            data neither on disk nor downloadable, or malformed files (naming the file and
+            the field).
+
+    Example::
+
+        ds = gnnpar.load_ogb("ogbl-collab", root="data")  # ds.val_edges, ds.val_neg
     """
     meta, dataset_dir, source = _meta_info(name, Path(root), meta_dict)
     if meta["is hetero"] == "True":
@@ -257,6 +500,11 @@ def load_ogb(
                            path=source, field="is hetero",
                            fix="convert it to one node type first (e.g. PyG's "
                                "HeteroData.to_homogeneous) and use from_pyg.")
+    if meta.get("task type") == "KG completion":
+        raise DatasetError(f"{name} is a knowledge graph (relation-typed edges); gnnpar's link "
+                           "task has no relation types.", path=source, field="task type",
+                           fix="use a link-prediction dataset (ogbl-citation2, -collab, -ppa, "
+                               "-ddi), or drop the relations and build it with from_npz.")
     if meta.get("num tasks", "1") != "1":
         raise DatasetError(f"{name} has {meta['num tasks']} prediction tasks; gnnpar needs one "
                            "class label per node.", path=source, field="num tasks",
@@ -266,7 +514,10 @@ def load_ogb(
         return GraphDataset.load(cache)
     if not _has_raw(dataset_dir / "raw", meta["binary"] == "True"):
         _download(meta, dataset_dir, name)
-    ds = _read_raw(meta, dataset_dir, name)  # validated
+    if _is_link(name, meta, dataset_dir / "split" / meta["split"]):
+        ds = _read_link_raw(meta, dataset_dir, name)  # validated
+    else:
+        ds = _read_raw(meta, dataset_dir, name)  # validated
     try:
         ds.save(cache, validate=False)
     except OSError as exc:

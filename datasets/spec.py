@@ -4,8 +4,10 @@ Accepted forms (tried in this order)::
 
     synthetic:sbm                                     the embedded default graph
     synthetic:sbm?nodes=100000&avg_degree=15&classes=16&feat_dim=128&seed=1
+    synthetic:sbm?task=link                           the SBM as a link-prediction task
     synthetic:rmat?nodes=1000000&avg_degree=10&a=0.6
     ogbn-arxiv | ogbn-products | ogbn-papers100M      an OGB dataset under ROOT
+    ogbl-citation2 | ogbl-collab | ogbl-ppa           an OGB link dataset under ROOT
     path/to/saved-dataset/                            a GraphDataset.save directory
     path/to/meta_dict.json                            an OGB-layout dataset described by JSON
     path/to/graph.npz                                 see from_npz
@@ -47,7 +49,7 @@ SYNTHETIC_PREFIX = "synthetic:"
 GENERATORS: dict[str, Callable[..., GraphDataset]] = {"sbm": sbm, "rmat": rmat}
 # Short spec keys for the generators' keyword names; the long names work too.
 KEY_ALIASES = {"nodes": "num_nodes", "classes": "num_classes"}
-_OGB_NAME = re.compile(r"ogbn-[A-Za-z0-9_]+")
+_OGB_NAME = re.compile(r"ogb[nl]-[A-Za-z0-9_]+")
 _FORMS = (
     "'synthetic:sbm[?key=value&...]', 'synthetic:rmat[?...]', an OGB name such as "
     "'ogbn-arxiv', a GraphDataset directory (with dataset.json), an OGB meta_dict .json, "
@@ -105,7 +107,15 @@ def parse_synthetic(spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def _convert(spec: str, key: str, text: str, default: Any) -> Any:
-    kind = "comma-separated numbers" if isinstance(default, tuple) else type(default).__name__
+    """``text`` as the type of ``default``.
+
+    A ``None`` default stands for a float whose default depends on other keys (sbm's
+    ``homophily`` and ``feature_noise`` on ``task``).
+    """
+    if isinstance(default, str):
+        return text  # the generator checks the value
+    kind = ("comma-separated numbers" if isinstance(default, tuple)
+            else "float" if default is None else type(default).__name__)
     try:
         if isinstance(default, tuple):
             return tuple(float(t) for t in text.split(","))
@@ -118,6 +128,8 @@ def _convert(spec: str, key: str, text: str, default: Any) -> Any:
 
 
 def _example(default: Any) -> str:
+    if default is None:
+        return "0.5"
     return ",".join(str(v) for v in default) if isinstance(default, tuple) else str(default)
 
 

@@ -216,7 +216,8 @@ for step in range(t.steps):
     elapsed = time.perf_counter() - start
     loss_value = float(loss) if loss is not None else float("nan")  # pp: last stage only
     record.add_epoch({"epoch": step, "train_loss": loss_value, "train_acc": None,
-                      "val_acc": None, "test_acc": None, "epoch_time_s": elapsed,
+                      "val_acc": None, "test_acc": None, "val_mrr": None, "test_mrr": None,
+                      "val_hits": None, "test_hits": None, "epoch_time_s": elapsed,
                       "eval_time_s": None, "sampled_edges": None, "sampled_edges_per_s": None,
                       # pm.step runs forward and backward together (pipelined): one figure.
                       "step_time_s": {"sample": 0.0, "fetch": 0.0,

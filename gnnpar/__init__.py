@@ -26,6 +26,7 @@ name                                what it is
 :class:`Trainer`, :class:`Config`   the training loop of ``gnnpar-train`` and its settings
 :func:`partition_graph`, :func:`load_partition`  the partition stage
 :func:`load_dataset`, :class:`GraphDataset`, :func:`from_pyg`  the datasets stage
+:class:`DistLinkNeighborLoader`     link prediction: edge-seeded PyG-layout minibatches
 :class:`DistNegativeSampler`        link prediction: negatives, strict across parts
 :func:`ranking_metrics`             MRR / Hits@K across ranks, as OGB's Evaluator
 ==================================  ====================================================
@@ -47,6 +48,7 @@ _LAZY = {
     "DistContext": "gnnpar.distributed",
     "DistFeatureStore": "gnnpar.feature_store",
     "DistGraph": "gnnpar.graph",
+    "DistLinkNeighborLoader": "gnnpar.link",
     "DistNegativeSampler": "gnnpar.link",
     "DistNeighborLoader": "gnnpar.loader",
     "DistNeighborSampler": "gnnpar.sampler",
@@ -57,6 +59,7 @@ _LAZY = {
     "Trainer": "gnnpar.train.trainer",
     "distribute_convs": "gnnpar.nn",
     "from_pyg": "gnnpar.datasets",
+    "from_pyg_link": "gnnpar.datasets",
     "init": "gnnpar.distributed",
     "load_dataset": "gnnpar.datasets",
     "load_partition": "gnnpar.partition",
@@ -69,11 +72,12 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from gnnpar.comm import CommStats
-    from gnnpar.datasets import GraphDataset, from_pyg, load_dataset
+    from gnnpar.datasets import GraphDataset, from_pyg, from_pyg_link, load_dataset
     from gnnpar.distributed import DistContext, init, shutdown
     from gnnpar.feature_store import DistFeatureStore
     from gnnpar.graph import DistGraph
     from gnnpar.link import (
+        DistLinkNeighborLoader,
         DistNegativeSampler,
         negative_destinations,
         ranking_metrics,
@@ -109,6 +113,7 @@ __all__ = [
     "DistContext",
     "DistFeatureStore",
     "DistGraph",
+    "DistLinkNeighborLoader",
     "DistNegativeSampler",
     "DistNeighborLoader",
     "DistNeighborSampler",
@@ -123,6 +128,7 @@ __all__ = [
     "__version__",
     "distribute_convs",
     "from_pyg",
+    "from_pyg_link",
     "init",
     "load_dataset",
     "load_partition",

@@ -112,6 +112,19 @@ class DistGraph:
         return copies[dev]
 
     @cached_property
+    def e_id(self) -> torch.Tensor:
+        """int64 ``[nnz]`` dataset edge id of each stored in-edge, on this copy's device.
+
+        Read on first use (8 bytes per stored edge); a version 1 or 2 partition has none
+        and raises :class:`~gnnpar.errors.PartitionError` with the fix.
+        """
+        return _tensor(self.part.edge_ids()).to(self.indptr.device)
+
+    def edge_features(self) -> torch.Tensor:
+        """float32 ``[nnz, edge_dim]`` edge features in stored order (CPU memory map, no copy)."""
+        return from_mmap(self.part.edge_attr)
+
+    @cached_property
     def local_gids(self) -> torch.Tensor:
         """int64 ``[n_owned + n_halo]`` global id of every local id (built once per copy)."""
         first = self.first_gid
@@ -181,24 +194,31 @@ class DistGraph:
         return out
 
 
-def global_split_sizes(graph: DistGraph, ctx: DistContext) -> dict[str, int]:
-    """Number of nodes of each split over all parts (collective: one all-reduce).
+def global_split_sizes(graph: DistGraph, ctx: DistContext, task: str = "node") -> dict[str, int]:
+    """Number of nodes (``task="link"``: supervision edges) of each split over all parts.
+
+    Collective: one all-reduce.
 
     Args:
         graph: This rank's part.
         ctx: Distributed context.
+        task: ``"node"`` (``part-K/{split}_idx.npy``) or ``"link"``
+            (``part-K/{split}_edges.npy``).
 
     Returns:
         ``{"train", "val", "test"} -> `` global size; ``train`` is never 0.
 
     Raises:
-        PartitionError: No part has a training node.
+        PartitionError: No part has a training node (supervision edge).
     """
-    local = torch.tensor([len(getattr(graph.part, f"{s}_idx")) for s in SPLITS],
+    suffix, what, fix = (("edges", "training supervision edges", "partition a dataset with a "
+                          "link split (--task link --split 0.85,0.05,0.1, or an ogbl-* "
+                          "dataset).") if task == "link" else
+                         ("idx", "training nodes", "give the dataset a non-empty train split."))
+    local = torch.tensor([len(getattr(graph.part, f"{s}_{suffix}")) for s in SPLITS],
                          device=ctx.device)
     sizes = dict(zip(SPLITS, all_reduce_sum(ctx, local).cpu().tolist(), strict=True))
     if sizes["train"] == 0:
-        raise PartitionError("the partition has no training nodes.",
-                             path="part-*/train_idx.npy", field="train_idx",
-                             fix="give the dataset a non-empty train split.")
+        raise PartitionError(f"the partition has no {what}.", path=f"part-*/train_{suffix}.npy",
+                             field=f"train_{suffix}", fix=fix)
     return sizes

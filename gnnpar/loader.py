@@ -67,6 +67,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from gnnpar.comm import all_gather_ints, all_to_all_v
+from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.feature_store import DistFeatureStore, PendingGather
 from gnnpar.graph import SPLITS, DistGraph
@@ -142,160 +143,71 @@ def even_split(counts: list[int], slack: float = SEED_SLACK) -> list[list[int]]:
     return moves
 
 
-class DistNeighborLoader:
-    """Iterate over minibatches of sampled subgraphs, in lockstep on every rank.
+def agree(ctx: DistContext, graph: DistGraph, sampler: DistNeighborSampler, num_owned: int,
+          settings: dict[str, int]) -> list[int]:
+    """Check that the ranks agree on ``settings``; the seeds each rank owns (collective).
 
-    Constructing the loader is collective (one ``all_gather`` of seed counts and
-    settings, after every argument has been validated locally): every rank constructs
-    it, and a setting that differs between ranks raises on every rank.  Each epoch
-    (``for batch in loader``) is collective too.
+    One all-gather of every rank's seed count, largest owned in-degree and settings;
+    caps the sampler's fan-outs at the graph's largest in-degree
+    (:meth:`DistNeighborSampler.cap_fanouts`).
 
-    Args:
-        graph: This rank's part.
-        features: The feature store; its context and counters serve the sampler too.
-        fanouts: Neighbours sampled per hop, e.g. ``[15, 10]``.
-        seeds: A split name (``"train"``, ``"val"``, ``"test"``) or ``[S]`` distinct global
-            ids; each rank passes the same, or at least all of those it owns (it keeps
-            those).
-        batch_size: Most seeds per batch (``>= 1``).
-        shuffle: Shuffle each rank's seeds every epoch.
-        drop_last: Only full batches (see the module docstring for how steps are set).
-        seed: Seed of the shuffle and of the sampler.
-        replace: Sample neighbours with replacement.
-        prefetch: Prepare the next batch before handing out this one, so that its remote
-            feature rows travel while this one trains (same thread; module docstring).
-        node_attrs: Feature-store arrays every batch carries, one row per batch node.
-        seed_attrs: Feature-store arrays read for the seeds only (no exchange per
-            batch), e.g. the labels.
-        seed_split: ``"even"`` (near-equal shares: :func:`even_split`) or ``"owned"``
-            (each rank its own seeds).
+    Raises:
+        ConfigError: On every rank, naming a setting the ranks disagree on, or when no
+            rank has a seed.
+    """
+    max_degree = int(graph.in_degree[: graph.num_owned].max()) if graph.num_owned else 0
+    table = all_gather_ints(ctx, [num_owned, max_degree, *settings.values()])
+    sampler.cap_fanouts(int(table[:, 1].max()))
+    for col, name in enumerate(settings, start=2):
+        values = table[:, col]
+        if bool((values != values[0]).any()):
+            raise ConfigError(f"ranks disagree on {name}: {values.tolist()} (rank order).",
+                              field=name, fix="pass the same loader arguments on every rank.")
+    counts: list[int] = table[:, 0].tolist()
+    if sum(counts) == 0:
+        raise ConfigError("no rank owns any seed.", field="seeds",
+                          fix="pass a non-empty split or seed set.")
+    return counts
+
+
+class SeedSchedule:
+    """Which seeds each step of each epoch takes: steps, order and position.
+
+    What :class:`DistNeighborLoader` and :class:`~gnnpar.link.DistLinkNeighborLoader` share.
+
+    A subclass sets the attributes below in its constructor (then calls
+    :meth:`_init_schedule`) and provides ``_start(epoch, step)`` (sample a batch and send
+    its requests) and ``_finish(step, started)`` (the batch); iterating yields the rest of
+    the current epoch, the same number of steps on every rank (module docstring).
 
     Attributes:
-        seed_gids: ``[n]`` this rank's seeds (global ids): its own ascending, then
-            any taken from other ranks; ``input_id`` indexes it.
-        num_own_seeds: How many of :attr:`seed_gids`, at its start, this rank owns.
-        num_steps: Steps per epoch, equal on every rank.
+        batch_size, shuffle, drop_last, seed, prefetch: As the loader was given them.
         seed_counts: Number of seeds of each rank, in rank order.
-        sampler: The :class:`DistNeighborSampler` used.
-        seconds: Seconds spent sampling (``"sample"``) and gathering features
-            (``"fetch"``) since the last :meth:`set_epoch`.
-
-    Example::
-
-        loader = gnnpar.DistNeighborLoader(graph, features, [15, 10], "train", batch_size=1024)
-        for epoch in range(10):
-            loader.set_epoch(epoch)
-            for batch in loader:                 # the same number of steps on every rank
-                out = model(batch.x, batch.edge_index)[: batch.batch_size]
+        num_seeds: This rank's seeds.
+        num_own_seeds: How many of them, at the start of the seed set, this rank owns.
+        rank: This rank.
+        device: Where the batch positions go.
+        seconds: Seconds by phase since the last :meth:`set_epoch`.
     """
 
-    def __init__(
-        self,
-        graph: DistGraph,
-        features: DistFeatureStore,
-        fanouts: list[int],
-        seeds: str | Tensor = "train",
-        batch_size: int = 1024,
-        shuffle: bool = True,
-        drop_last: bool = False,
-        seed: int = 0,
-        replace: bool = False,
-        prefetch: bool = False,
-        node_attrs: tuple[str, ...] = ("x",),
-        seed_attrs: tuple[str, ...] = ("y",),
-        seed_split: str = "even",
-    ) -> None:
-        fanouts = check_fanouts(fanouts)
-        if seed_split not in SEED_SPLITS:
-            raise ConfigError(f"unknown seed_split {seed_split!r}.", field="seed_split",
-                              fix=f"pass one of {', '.join(SEED_SPLITS)}.")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"got {batch_size!r}; need an int >= 1.", field="batch_size",
-                              fix="pass e.g. batch_size=1024.")
-        ctx = features.ctx
-        self.graph = graph
-        self.features = features
-        self.batch_size = batch_size
-        self.shuffle = bool(shuffle)
-        self.drop_last = bool(drop_last)
-        self.seed = int(seed)
-        self.prefetch = bool(prefetch)
-        self.node_attrs = tuple(node_attrs)
-        self.seed_attrs = tuple(seed_attrs)
-        self.seconds: defaultdict[str, float] = defaultdict(float)
-        self.sampler = DistNeighborSampler(graph, ctx, fanouts, replace, seed, features.stats)
-        own = _local_seeds(graph, seeds).to(features.device)
-        owned_counts = self._agree(own.numel(), fanouts, replace, seed_split)
-        self.seed_gids, self.num_own_seeds, self.seed_counts = own, own.numel(), owned_counts
-        self._foreign_rows: dict[str, Tensor] = {}  # seed_attrs rows of others' seeds
-        if seed_split == "even" and ctx.world_size > 1:
-            self._take_even_share(own, owned_counts)
+    batch_size: int
+    shuffle: bool
+    drop_last: bool
+    seed: int
+    prefetch: bool
+    seed_counts: list[int]
+    num_seeds: int
+    num_own_seeds: int
+    rank: int
+    device: torch.device
+    seconds: defaultdict[str, float]
+
+    def _init_schedule(self) -> None:
+        """Count the steps and start at epoch 0, step 0."""
         self.num_steps = self._count_steps()
         self._epoch = 0
         self._step = 0
         self._perm: tuple[int, Tensor, list[int]] | None = None
-
-    def _agree(self, num_owned: int, fanouts: list[int], replace: bool,
-               seed_split: str) -> list[int]:
-        """Check that the ranks agree on the settings; the seeds each rank owns.
-
-        Also caps the sampler's fan-outs at the graph's largest in-degree
-        (:meth:`DistNeighborSampler.cap_fanouts`).
-        """
-        ctx = self.features.ctx
-        settings = {
-            "batch_size": self.batch_size, "shuffle": int(self.shuffle),
-            "drop_last": int(self.drop_last), "seed": self.seed, "replace": int(replace),
-            "prefetch": int(self.prefetch), "seed_split": SEED_SPLITS.index(seed_split),
-            "fanouts": zlib.crc32(repr(fanouts).encode()),
-            "seed_attrs": zlib.crc32(repr(self.seed_attrs).encode()),
-            "num_nodes": self.graph.meta.num_nodes,
-        }
-        g = self.graph
-        max_degree = int(g.in_degree[: g.num_owned].max()) if g.num_owned else 0
-        table = all_gather_ints(ctx, [num_owned, max_degree, *settings.values()])
-        self.sampler.cap_fanouts(int(table[:, 1].max()))
-        for col, name in enumerate(settings, start=2):
-            values = table[:, col]
-            if bool((values != values[0]).any()):
-                raise ConfigError(
-                    f"ranks disagree on {name}: {values.tolist()} (rank order).",
-                    field=name, fix="pass the same loader arguments on every rank.")
-        counts: list[int] = table[:, 0].tolist()
-        if sum(counts) == 0:
-            raise ConfigError("no rank owns any seed.", field="seeds",
-                              fix="pass a non-empty split or seed set.")
-        return counts
-
-    def _take_even_share(self, own: Tensor, owned_counts: list[int]) -> None:
-        """Swap seeds (and their ``seed_attrs`` rows) for an even share (collective).
-
-        One exchange per array, once: a rank with more than its share hands its last
-        own seeds to ranks with fewer (:func:`even_split`); nothing when none moves.
-        """
-        ctx = self.features.ctx
-        moves = even_split(owned_counts)
-        rank, world = ctx.rank, ctx.world_size
-        if all(moves[t][t] == n for t, n in enumerate(owned_counts)):
-            return  # balanced within the slack: every rank keeps its own (no exchange)
-        send = moves[rank]
-        recv = [moves[t][rank] for t in range(world)]
-        keep, before = send[rank], sum(send[:rank])
-        self.seed_counts = [sum(moves[s][t] for s in range(world)) for t in range(world)]
-        lo = sum(recv[:rank])  # rows from this rank itself: the kept seeds
-
-        def exchange(rows: Tensor) -> tuple[Tensor, Tensor]:
-            # Own rows are [kept, given to lower ranks, given to higher]: send them grouped
-            # by destination in rank order.
-            grouped = torch.cat([rows[keep:keep + before], rows[:keep], rows[keep + before:]])
-            got, _ = all_to_all_v(ctx, grouped, send, recv)
-            return got[lo:lo + keep], torch.cat([got[:lo], got[lo + keep:]])
-
-        kept, foreign = exchange(own)
-        self.seed_gids = torch.cat([kept, foreign])
-        self._foreign_rows = {name: exchange(self.features.owned_rows(name, own))[1]
-                              for name in self.seed_attrs}
-        self.num_own_seeds = keep
 
     def _count_steps(self) -> int:
         """Steps per epoch from every rank's seed count (see the module docstring)."""
@@ -368,15 +280,15 @@ class DistNeighborLoader:
         self._epoch, self._step = int(state["epoch"]), step
 
     def _epoch_order(self, epoch: int) -> tuple[int, Tensor, list[int]]:
-        """Epoch ``epoch``'s order of :attr:`seed_gids` positions, own seeds first per batch.
+        """Epoch ``epoch``'s order of seed positions, own seeds first per batch.
 
         Computed on the host once per epoch (no device read) and moved to the device;
         also returns how many own seeds each batch starts with.
         """
-        n, k, steps = self.seed_gids.numel(), self.num_own_seeds, self.num_steps
+        n, k, steps = self.num_seeds, self.num_own_seeds, self.num_steps
         if self.shuffle:
             gen = torch.Generator().manual_seed(
-                mix_int(self.seed, epoch, self.features.ctx.rank) & ((1 << 63) - 1))
+                mix_int(self.seed, epoch, self.rank) & ((1 << 63) - 1))
             perm = torch.randperm(n, generator=gen)
         else:
             perm = torch.arange(n)
@@ -389,16 +301,186 @@ class DistNeighborLoader:
         if k < n:  # stable: each batch keeps its seeds, own ones first
             perm = perm[torch.argsort(step_of * 2 + foreign, stable=True)]
         own = torch.bincount(step_of[perm < k], minlength=steps + 1)[:steps].tolist()
-        return epoch, perm.to(self.seed_gids.device), own
+        return epoch, perm.to(self.device), own
 
     def _batch_index(self, epoch: int, step: int) -> tuple[Tensor, int]:
-        """Positions in :attr:`seed_gids` of batch ``step``'s seeds, and how many are own."""
+        """Positions in the seed set of batch ``step``'s seeds, and how many are own."""
         if self._perm is None or self._perm[0] != epoch:
             self._perm = self._epoch_order(epoch)
         _, perm, own = self._perm
         if self.drop_last:
             return perm[step * self.batch_size:(step + 1) * self.batch_size], own[step]
-        return torch.tensor_split(perm, self.num_steps)[step], own[step]
+        # torch.tensor_split's batch, without making every step's view (O(steps) each).
+        size, extra = divmod(perm.numel(), self.num_steps)
+        start = step * size + min(step, extra)
+        return perm[start:start + size + (step < extra)], own[step]
+
+    def _start(self, epoch: int, step: int) -> Any:
+        raise NotImplementedError
+
+    def _finish(self, step: int, started: Any) -> Data:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[Data]:
+        """Yield the remaining batches of the current epoch (collective)."""
+        self._epoch, self._step = self._position()
+        epoch, first = self._epoch, self._step
+        started = None
+        for step in range(first, self.num_steps):
+            batch = self._finish(step, started or self._start(epoch, step))
+            started = (self._start(epoch, step + 1)  # its rows travel while this one trains
+                       if self.prefetch and step + 1 < self.num_steps else None)
+            self._step = step + 1
+            yield batch
+        self._epoch, self._step = epoch + 1, 0
+
+
+class DistNeighborLoader(SeedSchedule):
+    """Iterate over minibatches of sampled subgraphs, in lockstep on every rank.
+
+    Constructing the loader is collective (one ``all_gather`` of seed counts and
+    settings, after every argument has been validated locally): every rank constructs
+    it, and a setting that differs between ranks raises on every rank.  Each epoch
+    (``for batch in loader``) is collective too.
+
+    Args:
+        graph: This rank's part.
+        features: The feature store; its context and counters serve the sampler too.
+        fanouts: Neighbours sampled per hop, e.g. ``[15, 10]``.
+        seeds: A split name (``"train"``, ``"val"``, ``"test"``) or ``[S]`` distinct global
+            ids; each rank passes the same, or at least all of those it owns (it keeps
+            those).
+        batch_size: Most seeds per batch (``>= 1``).
+        shuffle: Shuffle each rank's seeds every epoch.
+        drop_last: Only full batches (see the module docstring for how steps are set).
+        seed: Seed of the shuffle and of the sampler.
+        replace: Sample neighbours with replacement.
+        prefetch: Prepare the next batch before handing out this one, so that its remote
+            feature rows travel while this one trains (same thread; module docstring).
+        node_attrs: Feature-store arrays every batch carries, one row per batch node.
+        seed_attrs: Feature-store arrays read for the seeds only (no exchange per
+            batch), e.g. the labels.
+        seed_split: ``"even"`` (near-equal shares: :func:`even_split`) or ``"owned"``
+            (each rank its own seeds).
+        with_edges: Batches carry ``e_id`` (each edge's dataset id) and, when the graph
+            has edge features, ``edge_attr`` (as PyG's loaders do); default: when the
+            partition has edge features.
+
+    Attributes:
+        seed_gids: ``[n]`` this rank's seeds (global ids): its own ascending, then
+            any taken from other ranks; ``input_id`` indexes it.
+        num_own_seeds: How many of :attr:`seed_gids`, at its start, this rank owns.
+        num_steps: Steps per epoch, equal on every rank.
+        seed_counts: Number of seeds of each rank, in rank order.
+        sampler: The :class:`DistNeighborSampler` used.
+        seconds: Seconds spent sampling (``"sample"``) and gathering features
+            (``"fetch"``) since the last :meth:`set_epoch`.
+
+    Example::
+
+        loader = gnnpar.DistNeighborLoader(graph, features, [15, 10], "train", batch_size=1024)
+        for epoch in range(10):
+            loader.set_epoch(epoch)
+            for batch in loader:                 # the same number of steps on every rank
+                out = model(batch.x, batch.edge_index)[: batch.batch_size]
+    """
+
+    def __init__(
+        self,
+        graph: DistGraph,
+        features: DistFeatureStore,
+        fanouts: list[int],
+        seeds: str | Tensor = "train",
+        batch_size: int = 1024,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        seed: int = 0,
+        replace: bool = False,
+        prefetch: bool = False,
+        node_attrs: tuple[str, ...] = ("x",),
+        seed_attrs: tuple[str, ...] = ("y",),
+        seed_split: str = "even",
+        with_edges: bool | None = None,
+    ) -> None:
+        fanouts = check_fanouts(fanouts)
+        if seed_split not in SEED_SPLITS:
+            raise ConfigError(f"unknown seed_split {seed_split!r}.", field="seed_split",
+                              fix=f"pass one of {', '.join(SEED_SPLITS)}.")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"got {batch_size!r}; need an int >= 1.", field="batch_size",
+                              fix="pass e.g. batch_size=1024.")
+        ctx = features.ctx
+        self.graph = graph
+        self.features = features
+        self.batch_size = batch_size
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self.seed = int(seed)
+        self.prefetch = bool(prefetch)
+        self.node_attrs = tuple(node_attrs)
+        self.seed_attrs = tuple(seed_attrs)
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        if with_edges is None:
+            with_edges = graph.meta.edge_dim > 0
+        self.sampler = DistNeighborSampler(graph, ctx, fanouts, replace, seed, features.stats,
+                                           with_edges=with_edges)
+        own = _local_seeds(graph, seeds).to(features.device)
+        owned_counts = self._agree(own.numel(), fanouts, replace, seed_split)
+        self.seed_gids, self.num_own_seeds, self.seed_counts = own, own.numel(), owned_counts
+        self._foreign_rows: dict[str, Tensor] = {}  # seed_attrs rows of others' seeds
+        if seed_split == "even" and ctx.world_size > 1:
+            self._take_even_share(own, owned_counts)
+        self.num_seeds, self.rank, self.device = (self.seed_gids.numel(), ctx.rank,
+                                                  self.seed_gids.device)
+        self._init_schedule()
+
+    def _agree(self, num_owned: int, fanouts: list[int], replace: bool,
+               seed_split: str) -> list[int]:
+        """Check that the ranks agree on the settings; the seeds each rank owns.
+
+        Also caps the sampler's fan-outs at the graph's largest in-degree
+        (:meth:`DistNeighborSampler.cap_fanouts`).
+        """
+        ctx = self.features.ctx
+        settings = {
+            "batch_size": self.batch_size, "shuffle": int(self.shuffle),
+            "drop_last": int(self.drop_last), "seed": self.seed, "replace": int(replace),
+            "prefetch": int(self.prefetch), "seed_split": SEED_SPLITS.index(seed_split),
+            "fanouts": zlib.crc32(repr(fanouts).encode()),
+            "seed_attrs": zlib.crc32(repr(self.seed_attrs).encode()),
+            "num_nodes": self.graph.meta.num_nodes,
+        }
+        return agree(ctx, self.graph, self.sampler, num_owned, settings)
+
+    def _take_even_share(self, own: Tensor, owned_counts: list[int]) -> None:
+        """Swap seeds (and their ``seed_attrs`` rows) for an even share (collective).
+
+        One exchange per array, once: a rank with more than its share hands its last
+        own seeds to ranks with fewer (:func:`even_split`); nothing when none moves.
+        """
+        ctx = self.features.ctx
+        moves = even_split(owned_counts)
+        rank, world = ctx.rank, ctx.world_size
+        if all(moves[t][t] == n for t, n in enumerate(owned_counts)):
+            return  # balanced within the slack: every rank keeps its own (no exchange)
+        send = moves[rank]
+        recv = [moves[t][rank] for t in range(world)]
+        keep, before = send[rank], sum(send[:rank])
+        self.seed_counts = [sum(moves[s][t] for s in range(world)) for t in range(world)]
+        lo = sum(recv[:rank])  # rows from this rank itself: the kept seeds
+
+        def exchange(rows: Tensor) -> tuple[Tensor, Tensor]:
+            # Own rows are [kept, given to lower ranks, given to higher]: send them grouped
+            # by destination in rank order.
+            grouped = torch.cat([rows[keep:keep + before], rows[:keep], rows[keep + before:]])
+            got, _ = all_to_all_v(ctx, grouped, send, recv)
+            return got[lo:lo + keep], torch.cat([got[:lo], got[lo + keep:]])
+
+        kept, foreign = exchange(own)
+        self.seed_gids = torch.cat([kept, foreign])
+        self._foreign_rows = {name: exchange(self.features.owned_rows(name, own))[1]
+                              for name in self.seed_attrs}
+        self.num_own_seeds = keep
 
     def _start(self, epoch: int, step: int) -> tuple[Tensor, int, SamplerOutput, PendingGather]:
         """Sample batch ``step`` and send its feature requests (collective)."""
@@ -434,17 +516,11 @@ class DistNeighborLoader:
             edge_index=out.edge_index, n_id=out.node, batch_size=out.batch_size,
             num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
             input_id=idx, global_batch_size=self.global_batch_size(step), **rows,
+            **edge_fields(out),
         )
 
-    def __iter__(self) -> Iterator[Data]:
-        """Yield the remaining batches of the current epoch (collective)."""
-        self._epoch, self._step = self._position()
-        epoch, first = self._epoch, self._step
-        started = None
-        for step in range(first, self.num_steps):
-            batch = self._finish(step, started or self._start(epoch, step))
-            started = (self._start(epoch, step + 1)  # its rows travel while this one trains
-                       if self.prefetch and step + 1 < self.num_steps else None)
-            self._step = step + 1
-            yield batch
-        self._epoch, self._step = epoch + 1, 0
+
+def edge_fields(out: SamplerOutput) -> dict[str, Tensor]:
+    """A batch's ``e_id`` and ``edge_attr``, those the sampler returned."""
+    fields = {"e_id": out.e_id, "edge_attr": out.edge_attr}
+    return {k: v for k, v in fields.items() if v is not None}

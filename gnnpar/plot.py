@@ -81,9 +81,10 @@ class RunSeries:
         path: The record file.
         status: The record's ``status`` (``"running"``, ``"complete"``, ...), if any.
         epochs: Epoch number of every recorded epoch.
-        metrics: ``train_loss``, ``train_acc``, ``val_acc``, ``test_acc``, ``epoch_time_s``
-            and ``eval_time_s`` per epoch; ``None`` where the record has ``null`` (or no
-            value, or a non-finite one).
+        metrics: ``train_loss``, ``train_acc``, ``val_acc``, ``test_acc``, ``val_mrr``,
+            ``test_mrr`` (link prediction), ``epoch_time_s`` and ``eval_time_s`` per
+            epoch; ``None`` where the record has ``null`` (or no value, or a non-finite
+            one).
         comm: Training traffic: ``kind -> MB per epoch`` (0 where a kind sent nothing).
         eval_comm: Evaluation traffic, like ``comm``; ``None`` in the epochs without an
             evaluation (an empty ``eval_comm``).
@@ -98,7 +99,8 @@ class RunSeries:
     eval_comm: dict[str, list[float | None]] = field(default_factory=dict)
 
 
-_METRICS = ("train_loss", "train_acc", "val_acc", "test_acc", "epoch_time_s", "eval_time_s")
+_METRICS = ("train_loss", "train_acc", "val_acc", "test_acc", "val_mrr", "test_mrr",
+            "epoch_time_s", "eval_time_s")
 _RECORD_FIX = "pass a run record written by gnnpar-train (RUNDIR/record.json) or its RUNDIR."
 
 
@@ -207,7 +209,10 @@ def plot_records(
         markers = {k: KIND_MARKERS[j % len(KIND_MARKERS)] for j, k in enumerate(kinds)}
         for i, run in enumerate(runs):
             color = RUN_COLORS[i % len(RUN_COLORS)]
+            link = any(v is not None for v in run.metrics["test_mrr"])
             for metric, ls in (("train_acc", "-"), ("val_acc", "--"), ("test_acc", ":")):
+                if link and metric != "train_acc":  # link prediction: MRR instead
+                    metric = metric.replace("_acc", "_mrr")
                 _line(ax[0, 0], run.epochs, run.metrics[metric], color, ls)
             _line(ax[0, 1], run.epochs, run.metrics["train_loss"], color, "-")
             _line(ax[1, 0], run.epochs, run.metrics["epoch_time_s"], color, "-")
@@ -223,7 +228,8 @@ def plot_records(
             return Line2D([], [], color=_STYLE_COLOR, linestyle=ls, marker=marker,
                           markerfacecolor="none" if hollow else _STYLE_COLOR, label=name)
 
-        _finish(ax[0, 0], "(a) Accuracy", "accuracy",
+        _finish(ax[0, 0], "(a) Accuracy (link prediction: validation and test MRR)",
+                "accuracy / MRR",
                 [style("train"), style("validation", "--"), style("test", ":")])
         _finish(ax[0, 1], "(b) Training loss", "loss", [])
         _finish(ax[1, 0], "(c) Time per epoch", "seconds",

@@ -107,18 +107,42 @@ def sample_neighbors(indptr: Tensor, indices: Tensor, nodes: Tensor, keys: Tenso
                      fanout: int, replace: bool = False) -> Tensor:
     """Sample up to ``fanout`` in-neighbours of each node of a CSC graph.
 
+    The sources at the positions :func:`sample_positions` draws.
+
     Args:
         indptr: ``[V + 1]`` CSC row pointer.
         indices: ``[nnz]`` source of each in-edge.
         nodes: ``[n]`` nodes to sample (indices into ``indptr``).
         keys: ``[n]`` int64 random key of each node; equal keys give equal samples.
         fanout: Neighbours per node ``k``.
+        replace: Draw with replacement.
+
+    Returns:
+        ``[n, k]`` the sampled sources of each node, padded with ``-1``.
+    """
+    pos = sample_positions(indptr, nodes, keys, fanout, replace)
+    if not indices.numel():
+        return pos
+    nbr = indices.index_select(0, pos.clamp(min=0).view(-1)).view_as(pos)
+    return torch.where(pos >= 0, nbr, -1)
+
+
+def sample_positions(indptr: Tensor, nodes: Tensor, keys: Tensor, fanout: int,
+                     replace: bool = False) -> Tensor:
+    """Sample up to ``fanout`` in-edges of each node of a CSC graph: their positions.
+
+    Args:
+        indptr: ``[V + 1]`` CSC row pointer.
+        nodes: ``[n]`` nodes to sample (indices into ``indptr``).
+        keys: ``[n]`` int64 random key of each node; equal keys give equal samples.
+        fanout: Neighbours per node ``k``.
         replace: Draw with replacement (``k`` draws for every node with an in-edge).
 
     Returns:
-        ``[n, k]`` the sampled sources of each node, padded with ``-1``: ``min(k, d)`` of
-        them without replacement (all in-edges when ``d <= k``, else a uniform ``k``-subset
-        drawn by Floyd's algorithm), ``k`` with replacement (none when ``d = 0``).
+        ``[n, k]`` positions in the CSC's edge arrays of each node's sampled in-edges,
+        padded with ``-1``: ``min(k, d)`` of them without replacement (all in-edges when
+        ``d <= k``, else a uniform ``k``-subset drawn by Floyd's algorithm), ``k`` with
+        replacement (none when ``d = 0``).
     """
     dev = keys.device
     n, k = nodes.numel(), fanout
@@ -139,9 +163,7 @@ def sample_neighbors(indptr: Tensor, indices: Tensor, nodes: Tensor, keys: Tenso
             pick[:, j] = torch.where(seen, top, r)
         pos = torch.where((deg <= k)[:, None], slots, pick)
         valid = slots < deg.clamp(max=k)[:, None]
-    edge = torch.where(valid, start[:, None] + pos, 0).view(-1)
-    nbr = indices.index_select(0, edge).view(n, k) if indices.numel() else edge.view(n, k)
-    return torch.where(valid, nbr, -1)
+    return torch.where(valid, start[:, None] + pos, -1)
 
 
 def relabel(nbr: Tensor, node: Tensor, owned: Tensor | None = None,
@@ -217,6 +239,9 @@ class SamplerOutput:
         num_owned_nodes: ``[L + 1]`` how many of each hop's nodes, at its start, this rank
             owns (the rest are other ranks'), or ``None`` when the seeds' owners are not
             known.
+        e_id: ``[E]`` the dataset edge id of each edge (``with_edges``), else ``None``.
+        edge_attr: ``[E, D]`` float32 features of each edge (``with_edges`` and a
+            partition with edge features), else ``None``.
 
     Example::
 
@@ -232,6 +257,8 @@ class SamplerOutput:
     num_sampled_nodes: list[int]
     num_sampled_edges: list[int]
     num_owned_nodes: list[int] | None = None
+    e_id: Tensor | None = None
+    edge_attr: Tensor | None = None
 
     @property
     def edge_index(self) -> Tensor:
@@ -269,6 +296,9 @@ class DistNeighborSampler:
         stats: Counters that the exchanges are added to (kind ``"sample"``).
         device: Where the adjacency and the sampling kernels live (default
             ``ctx.device``).
+        with_edges: Also return each sampled edge's id and, if the partition has edge
+            features, its features (rows sampled by a peer come back in its reply: 8 bytes
+            more per edge, plus ``4 D``).
 
     Example::
 
@@ -287,6 +317,7 @@ class DistNeighborSampler:
         seed: int = 0,
         stats: CommStats | None = None,
         device: torch.device | None = None,
+        with_edges: bool = False,
     ) -> None:
         self.fanouts = check_fanouts(fanouts)
         self.ctx = ctx
@@ -297,6 +328,11 @@ class DistNeighborSampler:
         self.graph = graph.to(self.device)  # one copy per device, shared by all samplers
         self._halo_rows = bool(graph.adj_complete[graph.num_owned:].any())
         self._ranks = torch.arange(ctx.world_size, device=self.device)
+        self.with_edges = bool(with_edges)
+        self.edge_dim = graph.meta.edge_dim if self.with_edges else 0
+        if self.with_edges:
+            self.graph.e_id  # noqa: B018 - read now: a version-2 partition fails here
+        self._edge_attr = graph.edge_features() if self.edge_dim else None
 
     def cap_fanouts(self, max_in_degree: int) -> None:
         """Narrow fan-outs above the graph's largest in-degree to it (the same samples).
@@ -319,17 +355,50 @@ class DistNeighborSampler:
         complete = self.graph.adj_complete[local.clamp(min=0)]
         return torch.where(complete, local, -1)
 
+    def _width(self, fanout: int) -> int:
+        """int64 columns of a sampled row: ids, then edge ids and feature words."""
+        if not self.with_edges:
+            return fanout
+        return 2 * fanout + -(-fanout * self.edge_dim // 2)
+
     def _sample_rows(self, local: Tensor, gids: Tensor, hop_key: Tensor,
                      fanout: int) -> Tensor:
-        """``[n, fanout]`` sampled global ids of rows ``local`` (global ids ``gids``)."""
+        """``[n, width]`` sampled rows ``local`` (global ids ``gids``).
+
+        The ``fanout`` sampled global ids, then (``with_edges``) their edge ids and
+        features packed as int64 words (:meth:`_unpack`).
+        """
+        g = self.graph
         keys = mix(gids * _signed(_C2) + hop_key)
-        nbr = sample_neighbors(self.graph.indptr, self.graph.indices, local, keys, fanout,
-                               self.replace)
-        gid = self.graph.local_gids.index_select(0, nbr.clamp(min=0).view(-1)).view_as(nbr)
-        return torch.where(nbr >= 0, gid, -1)
+        pos = sample_positions(g.indptr, local, keys, fanout, self.replace)
+        at = pos.clamp(min=0).view(-1)
+        src = g.indices.index_select(0, at) if g.indices.numel() else at
+        nbr = torch.where(pos >= 0, g.local_gids.index_select(0, src).view_as(pos), -1)
+        if not self.with_edges:
+            return nbr
+        cols = [nbr, torch.where(pos >= 0, g.e_id.index_select(0, at).view_as(pos), -1)]
+        if self._edge_attr is not None:
+            n, width = pos.shape[0], fanout * self.edge_dim
+            attr = self._edge_attr.index_select(0, at.cpu()).reshape(n, width)
+            words = torch.zeros((n, 2 * -(-width // 2)), dtype=torch.float32)
+            words[:, :width] = attr
+            cols.append(words.view(torch.int64).to(self.device))
+        return torch.cat(cols, 1)
+
+    def _unpack(self, table: Tensor, fanout: int) -> tuple[Tensor, Tensor | None,
+                                                          Tensor | None]:
+        """``(ids [n, k], edge ids [n, k] or None, features [n * k, D] or None)``."""
+        if not self.with_edges:
+            return table, None, None
+        k, d = fanout, self.edge_dim
+        attr = (table[:, 2 * k:].contiguous().view(torch.float32)[:, :k * d].reshape(-1, d)
+                if d else None)
+        return table[:, :k], table[:, k:2 * k], attr
 
     def _hop(self, frontier: Tensor, fanout: int, hop_keys: Tensor) -> Tensor:
-        """Sample one hop: ``[len(frontier), fanout]`` global ids, ``-1``-padded (collective).
+        """Sample one hop: ``[len(frontier), width]`` rows, ids ``-1``-padded (collective).
+
+        The rows are :meth:`_sample_rows`'.
 
         Three collectives: the all-gather of request counts, the requests, the padded
         replies (only the first when no rank requests anything).  Rows stored here are
@@ -345,7 +414,8 @@ class DistNeighborSampler:
         send_counts, recv_counts = counts[rank], [row[rank] for row in counts]
         n_away = sum(send_counts)
         away, here = order[:n_away], order[n_away:]
-        table = torch.full((n, fanout), -1, dtype=torch.int64, device=self.device)
+        table = torch.full((n, self._width(fanout)), -1, dtype=torch.int64,
+                           device=self.device)
         if not any(map(any, counts)):
             table[here] = self._sample_rows(local.index_select(0, here),
                                             frontier.index_select(0, here), hop_keys[rank],
@@ -365,8 +435,8 @@ class DistNeighborSampler:
         table[away] = replies.wait()
         return table
 
-    def sample(self, seeds: Tensor, batch_key: int,
-               num_owned_seeds: int | None = None) -> SamplerOutput:
+    def sample(self, seeds: Tensor, batch_key: int, num_owned_seeds: int | None = None,
+               exclude: Tensor | None = None) -> SamplerOutput:
         """Sample the computation graph of ``seeds`` (collective).
 
         Args:
@@ -376,6 +446,12 @@ class DistNeighborSampler:
             num_owned_seeds: The caller guarantees that the first this many seeds are this
                 rank's and the rest are not (then :attr:`SamplerOutput.num_owned_nodes`
                 is set).
+            exclude: Sorted int64 keys ``src * N + dst`` (``N`` the graph's node count) of
+                edges into seeds that must not be message-passing edges of this batch (a
+                link batch's targets, whose endpoints are all seeds): sampled in-edges of
+                the seeds with those endpoints are dropped before their sources join the
+                batch (:func:`edge_keys`).  Only the first hop samples a seed's in-edges
+                (every node is expanded once), so only it is checked.
 
         Returns:
             The sampled nodes and edges in PyG ``NeighborLoader`` order.
@@ -383,18 +459,28 @@ class DistNeighborSampler:
         dev = self.device
         seeds = seeds.to(dev, torch.int64)
         node = seeds
-        rows, cols = [], []
+        n_ids = self.graph.meta.num_nodes
+        rows, cols, e_ids, attrs = [], [], [], []
         num_nodes, num_edges = [seeds.numel()], []
         owned_counts = [seeds.numel() if num_owned_seeds is None else num_owned_seeds]
         frontier_start = 0
         for hop, fanout in enumerate(self.fanouts):
             hop_keys = mix_with(mix_int(self.seed, batch_key, hop), self._ranks)
             frontier = node[frontier_start:]
-            table = self._hop(frontier, fanout, hop_keys)
+            table, e_id, attr = self._unpack(self._hop(frontier, fanout, hop_keys), fanout)
+            if hop == 0 and exclude is not None and exclude.numel():
+                key = table * n_ids + frontier[:, None]
+                at = torch.searchsorted(exclude, key).clamp_(max=exclude.numel() - 1)
+                table = torch.where(exclude.index_select(0, at.view(-1)).view_as(key) == key,
+                                    -1, table)
             new, src, pos, n_own = relabel(table, node, self.graph.is_owned(table) & (table >= 0),
-                                           self.graph.meta.num_nodes)
+                                           n_ids)
             cols.append(frontier_start + pos // fanout)
             rows.append(src)
+            if e_id is not None:
+                e_ids.append(e_id.reshape(-1).index_select(0, pos))
+            if attr is not None:
+                attrs.append(attr.index_select(0, pos))
             num_edges.append(src.numel())
             num_nodes.append(new.numel())
             owned_counts.append(n_own)
@@ -404,4 +490,18 @@ class DistNeighborSampler:
             node=node, row=torch.cat(rows), col=torch.cat(cols), batch_size=seeds.numel(),
             num_sampled_nodes=num_nodes, num_sampled_edges=num_edges,
             num_owned_nodes=owned_counts if num_owned_seeds is not None else None,
+            e_id=torch.cat(e_ids) if self.with_edges else None,
+            edge_attr=torch.cat(attrs) if attrs else None,
         )
+
+
+def edge_keys(src: Tensor, dst: Tensor, num_nodes: int, reverse: bool) -> Tensor:
+    """Sorted int64 keys ``src * N + dst`` of edges, for the sampler's ``exclude``.
+
+    With ``reverse``, also the keys of ``dst -> src``.
+    """
+    if num_nodes * num_nodes >= 1 << 63:
+        raise ConfigError(f"{num_nodes} nodes overflow int64 edge keys.", field="exclude",
+                          fix="exclude='none' (or fewer than 3.03 billion nodes).")
+    keys = [src * num_nodes + dst] + ([dst * num_nodes + src] if reverse else [])
+    return torch.sort(torch.cat(keys)).values

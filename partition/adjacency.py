@@ -17,13 +17,16 @@ pages :func:`~gnnpar.io.release` drops after each use. A graph that fits the bud
 one bucket, sorted in memory, with the same result.
 
 - :class:`InEdges` holds every edge of the source graph exactly once (duplicates
-  repeated, self-loops kept), sources sorted within each destination;
+  repeated, self-loops kept), sources sorted within each destination (repeats of one
+  edge in edge-id order), and each entry's edge id -- its position in the input edge
+  list -- in a second file, ``edge_ids``, aligned with the columns;
 - :func:`metis_graph` is the pattern of ``A + A^T`` without its diagonal: symmetric,
   self-loop-free and deduplicated, as METIS requires, neighbours sorted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,10 +41,12 @@ DEFAULT_BUDGET = 2 << 30  # bytes of working set, gnnpar-partition --memory-budg
 # reordered key) and a bucket being sorted (key, columns, output cast).
 _CHUNK_BYTES_PER_EDGE = 64
 _BUCKET_BYTES_PER_EDGE = 32
+_ID_BYTES_PER_EDGE = 32  # more of both with edge ids (id, its reordered copy, the order)
 _MIN_ENTRIES = 1 << 10
 _OPEN_FILES = 256  # bucket files written at a time
 
-Chunks = Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]
+Chunks = Callable[[], Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]]
+"""Yields ``(rows, cols, ids)`` int64 arrays per chunk (``ids`` ``None``: no edge ids)."""
 
 
 @dataclass(frozen=True)
@@ -52,10 +57,13 @@ class CSR:
         indptr: int64 ``[N + 1]`` row pointer (in memory).
         indices: ``[nnz]`` column ids (int32 when ``N < 2**31``, else int64), usually a
             read-only memory map.
+        edge_ids: int64 ``[nnz]`` the input edge id of each entry (a read-only memory
+            map), or ``None`` (the undirected graph has none).
     """
 
     indptr: np.ndarray
     indices: np.ndarray
+    edge_ids: np.ndarray | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -66,17 +74,18 @@ class CSR:
         """int64 ``[N]`` entries of each row."""
         return np.diff(self.indptr)
 
-    def rows(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def rows(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """The rows of ``nodes``, in that order, as a CSR over their positions.
 
         Args:
             nodes: int64 ``[n]`` row ids.
 
         Returns:
-            ``(indptr, cols)``: int64 ``[n + 1]`` and int64 ``[nnz]``, row ``nodes[i]``
-            being ``cols[indptr[i]:indptr[i + 1]]``.
+            ``(indptr, cols, ids)``: int64 ``[n + 1]``, int64 ``[nnz]`` and the entries'
+            int64 edge ids (``None`` without), row ``nodes[i]`` being
+            ``cols[indptr[i]:indptr[i + 1]]``.
         """
-        return take_rows(self.indptr, self.indices, nodes)
+        return take_rows(self.indptr, self.indices, nodes, self.edge_ids)
 
 
 InEdges = CSR
@@ -84,17 +93,18 @@ InEdges = CSR
 one entry per edge (an edge given ``m`` times appears ``m`` times)."""
 
 
-def take_rows(indptr: np.ndarray, indices: np.ndarray,
-              rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def take_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray,
+              ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Rows ``rows`` of a compressed matrix, concatenated in that order.
 
     Args:
         indptr: int64 ``[R + 1]`` row pointer.
         indices: ``[nnz]`` column ids (a memory map's pages are released after).
         rows: int64 ``[n]`` rows to take.
+        ids: ``[nnz]`` a second array aligned with ``indices`` (edge ids), or ``None``.
 
     Returns:
-        ``(sub_indptr [n + 1] int64, sub_indices int64)``.
+        ``(sub_indptr [n + 1] int64, sub_indices int64, sub_ids int64 or None)``.
     """
     start = indptr[rows]
     count = indptr[rows + 1] - start
@@ -104,7 +114,11 @@ def take_rows(indptr: np.ndarray, indices: np.ndarray,
     pos += np.repeat(start - sub_ptr[:-1], count)
     out = indices[pos].astype(np.int64, copy=False)
     release(indices)
-    return sub_ptr, out
+    if ids is None:
+        return sub_ptr, out, None
+    out_ids = ids[pos].astype(np.int64, copy=False)
+    release(ids)
+    return sub_ptr, out, out_ids
 
 
 def _index_dtype(num_nodes: int) -> type:
@@ -112,13 +126,14 @@ def _index_dtype(num_nodes: int) -> type:
 
 
 def _edge_chunks(src: np.ndarray, dst: np.ndarray, budget: int) -> Chunks:
-    """``(rows, cols) = (dst, src)`` of the edge list, chunk by chunk."""
-    step = max(_MIN_ENTRIES, budget // _CHUNK_BYTES_PER_EDGE)
+    """``(rows, cols, ids) = (dst, src, edge id)`` of the edge list, chunk by chunk."""
+    step = max(_MIN_ENTRIES, budget // (_CHUNK_BYTES_PER_EDGE + _ID_BYTES_PER_EDGE))
 
-    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
         for a in range(0, len(src), step):
-            yield (copy_rows(dst, a, a + step).astype(np.int64, copy=False),
-                   copy_rows(src, a, a + step).astype(np.int64, copy=False))
+            rows = copy_rows(dst, a, a + step).astype(np.int64, copy=False)
+            yield (rows, copy_rows(src, a, a + step).astype(np.int64, copy=False),
+                   np.arange(a, a + len(rows), dtype=np.int64))
     return chunks
 
 
@@ -127,13 +142,13 @@ def _csr_chunks(csr: CSR, budget: int) -> Chunks:
     step = max(_MIN_ENTRIES, budget // _CHUNK_BYTES_PER_EDGE)
     bounds = _cuts(csr.indptr, step)
 
-    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             lo, hi = int(csr.indptr[a]), int(csr.indptr[b])
             row = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(csr.indptr[a:b + 1]))
             col = copy_rows(csr.indices, lo, hi).astype(np.int64, copy=False)
-            yield row, col
-            yield col, row
+            yield row, col, None
+            yield col, row, None
     return chunks
 
 
@@ -150,42 +165,62 @@ def _cuts(indptr: np.ndarray, per_cut: int) -> list[int]:
 
 
 def group(num_nodes: int, chunks: Chunks, row_bound: np.ndarray, simple: bool,
-          out: Path, budget: int) -> CSR:
+          out: Path, budget: int, with_ids: bool = False) -> CSR:
     """Sort the entries that ``chunks`` yields into a CSR on disk (the module's bucket sort).
 
     Args:
         num_nodes: ``N`` (rows and columns).
-        chunks: Yields ``(rows, cols)`` int64 arrays; called again for each group of
+        chunks: Yields ``(rows, cols, ids)`` int64 arrays; called again for each group of
             :data:`_OPEN_FILES` buckets when the entries need more than one.
         row_bound: int64 ``[N]`` at least the number of entries of each row (exact
             without ``simple``).
         simple: Drop diagonal entries and repeats (the simple graph), else keep all.
         out: File to write the columns to (raw, no header).
         budget: Bytes of working set.
+        with_ids: Keep each entry's id (``chunks`` yields them; not with ``simple``) in
+            ``out.ids``, aligned with the columns; equal entries stay in id order.
 
     Returns:
-        The CSR, ``indices`` a read-only memory map of ``out``.
+        The CSR, ``indices`` (and ``edge_ids``) read-only memory maps of the files.
     """
     n = num_nodes
     dtype = _index_dtype(n)
     bound_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(row_bound, out=bound_ptr[1:])
-    cuts = _cuts(bound_ptr, max(_MIN_ENTRIES, budget // _BUCKET_BYTES_PER_EDGE))
+    per_entry = _BUCKET_BYTES_PER_EDGE + (_ID_BYTES_PER_EDGE if with_ids else 0)
+    cuts = _cuts(bound_ptr, max(_MIN_ENTRIES, budget // per_entry))
     del bound_ptr
     indptr = np.zeros(n + 1, dtype=np.int64)
     buckets = [out.with_name(f"{out.name}.bucket-{i}") for i in range(len(cuts) - 1)]
+    id_out = out.with_name(f"{out.name}.ids")
+    id_buckets = [p.with_name(f"{p.name}.ids") for p in buckets] if with_ids else []
     try:
         if len(buckets) > 1:
-            _scatter(chunks, cuts, simple, n, buckets)
-        with open(out, "wb") as f:
+            _scatter(chunks, cuts, simple, n, buckets, id_buckets)
+        with open(out, "wb") as f, open(id_out, "wb") if with_ids else _no_file() as f_ids:
             for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+                ids = None
                 if len(buckets) > 1:
                     keys = np.fromfile(buckets[i], dtype=np.int64)
                     os.unlink(buckets[i])
+                    if with_ids:
+                        ids = np.fromfile(id_buckets[i], dtype=np.int64)
+                        os.unlink(id_buckets[i])
                 else:
-                    keys = np.concatenate([_keys(r, c, simple, n) for r, c in chunks()]
-                                          or [np.zeros(0, np.int64)])
-                keys.sort()
+                    parts = [(_keys(r, c, simple, n), e) for r, c, e in chunks()]
+                    keys = np.concatenate([k for k, _ in parts] or [np.zeros(0, np.int64)])
+                    if with_ids:
+                        ids = np.concatenate([e for _, e in parts if e is not None]
+                                             or [np.zeros(0, np.int64)])
+                    del parts
+                if ids is not None:  # stable: repeats of an entry keep their id order
+                    order = np.argsort(keys, kind="stable")
+                    keys, ids = keys[order], ids[order]
+                    del order
+                    ids.tofile(f_ids)
+                    del ids
+                else:
+                    keys.sort()
                 if simple and len(keys):
                     keep = np.ones(len(keys), dtype=bool)
                     np.not_equal(keys[1:], keys[:-1], out=keep[1:])
@@ -197,12 +232,19 @@ def group(num_nodes: int, chunks: Chunks, row_bound: np.ndarray, simple: bool,
                 keys.astype(dtype).tofile(f)
                 del keys
     finally:
-        for path in buckets:
+        for path in buckets + id_buckets:
             path.unlink(missing_ok=True)
     nnz = int(indptr[-1])
-    indices = (np.memmap(out, dtype=dtype, mode="r", shape=(nnz,)) if nnz
-               else np.zeros(0, dtype=dtype))
-    return CSR(indptr, indices)
+
+    def mapped(path: Path, kind: type) -> np.ndarray:
+        return np.memmap(path, dtype=kind, mode="r", shape=(nnz,)) if nnz else np.zeros(0, kind)
+
+    return CSR(indptr, mapped(out, dtype), mapped(id_out, np.int64) if with_ids else None)
+
+
+@contextlib.contextmanager
+def _no_file() -> Iterator[None]:
+    yield None
 
 
 def _keys(rows: np.ndarray, cols: np.ndarray, simple: bool, n: int) -> np.ndarray:
@@ -216,8 +258,8 @@ def _keys(rows: np.ndarray, cols: np.ndarray, simple: bool, n: int) -> np.ndarra
 
 
 def _scatter(chunks: Chunks, cuts: list[int], simple: bool, n: int,
-             buckets: list[Path]) -> None:
-    """Append every entry's key to the file of the bucket holding its row.
+             buckets: list[Path], id_buckets: list[Path]) -> None:
+    """Append every entry's key (and id, to ``id_buckets``) to its row's bucket file.
 
     At most :data:`_OPEN_FILES` bucket files are open at a time: with more buckets, one
     pass over the chunks fills each group of them (a small budget on a large graph costs
@@ -228,24 +270,36 @@ def _scatter(chunks: Chunks, cuts: list[int], simple: bool, n: int,
         lo, hi = cuts[g0] * n, cuts[g1] * n
         inner = np.asarray(cuts[g0 + 1:g1], dtype=np.int64) * n
         files = [open(path, "wb") for path in buckets[g0:g1]]  # noqa: SIM115 - closed below
+        id_files = [open(path, "wb") for path in id_buckets[g0:g1]]  # noqa: SIM115
         try:
-            for rows, cols in chunks():
-                keys = _keys(rows, cols, simple, n)
+            for rows, cols, ids in chunks():
+                if simple:
+                    keep = rows != cols
+                    rows, cols = rows[keep], cols[keep]
+                    ids = None if ids is None else ids[keep]
+                keys = _keys(rows, cols, False, n)
                 del rows, cols
                 if g0 or g1 < len(buckets):
-                    keys = keys[(keys >= lo) & (keys < hi)]
+                    inside = (keys >= lo) & (keys < hi)
+                    keys = keys[inside]
+                    ids = None if ids is None else ids[inside]
                 which = np.searchsorted(inner, keys, side="right")
                 order = np.argsort(which, kind="stable")
                 keys, which = keys[order], which[order]
+                if id_files:
+                    assert ids is not None
+                    ids = ids[order]
                 del order
                 ends = np.searchsorted(which, np.arange(1, len(files) + 1))
                 start = 0
-                for f, end in zip(files, ends.tolist(), strict=True):
+                for j, end in enumerate(ends.tolist()):
                     if end > start:
-                        keys[start:end].tofile(f)
+                        keys[start:end].tofile(files[j])
+                        if id_files:
+                            ids[start:end].tofile(id_files[j])
                     start = end
         finally:
-            for f in files:
+            for f in files + id_files:
                 f.close()
 
 
@@ -261,14 +315,15 @@ def group_in_edges(num_nodes: int, src: np.ndarray, dst: np.ndarray, workdir: Pa
         budget: Bytes of working set.
 
     Returns:
-        The in-edges, with every edge exactly once, sources sorted per destination.
+        The in-edges, with every edge exactly once, sources sorted per destination, and
+        their edge ids (positions in ``src``/``dst``).
     """
     chunks = _edge_chunks(src, dst, budget)
     degree = np.zeros(num_nodes, dtype=np.int64)
-    for rows, _ in chunks():
+    for rows, _, _ in chunks():
         degree += np.bincount(rows, minlength=num_nodes)
     return group(num_nodes, chunks, degree, simple=False, out=workdir / "in_edges.bin",
-                 budget=budget)
+                 budget=budget, with_ids=True)
 
 
 def metis_graph(in_edges: InEdges, workdir: Path, budget: int = DEFAULT_BUDGET) -> CSR:

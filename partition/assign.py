@@ -68,7 +68,7 @@ def balance_weights(balance: Sequence[str], in_degree: np.ndarray,
     Args:
         balance: Quantities to balance (see the module docstring).
         in_degree: int64 ``[N]`` in-degree of every node.
-        train_idx: Training node ids.
+        train_idx: Training node ids (repeats count: the sources of training edges).
 
     Returns:
         ``(weights, used)``: int64 ``[N, ncon]``, one column per quantity kept (those not
@@ -79,9 +79,8 @@ def balance_weights(balance: Sequence[str], in_degree: np.ndarray,
     for name in check_balance(balance):
         if name == "nodes":
             columns[name] = np.ones(n, dtype=np.int64)
-        elif name == "train" and len(train_idx):
-            columns[name] = np.zeros(n, dtype=np.int64)
-            columns[name][np.asarray(train_idx)] = 1
+        elif name == "train" and len(train_idx):  # a repeated id weighs more (link sources)
+            columns[name] = np.bincount(np.asarray(train_idx), minlength=n).astype(np.int64)
         elif name == "edges" and int(in_degree.sum()):
             columns[name] = in_degree.astype(np.int64, copy=False)
     if not columns:

@@ -133,9 +133,9 @@ def _run_partition(argv: Sequence[str]) -> int:
     meter = StageMeter()
     with meter.stage("load"):
         dataset = _load(job.data, ns.progress)
-    if dataset.y is not None:
+    if dataset.y is not None and job.data.task == "node":
         dataset.require_node_task(job.data.dataset)
-    meta = job.partition.run(dataset, job.partition.num_parts, str(out),
+    meta = job.partition.run(dataset, job.partition.num_parts, str(out), task=job.data.task,
                              overwrite=ns.overwrite, progress=ns.progress, meter=meter)
     print(f"wrote {out}: {meta.num_parts} parts of {meta.name} "
           f"({meta.num_nodes:,} nodes, {meta.num_edges:,} edges), {meta.partitioner}")
@@ -161,6 +161,12 @@ def _run_info(argv: Sequence[str]) -> int:
           f"{meta.num_classes} classes, halo_hops {meta.halo_hops}")
     print(f"partitioner: {meta.partitioner}")
     print(f"offsets: {list(meta.offsets)}")
+    if meta.has_edge_ids:
+        link = {split: sum(p.get(f"num_{split}_edges", 0) for p in meta.parts)
+                for split in ("train", "val", "test")}
+        print(f"edges: ids stored, edge_dim {meta.edge_dim}; link supervision: "
+              + ", ".join(f"{k} {v:,}" for k, v in link.items())
+              + (f" ({meta.neg_kind} negatives)" if any(link.values()) else ""))
     if meta.quality:
         print(format_quality(meta.quality, meta.num_edges))
     if args.plot:

@@ -87,10 +87,15 @@ class PartitionConfig:
                 "memory_budget": int(self.memory_budget * 1e9), "workers": self.workers,
                 "threads": self.threads, "compress": self.compress}
 
-    def run(self, dataset: GraphDataset, num_parts: int, out: str, *, overwrite: bool = False,
-            progress: bool = False, meter: StageMeter | None = None) -> PartitionMeta:
-        """Partition a (validated) ``dataset`` into ``num_parts`` parts written to ``out``."""
+    def run(self, dataset: GraphDataset, num_parts: int, out: str, *, task: str = "node",
+            overwrite: bool = False, progress: bool = False,
+            meter: StageMeter | None = None) -> PartitionMeta:
+        """Partition a (validated) ``dataset`` into ``num_parts`` parts written to ``out``.
+
+        ``task`` (``--task``) says what ``"train"`` balances: training nodes, or the
+        sources of training supervision edges (``"link"``).
+        """
         from gnnpar.partition.writer import partition_graph
 
         return partition_graph(dataset, num_parts, out, overwrite=overwrite, progress=progress,
-                               validate=False, meter=meter, **self.arguments())
+                               validate=False, meter=meter, task=task, **self.arguments())

@@ -1,4 +1,4 @@
-"""The partition directory, format version 1: its schema and its reader.
+"""The partition directory, format version 3: its schema and its reader.
 
 Nodes are renumbered so that part ``k`` owns the contiguous range
 ``offsets[k] .. offsets[k+1]`` of new global ids; the partition book is ``offsets``.
@@ -21,9 +21,24 @@ Edges follow message direction (source -> destination)::
                                            (fp32, fp16, bf16) says
         label.npy        int64 [n_owned]   (-1 = unlabelled)
         train_idx.npy val_idx.npy test_idx.npy   int64 local ids of owned nodes
+        e_id.npy         int64 [nnz]       dataset edge id of each in-edge (indices' order)
+        edge_attr.npy    float32 [nnz, D]  edge features in indices' order (D = edge_dim,
+                                           0 without)
+        train_edges.npy val_edges.npy test_edges.npy   int64 [m, 2]  link supervision
+                                           edges (src, dst) as new global ids, those whose
+                                           *source* this part owns, in dataset order
+        val_neg.npy test_neg.npy   int64   their fixed negatives as new global ids:
+                                           [m, C] candidate destinations, row i for the
+                                           split's edge i (neg_kind "per_edge"), or [m', 2]
+                                           negative pairs whose source this part owns
+                                           ("shared")
 
 Local id ``i < n_owned`` is global id ``offsets[K] + i``; local id ``n_owned + j`` is global
 id ``halo_gids[j]``.  With ``halo_hops = 1`` the halo rows of ``indptr`` are empty.
+
+Versions 1 and 2 (no edge ids, edge features or link supervision) are still read: their
+parts have ``e_id = None``, no edge features and no supervision edges, and anything that
+needs edge ids refuses them with the fix (re-partition).
 """
 
 from __future__ import annotations
@@ -39,9 +54,10 @@ import numpy as np
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.io import check_json_digest, load_npy, read_json, sha256_file
 
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
-"""Version 2 added ``feat_dtype``; a version-1 directory reads as ``fp32`` features."""
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+"""Version 2 added ``feat_dtype`` (a version-1 directory reads as ``fp32`` features);
+version 3 edge ids, edge features and link supervision (``EDGE_DTYPES``)."""
 META_FILE = "meta.json"
 PARTITION_MARKER = (META_FILE, "a partition directory")
 """What identifies a partition directory (see :func:`gnnpar.io.check_output_dir`)."""
@@ -55,12 +71,18 @@ PART_DTYPES: dict[str, type[np.generic]] = {
     "in_degree": np.int64, "adj_complete": np.bool_, "feat": np.float32, "label": np.int64,
     "train_idx": np.int64, "val_idx": np.int64, "test_idx": np.int64,
 }
-PART_ARRAYS = tuple(PART_DTYPES)
+EDGE_DTYPES: dict[str, type[np.generic]] = {
+    "e_id": np.int64, "edge_attr": np.float32, "train_edges": np.int64,
+    "val_edges": np.int64, "test_edges": np.int64, "val_neg": np.int64, "test_neg": np.int64}
+"""The part files version 3 added."""
+LINK_ARRAYS = ("train_edges", "val_edges", "test_edges", "val_neg", "test_neg")
+PART_ARRAYS = (*PART_DTYPES, *EDGE_DTYPES)
+_TWO_DIMENSIONAL = ("feat", "edge_attr", *LINK_ARRAYS)
 META_TYPES = {
     "format_version": "int", "name": "str", "num_parts": "int", "num_nodes": "int",
     "num_edges": "int", "feat_dim": "int", "num_classes": "int", "offsets": "list[int]",
     "halo_hops": "int", "partitioner": "dict", "quality": "dict", "parts": "list[dict]",
-    "files": "dict[str, str]", "feat_dtype": "str"}
+    "files": "dict[str, str]", "feat_dtype": "str", "edge_dim": "int", "neg_kind": "str"}
 """The JSON type of every ``meta.json`` field."""
 
 
@@ -135,6 +157,9 @@ class PartitionMeta:
         quality: Edge cut, balance and halo figures (see ``partition.quality``).
         parts: Per part: ``num_owned``, ``num_halo``, ``num_edges`` (stored in-edges).
         files: ``relative path -> sha256`` of every array file.
+        edge_dim: Edge feature width ``D`` (0 without edge features).
+        neg_kind: How ``val_neg`` / ``test_neg`` hold negatives: ``per_edge`` or ``shared``
+            (see the module docstring).
     """
 
     format_version: int
@@ -151,6 +176,8 @@ class PartitionMeta:
     parts: tuple[dict[str, int], ...] = ()
     files: dict[str, str] = field(default_factory=dict)
     feat_dtype: str = "fp32"
+    edge_dim: int = 0
+    neg_kind: str = "per_edge"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], path: str | os.PathLike[str]) -> PartitionMeta:
@@ -175,8 +202,9 @@ class PartitionMeta:
         kwargs: dict[str, Any] = {}
         for f in fields(cls):
             if f.name not in d:
-                if f.name == "quality" or (version < 2 and f.name in ("feat_dtype", "parts")):
-                    continue  # optional (in version 1)
+                if f.name == "quality" or (version < 2 and f.name in ("feat_dtype", "parts")) \
+                        or (version < 3 and f.name in ("edge_dim", "neg_kind")):
+                    continue  # optional (in older versions)
                 raise PartitionError("field is missing.", path=path, field=f.name, fix=fix)
             value = d[f.name]
             if not _has_type(value, META_TYPES[f.name]):
@@ -191,8 +219,11 @@ class PartitionMeta:
             raise PartitionError(f"feat_dtype is {meta.feat_dtype!r}.", path=path,
                                  field="feat_dtype",
                                  fix=f"use one of {', '.join(FEATURE_DTYPES)} (re-partition).")
+        if meta.neg_kind not in ("per_edge", "shared"):
+            raise PartitionError(f"neg_kind is {meta.neg_kind!r}.", path=path, field="neg_kind",
+                                 fix="use per_edge or shared (re-partition).")
         if meta.num_parts < 1 or min(meta.num_nodes, meta.num_edges, meta.feat_dim,
-                                     meta.num_classes, meta.halo_hops - 1) < 0:
+                                     meta.num_classes, meta.halo_hops - 1, meta.edge_dim) < 0:
             raise PartitionError("num_parts, num_nodes, num_edges, feat_dim, num_classes "
                                  "or halo_hops is out of range.", path=path, field="num_parts",
                                  fix=fix)
@@ -207,7 +238,7 @@ class PartitionMeta:
             raise PartitionError(f"has {len(meta.parts)} entries for {meta.num_parts} parts.",
                                  path=path, field="parts", fix=fix)
         expected = {f"{part_dir_name(k)}/{a}.npy" for k in range(meta.num_parts)
-                    for a in PART_ARRAYS}
+                    for a in meta.part_dtypes()}
         if set(meta.files) != expected:
             odd = sorted(set(meta.files) ^ expected)
             what = "listed but not a part file" if odd[0] in meta.files else "missing"
@@ -237,8 +268,14 @@ class PartitionMeta:
         return cls.from_dict(read_json(path, PartitionError), path)
 
     def part_dtypes(self) -> dict[str, type[np.generic]]:
-        """Every part file's stored dtype (the schema, with this partition's features)."""
-        return {**PART_DTYPES, "feat": FEATURE_DTYPES[self.feat_dtype]}
+        """Every part file's stored dtype: this version's schema, this partition's features."""
+        edge = EDGE_DTYPES if self.format_version >= 3 else {}
+        return {**PART_DTYPES, "feat": FEATURE_DTYPES[self.feat_dtype], **edge}
+
+    @property
+    def has_edge_ids(self) -> bool:
+        """Whether the parts store edge ids, edge features and link supervision (v3)."""
+        return self.format_version >= 3
 
     def owner(self, gids: np.ndarray) -> np.ndarray:
         """Part that owns each global id (one ``searchsorted`` on the offsets)."""
@@ -254,6 +291,9 @@ class Partition:
         part_id: Which part this is.
         orig_ids, halo_gids, indptr, indices, in_degree, adj_complete, feat, label,
         train_idx, val_idx, test_idx: As in the module docstring.
+        e_id: As in the module docstring; ``None`` in a version 1 or 2 partition.
+        edge_attr, train_edges, val_edges, test_edges, val_neg, test_neg: As in the module
+            docstring (empty in a version 1 or 2 partition).
     """
 
     meta: PartitionMeta
@@ -269,6 +309,13 @@ class Partition:
     train_idx: np.ndarray
     val_idx: np.ndarray
     test_idx: np.ndarray
+    e_id: np.ndarray | None = None
+    edge_attr: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    train_edges: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    val_edges: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    test_edges: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    val_neg: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    test_neg: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
 
     @property
     def num_owned(self) -> int:
@@ -284,6 +331,16 @@ class Partition:
     def first_gid(self) -> int:
         """Global id of local id 0."""
         return int(self.meta.offsets[self.part_id])
+
+    def edge_ids(self) -> np.ndarray:
+        """The dataset edge id of each stored in-edge; refuses a version 1 or 2 partition."""
+        if self.e_id is None:
+            raise PartitionError(
+                f"is format version {self.meta.format_version}, which stores no edge ids "
+                "(needed for edge features, link prediction and e_id in batches).",
+                path=META_FILE, field="format_version",
+                fix="re-partition with this gnnpar (gnnpar-partition ... --overwrite).")
+        return self.e_id
 
     def local_to_global(self, local: np.ndarray) -> np.ndarray:
         """Global ids of local ids (owned first, then halo)."""
@@ -317,12 +374,14 @@ def check_part(d: Path, p: Partition, finite: bool = True) -> None:
     meta, k = p.meta, p.part_id
     for name, dtype in meta.part_dtypes().items():
         arr = getattr(p, name)
-        if arr.dtype != dtype or arr.ndim != (2 if name == "feat" else 1):
+        ndim = 2 if name in _TWO_DIMENSIONAL else 1
+        if arr.dtype != dtype or arr.ndim != ndim:
             raise _bad(d / f"{name}.npy", name, f"has dtype {arr.dtype} and {arr.ndim} "
-                       f"dimensions, expected {np.dtype(dtype)} with "
-                       f"{2 if name == 'feat' else 1}.")
+                       f"dimensions, expected {np.dtype(dtype)} with {ndim}.")
     n_owned, n_local = p.num_owned, p.num_owned + p.num_halo
     sizes = {"num_owned": n_owned, "num_halo": p.num_halo, "num_edges": len(p.indices)}
+    if meta.has_edge_ids:
+        sizes.update({f"num_{name}": len(getattr(p, name)) for name in LINK_ARRAYS[:3]})
     listed = meta.parts[k] if meta.parts else sizes  # version 1 may list none
     if {key: listed.get(key) for key in sizes} != sizes or \
             n_owned != meta.offsets[k + 1] - meta.offsets[k]:
@@ -368,6 +427,8 @@ def check_part(d: Path, p: Partition, finite: bool = True) -> None:
         if len(idx) and ((np.diff(idx) <= 0).any() or idx[0] < 0 or idx[-1] >= n_owned):
             raise _bad(d / f"{split}.npy", split, f"must hold sorted distinct local ids of "
                        f"owned nodes in [0, {n_owned}).")
+    if meta.has_edge_ids:
+        _check_edge_arrays(d, p, finite)
     if finite and meta.feat_dtype != "bf16":  # bf16 bits: checked as float32 below
         step = max(1, (1 << 24) // max(1, p.feat.shape[1] * p.feat.itemsize))
         for start in range(0, n_owned, step):
@@ -381,6 +442,43 @@ def check_part(d: Path, p: Partition, finite: bool = True) -> None:
             if not np.isfinite(bits.view(np.float32)).all():
                 raise _bad(d / "feat.npy", "feat", f"holds a NaN or infinite value in rows "
                            f"{start}..{min(start + step, n_owned)}.")
+
+
+def _check_edge_arrays(d: Path, p: Partition, finite: bool) -> None:
+    """The version-3 arrays of one part: edge ids, edge features, supervision edges."""
+    meta = p.meta
+    nnz, n = len(p.indices), meta.num_nodes
+    e_id = p.edge_ids()
+    if len(e_id) != nnz or (nnz and (int(np.min(e_id)) < 0
+                                     or int(np.max(e_id)) >= meta.num_edges)):
+        raise _bad(d / "e_id.npy", "e_id", f"must hold {nnz} edge ids in "
+                   f"[0, {meta.num_edges}), one per in-edge.")
+    if p.edge_attr.shape != (nnz, meta.edge_dim):
+        raise _bad(d / "edge_attr.npy", "edge_attr", f"has shape {p.edge_attr.shape}, "
+                   f"expected ({nnz}, {meta.edge_dim}).")
+    if finite:
+        step = max(1, (1 << 24) // max(1, 4 * meta.edge_dim))
+        for start in range(0, nnz, step):
+            if not np.isfinite(p.edge_attr[start:start + step]).all():
+                raise _bad(d / "edge_attr.npy", "edge_attr", "holds a NaN or infinite "
+                           f"value in rows {start}..{min(start + step, nnz)}.")
+    lo, hi = meta.offsets[p.part_id], meta.offsets[p.part_id + 1]
+    for name in LINK_ARRAYS:
+        a = np.asarray(getattr(p, name))
+        pairs = name.endswith("_edges") or meta.neg_kind == "shared"
+        if pairs and a.shape[1] != 2:
+            raise _bad(d / f"{name}.npy", name, f"has shape {a.shape}, expected (m, 2).")
+        if a.size and (int(a.min()) < 0 or int(a.max()) >= n):
+            raise _bad(d / f"{name}.npy", name, f"holds node ids outside [0, {n}).")
+        if pairs and len(a) and (int(a[:, 0].min()) < lo or int(a[:, 0].max()) >= hi):
+            raise _bad(d / f"{name}.npy", name, f"holds a pair whose source part "
+                       f"{p.part_id} does not own (ids {lo}..{hi}).")
+    if meta.neg_kind == "per_edge":
+        for split in ("val", "test"):
+            neg, pos = getattr(p, f"{split}_neg"), getattr(p, f"{split}_edges")
+            if len(neg) != len(pos) and len(neg):
+                raise _bad(d / f"{split}_neg.npy", f"{split}_neg", f"has {len(neg)} rows "
+                           f"for {len(pos)} {split} edges.")
 
 
 def verify_checksums(out_dir: str | os.PathLike[str], meta: PartitionMeta,
@@ -430,7 +528,8 @@ def load_partition(out_dir: str | os.PathLike[str], part: int, mmap: bool = True
     if verify:
         verify_checksums(out_dir, meta, [part])
     d = Path(out_dir) / part_dir_name(part)
-    arrays = {name: load_npy(d / f"{name}.npy", mmap, PartitionError) for name in PART_ARRAYS}
+    arrays = {name: load_npy(d / f"{name}.npy", mmap, PartitionError)
+              for name in meta.part_dtypes()}
     p = Partition(meta=meta, part_id=part, **arrays)
     check_part(d, p, finite=verify)
     return p

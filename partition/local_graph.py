@@ -72,6 +72,7 @@ class LocalGraph:
         halo_gids: int64 ``[n_halo]`` sorted new global ids of halo nodes.
         indptr: int64 ``[n_owned + n_halo + 1]`` in-edge CSC over local ids.
         indices: int64 ``[nnz]`` source local ids.
+        e_id: int64 ``[nnz]`` the dataset edge id of each in-edge.
         adj_complete: bool ``[n_owned + n_halo]`` whether a node's in-edges are all stored.
         cut_edges: In-edges of owned nodes whose source another part owns.
         owned_edges: In-edges of owned nodes.
@@ -80,6 +81,7 @@ class LocalGraph:
     halo_gids: np.ndarray
     indptr: np.ndarray
     indices: np.ndarray
+    e_id: np.ndarray
     adj_complete: np.ndarray
     cut_edges: int
     owned_edges: int
@@ -100,7 +102,7 @@ def build_local_graph(in_edges: InEdges, ren: Renumbering, part: int,
     """
     lo, hi = int(ren.offsets[part]), int(ren.offsets[part + 1])
     n_owned, n = hi - lo, len(ren.new_of_old)
-    owned_ptr, indices = _rows_in_new_ids(in_edges, ren, ren.owned(part))
+    owned_ptr, indices, e_id = _rows_in_new_ids(in_edges, ren, ren.owned(part))
     owned_edges = len(indices)
     # Shift in place: owned sources now hold their local ids; the others (negative or
     # >= n_owned, i.e. huge as unsigned) belong to other parts.
@@ -110,15 +112,15 @@ def build_local_graph(in_edges: InEdges, ren: Renumbering, part: int,
     frontier = _distinct(indices[outside] + lo, n)
     halo = frontier
     # In-edges of the halo nodes within ``halo_hops - 1`` hops, level by level.
-    levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    levels: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     in_halo = np.zeros(n if halo_hops > 1 else 0, dtype=bool)
     if halo_hops > 1:
         in_halo[halo] = True
     for _ in range(halo_hops - 1):
         if not len(frontier):
             break
-        ptr, src = _rows_in_new_ids(in_edges, ren, ren.old_of_new[frontier])
-        levels.append((frontier, ptr, src))
+        ptr, src, ids = _rows_in_new_ids(in_edges, ren, ren.old_of_new[frontier])
+        levels.append((frontier, ptr, src, ids))
         reached = _distinct(src[(src < lo) | (src >= hi)], n)
         frontier = reached[~in_halo[reached]]
         in_halo[frontier] = True
@@ -135,10 +137,13 @@ def build_local_graph(in_edges: InEdges, ren: Renumbering, part: int,
         cat_src = np.concatenate([lv[2] for lv in levels])
         pos = n_owned + np.searchsorted(halo, rows)
         order = np.argsort(pos, kind="stable")
-        halo_ptr, halo_src = take_rows(cat_ptr, cat_src, order)
+        halo_ptr, halo_src, halo_ids = take_rows(cat_ptr, cat_src, order,
+                                                 np.concatenate([lv[3] for lv in levels]))
+        assert halo_ids is not None
         complete[pos] = True
         degree[pos[order]] = np.diff(halo_ptr)
         indices = np.concatenate([indices, halo_src - lo])
+        e_id = np.concatenate([e_id, halo_ids])
         outside = indices.view(np.uint64) >= n_owned
     indptr = np.zeros(n_local + 1, dtype=np.int64)
     np.cumsum(degree, out=indptr[1:])
@@ -147,15 +152,17 @@ def build_local_graph(in_edges: InEdges, ren: Renumbering, part: int,
     lookup = np.empty(n, dtype=np.int64)
     lookup[halo] = np.arange(n_owned, n_local, dtype=np.int64)
     indices[outside] = lookup[indices[outside] + lo]
-    return LocalGraph(halo_gids=halo, indptr=indptr, indices=indices, adj_complete=complete,
+    return LocalGraph(halo_gids=halo, indptr=indptr, indices=indices, e_id=e_id,
+                      adj_complete=complete,
                       cut_edges=cut_edges, owned_edges=owned_edges)
 
 
 def _rows_in_new_ids(in_edges: InEdges, ren: Renumbering,
-                     nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """In-edges of original ids ``nodes``, sources as (fresh) int64 new global ids."""
-    ptr, src = in_edges.rows(nodes)
-    return ptr, ren.new_of_old[src]
+                     nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """In-edges of original ids ``nodes``: pointer, sources (new global ids), edge ids."""
+    ptr, src, ids = in_edges.rows(nodes)
+    assert ids is not None, "in-edges are grouped with their edge ids"
+    return ptr, ren.new_of_old[src], ids
 
 
 def _concat_csc(ptrs: list[np.ndarray]) -> np.ndarray:

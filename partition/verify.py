@@ -94,6 +94,9 @@ def verify_partition(out_dir: str | os.PathLike[str],
     if dataset is not None:
         _check_round_trip(out, parts, meta, old_of_new, graph, dataset)
         checks += ["features", "labels", "splits", "edges"]
+        if meta.has_edge_ids:
+            _check_edge_round_trip(out, parts, old_of_new, dataset)
+            checks += ["edge ids", "edge features", "link supervision"]
     return VerifyReport(os.fspath(out), meta.num_parts, meta.num_nodes, meta.num_edges,
                         len(meta.files), tuple(checks))
 
@@ -199,3 +202,44 @@ def _check_round_trip(out: Path, parts: list[Partition], meta: PartitionMeta,
     if (relabelled != source).nnz:
         raise _fail(out, "indices", "the edges stored differ from the dataset's (as a "
                     "multiset of (source, destination) pairs through orig_ids).")
+
+
+def _check_edge_round_trip(out: Path, parts: list[Partition], old_of_new: np.ndarray,
+                           ds: GraphDataset) -> None:
+    """Edge ids, edge features and supervision rows equal the dataset's.
+
+    Each stored in-edge is the dataset's edge ``e_id`` (endpoints and features), the
+    owned in-edges hold every edge id once, and the supervision rows are the dataset's.
+    """
+    seen = np.zeros(ds.num_edges, dtype=np.int64)
+    for p in parts:
+        d = out / part_dir_name(p.part_id)
+        e_id = np.asarray(p.edge_ids())
+        indptr = np.asarray(p.indptr)
+        dst_local = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+        src = old_of_new[p.local_to_global(np.asarray(p.indices))]
+        dst = old_of_new[p.local_to_global(dst_local)]
+        if not (np.array_equal(np.asarray(ds.src)[e_id], src)
+                and np.array_equal(np.asarray(ds.dst)[e_id], dst)):
+            raise _fail(d / "e_id.npy", "e_id", "an in-edge's id names a dataset edge with "
+                        "other endpoints.")
+        seen += np.bincount(e_id[: indptr[p.num_owned]], minlength=ds.num_edges)
+        want = (np.zeros((len(e_id), 0), np.float32) if ds.edge_attr is None
+                else np.asarray(ds.edge_attr, dtype=np.float32)[e_id])
+        if want.tobytes() != np.asarray(p.edge_attr).tobytes():
+            raise _fail(d / "edge_attr.npy", "edge_attr", "differs from the dataset's "
+                        "features of the same edge ids.")
+    if not (seen == 1).all():
+        raise _fail(out, "e_id", "the owned in-edges do not hold every edge id exactly once.")
+    for name in ("train_edges", "val_edges", "test_edges", "val_neg", "test_neg"):
+        got = np.concatenate([old_of_new[np.asarray(getattr(p, name))] for p in parts])
+        want = np.asarray(getattr(ds, name))
+        if name.endswith("_neg") and ds.neg_kind == "per_edge":  # rows follow their edges
+            pos = np.concatenate([old_of_new[np.asarray(getattr(p, name[:-4] + "_edges"))]
+                                  for p in parts])
+            ref = np.asarray(getattr(ds, name[:-4] + "_edges"))
+            got, want = np.concatenate([pos, got], 1), np.concatenate([ref, want], 1)
+        if len(got) != len(want) or not np.array_equal(
+                got[np.lexsort(got.T[::-1])], want[np.lexsort(want.T[::-1])]):
+            raise _fail(out, name, "differs from the dataset's (as a multiset of rows "
+                        "through orig_ids).")

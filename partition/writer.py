@@ -1,6 +1,6 @@
 """``partition_graph``: split a :class:`GraphDataset` into K parts and write the directory.
 
-The directory is format version 1 of :mod:`gnnpar.partition.format` (whose docstring is
+The directory is format version 3 of :mod:`gnnpar.partition.format` (whose docstring is
 the contract every reader relies on)::
 
     OUT/
@@ -19,6 +19,11 @@ the contract every reader relies on)::
         feat.npy           [n_owned, F]  float32 (or --feature-dtype; F = 0 without)
         label.npy          int64 [n_owned]           (-1 = unlabelled / no labels)
         train_idx.npy val_idx.npy test_idx.npy   int64 sorted local ids of owned nodes
+        e_id.npy           int64 [nnz]               dataset edge id of each in-edge
+        edge_attr.npy      float32 [nnz, D]          edge features (D = 0 without)
+        train_edges.npy val_edges.npy test_edges.npy   int64 [m, 2] link supervision
+                           edges whose source the part owns (new global ids)
+        val_neg.npy test_neg.npy   their fixed negatives (new global ids)
       part-1/ ...
 
 How it is written, each stage from memory maps in chunks, under a working-set budget
@@ -73,6 +78,7 @@ from gnnpar.partition.assign import DEFAULT_BALANCE, assign_parts, check_num_par
 from gnnpar.partition.format import (
     FEATURE_DTYPES,
     FORMAT_VERSION,
+    LINK_ARRAYS,
     META_FILE,
     PARTITION_MARKER,
     PartitionMeta,
@@ -105,6 +111,7 @@ def partition_graph(
     threads: int = 1,
     compress: bool = False,
     meter: StageMeter | None = None,
+    task: str = "node",
 ) -> PartitionMeta:
     """Partition ``dataset`` into ``num_parts`` parts and write the partition directory.
 
@@ -135,6 +142,9 @@ def partition_graph(
         threads: Threads of KaMinPar.
         compress: KaMinPar holds the graph compressed.
         meter: Receives each stage's time and peak RSS.
+        task: ``"node"`` or ``"link"``: with ``"link"`` the ``"train"`` balance weighs
+            each node by the training supervision edges it is the source of (they are
+            stored, and trained on, by the part that owns their source).
 
     Returns:
         The metadata written to ``meta.json``.
@@ -150,6 +160,8 @@ def partition_graph(
         meta.quality["edge_cut_share"]
     """
     _check_arguments(halo_hops, feature_dtype, memory_budget, workers, threads)
+    if task not in ("node", "link"):
+        raise ConfigError(f"got task={task!r}.", field="task", fix="pass node or link.")
     meter = meter if meter is not None else StageMeter()
     with meter.stage("check"):
         if validate:
@@ -172,9 +184,11 @@ def partition_graph(
                                           scratch, memory_budget)
             bar.update()
             with meter.stage("assign"):
+                train = (np.asarray(dataset.train_edges)[:, 0] if task == "link"
+                         else np.asarray(dataset.train_idx))
                 part, partitioner = assign_parts(
-                    in_edges, num_parts, method, balance, seed, np.asarray(dataset.train_idx),
-                    scratch, assignment, memory_budget, threads, compress)
+                    in_edges, num_parts, method, balance, seed, train, scratch, assignment,
+                    memory_budget, threads, compress)
                 bar.update()
                 ren = renumber(part, num_parts)
                 del part
@@ -182,7 +196,8 @@ def partition_graph(
         with meter.stage("write"):
             job = _PartJob(tmp, dataset, in_edges, ren, in_edges.degree(),
                            {name: np.sort(ren.new_of_old[np.asarray(getattr(dataset, name))])
-                            for name in SPLITS}, int(halo_hops), feature_dtype)
+                            for name in SPLITS}, int(halo_hops), feature_dtype,
+                           _link_arrays(dataset, ren))
             written = list(tqdm(_write_parts(job, num_parts, workers), total=num_parts,
                                 desc="write", unit="part", disable=not progress))
         files = {name: digest for _, _, part_files in written
@@ -195,7 +210,7 @@ def partition_graph(
             partitioner=partitioner,
             quality=quality_report([st for st, _, _ in written], dataset.num_edges),
             parts=tuple(size for _, size, _ in written), files=dict(sorted(files.items())),
-            feat_dtype=feature_dtype)
+            feat_dtype=feature_dtype, edge_dim=dataset.edge_dim, neg_kind=dataset.neg_kind)
         write_digested_json(tmp / META_FILE, meta.to_dict())
     return meta
 
@@ -231,6 +246,33 @@ class _PartJob:
     splits: dict[str, np.ndarray]
     halo_hops: int
     feature_dtype: str
+    link: dict[str, tuple[np.ndarray, np.ndarray]]
+    """Per link array: its rows in new ids grouped by part, and the ``K + 1`` row bounds."""
+
+
+def _link_arrays(dataset: GraphDataset,
+                 ren: Renumbering) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The supervision edges and negatives in new ids, grouped by the part that stores them.
+
+    A pair goes to the part owning its source; per-edge negatives follow their positive.
+    Within a part, rows keep the dataset's order (a stable sort by part).
+    """
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    k = ren.num_parts
+    for name in LINK_ARRAYS:
+        rows = ren.new_of_old[np.asarray(getattr(dataset, name), dtype=np.int64)]
+        if name.endswith("_neg") and dataset.neg_kind == "per_edge":
+            key_rows = ren.new_of_old[np.asarray(
+                getattr(dataset, name.replace("_neg", "_edges")), dtype=np.int64)]
+            if len(rows) == 0:
+                key_rows = key_rows[:0]
+        else:
+            key_rows = rows
+        part = np.searchsorted(ren.offsets, key_rows[:, 0], side="right") - 1
+        order = np.argsort(part, kind="stable")
+        bounds = np.searchsorted(part[order], np.arange(k + 1))
+        out[name] = rows[order], bounds
+    return out
 
 
 _Written = tuple[PartStats, dict[str, int], dict[str, str]]
@@ -281,6 +323,12 @@ def _write_part(job: _PartJob, k: int) -> _Written:
     save("in_degree", np.concatenate([job.degree[owned],
                                       job.degree[ren.old_of_new[local.halo_gids]]]))
     save("adj_complete", local.adj_complete)
+    save("e_id", local.e_id)
+    files[f"{name}/edge_attr.npy"] = save_npy_blocks(
+        job.tmp / name / "edge_attr.npy", (len(local.e_id), dataset.edge_dim), np.float32,
+        _feature_blocks(dataset.edge_attr, local.e_id))
+    for link_name, (rows, bounds) in job.link.items():
+        save(link_name, rows[bounds[k]:bounds[k + 1]])
     files[f"{name}/feat.npy"] = save_npy_blocks(
         job.tmp / name / "feat.npy", (len(owned), dataset.feat_dim),
         FEATURE_DTYPES[job.feature_dtype],
@@ -298,11 +346,15 @@ def _write_part(job: _PartJob, k: int) -> _Written:
     stats = PartStats(owned=len(owned), train=owned_in_split["train_idx"],
                       edges=local.owned_edges, halo=len(local.halo_gids), cut=local.cut_edges)
     return stats, {"num_owned": len(owned), "num_halo": len(local.halo_gids),
-                   "num_edges": len(local.indices)}, files
+                   "num_edges": len(local.indices),
+                   **{f"num_{n}": int(job.link[n][1][k + 1] - job.link[n][1][k])
+                      for n in LINK_ARRAYS[:3]}}, files
 
 
 def _feature_blocks(x: np.ndarray | None, owned: np.ndarray) -> Iterator[np.ndarray]:
-    """Feature rows of ``owned`` in blocks of about 16 MiB (nothing without features).
+    """Rows ``owned`` of node (or edge) features ``x``, in blocks of about 16 MiB.
+
+    Nothing without features.
 
     A memory map's pages are released after each block.
     """

@@ -15,6 +15,7 @@ import pytest
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.partition import partition_graph
+from gnnpar.partition.format import EDGE_DTYPES
 from gnnpar.plot import (
     DPI,
     PARTITION_FIGSIZE,
@@ -223,7 +224,11 @@ def test_partition_without_quality_or_parts(partition_dir: Path, tmp_path: Path)
     meta_path = partition_dir / "meta.json"
     # As gnnpar 0.1 wrote them (format version 1: no digest, parts and quality optional).
     meta = {**json.loads(meta_path.read_text()), "format_version": 1}
-    del meta["digest"], meta["feat_dtype"]
+    del meta["digest"], meta["feat_dtype"], meta["edge_dim"], meta["neg_kind"]
+    meta["files"] = {rel: d for rel, d in meta["files"].items()  # version 3 added these
+                     if Path(rel).stem not in EDGE_DTYPES}
+    meta["parts"] = [{k: v for k, v in p.items() if not k.endswith("_edges") or
+                      k == "num_edges"} for p in meta["parts"]]
     without_parts = {k: v for k, v in meta.items() if k != "parts"}  # falls back on quality
     meta_path.write_text(json.dumps(without_parts))
     _assert_not_blank(_pixels(plot_partition(partition_dir, tmp_path / "q.png")))

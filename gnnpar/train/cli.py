@@ -197,8 +197,20 @@ def _acc(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
+def _link_line(s: dict[str, Any]) -> str:
+    """``test MRR: ...`` of a link-prediction summary (Hits@K with shared negatives)."""
+    if s["test_hits"] is None:
+        return "test MRR:          not evaluated at the end (--eval none)"
+    hits = ", ".join(f"{k} {v:.4f}" for k, v in s["test_hits"].items())
+    head = (f"test MRR:          {s['test_mrr']:.4f} (val {_acc(s['val_mrr'])}); "
+            if s["test_mrr"] is not None else "test ")
+    return f"{head}{hits} (full-neighbour embeddings)"
+
+
 def _accuracy_line(s: dict[str, Any]) -> str:
     """``test accuracy: ...`` of a summary: the final figures, then the sampled ones."""
+    if s.get("task") == "link":
+        return _link_line(s)
     if s["eval"] == "none":
         return "test accuracy:     not evaluated at the end (--eval none)" + (
             f"; {_acc(s['test_acc_sampled'])} sampled (val {_acc(s['val_acc_sampled'])})"

@@ -9,6 +9,7 @@ section     what it sets
 ``train``   the mode (``sample`` or ``full``), epochs, optimiser, seed
 ``sample``  minibatch mode: fan-outs, batch sizes, feature cache, GCN normalisation
 ``full``    full-graph mode: boundary-node sampling, stale halos
+``link``    link prediction (``--task link``): decoder, negatives, target exclusion
 ``run``     where and how it runs: run directory, resume, checkpoints, processes, device
 =========== ==================================================================
 
@@ -41,6 +42,8 @@ GCN_NORMS = ("global", "sampled")
 PRECISIONS = ("fp32", "bf16")
 EVALS = ("full", "sampled", "none")
 SEED_SPLITS = ("even", "owned")
+DECODERS = ("dot", "mlp")
+EXCLUDES = ("reverse", "self", "none")
 
 
 @dataclass
@@ -210,6 +213,37 @@ class FullConfig:
 
 
 @dataclass
+class LinkConfig:
+    """Link prediction (--task link): the decoder, the negatives, the hidden targets."""
+
+    decoder: str = "dot"
+    """How a pair of embeddings is scored: dot (their inner product) or mlp (an MLP on
+    their elementwise product, as OGB's link baselines)."""
+
+    num_neg: int = 1
+    """Random negative pairs per positive in each training batch (binary, uniform over
+    all nodes)."""
+
+    strict: bool = field(default=False, metadata={"flag": "strict_negatives"})
+    """Redraw negatives that are edges of the graph (one exchange per round)."""
+
+    exclude: str = "reverse"
+    """Message-passing edges a batch hides: its target edges and their reverses
+    (reverse, for undirected graphs), its targets (self) or none."""
+
+    eval_chunk: int = 1024
+    """Evaluation: positives scored per exchange of embeddings."""
+
+    def validate(self) -> LinkConfig:
+        """Check every value; return ``self`` or raise :class:`ConfigError`."""
+        check_choice(LinkConfig, "link.decoder", self.decoder, DECODERS)
+        check_choice(LinkConfig, "link.exclude", self.exclude, EXCLUDES)
+        check_int(LinkConfig, "link.num_neg", self.num_neg, 1)
+        check_int(LinkConfig, "link.eval_chunk", self.eval_chunk, 1)
+        return self
+
+
+@dataclass
 class RunConfig:
     """Where and how the run goes: run directory, resume, checkpoints, processes."""
 
@@ -299,6 +333,9 @@ class Config:
     full: FullConfig = field(default_factory=FullConfig)
     """Full-graph mode."""
 
+    link: LinkConfig = field(default_factory=LinkConfig)
+    """Link prediction."""
+
     run: RunConfig = field(default_factory=RunConfig)
     """Run directory, processes, device."""
 
@@ -317,6 +354,8 @@ class Config:
             self.sample.validate(self.model)
         else:
             self.full.validate()
+        self.link.validate()
+        self._check_task()
         other = "full" if self.train.mode == "sample" else "sample"
         section = getattr(self, other)
         given = [f"{other}.{f.name}" for f in fields(section)
@@ -330,6 +369,21 @@ class Config:
                               f"is --mode {self.train.mode}.", field=given[0],
                               fix=f"drop {flags}, or pass --mode {other}.")
         return self
+
+    def _check_task(self) -> None:
+        """Refuse link settings on a node task, and link prediction in full mode."""
+        if self.data.task == "link":
+            if self.train.mode != "sample":
+                raise ConfigError("link prediction trains on sampled minibatches.",
+                                  field="train.mode", fix="pass --mode sample with --task link.")
+            return
+        given = [f.name for f in fields(LinkConfig)
+                 if getattr(self.link, f.name) != getattr(LinkConfig(), f.name)]
+        if given:
+            flags = ", ".join(flag_of(LinkConfig, name) for name in given)
+            raise ConfigError(f"{flags} set, but they apply to --task link and this run is "
+                              "--task node.", field=f"link.{given[0]}",
+                              fix=f"drop {flags}, or pass --task link.")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (the run record's ``config``, ``OUT/config.json``)."""

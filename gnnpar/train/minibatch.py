@@ -27,7 +27,7 @@ from gnnpar.comm import CommStats, all_reduce_sum
 from gnnpar.distributed import DistContext
 from gnnpar.feature_store import DistFeatureStore
 from gnnpar.graph import SPLITS, DistGraph
-from gnnpar.loader import DistNeighborLoader
+from gnnpar.loader import DistNeighborLoader, SeedSchedule
 from gnnpar.train.config import Config
 from gnnpar.train.models import SampledGNN, autocast, forward_batch
 
@@ -79,7 +79,7 @@ class MinibatchEngine:
         s, seed = cfg.sample, cfg.train.seed
         self.cfg = cfg
         self.ctx = ctx
-        self.module = SampledGNN(model, gcn_norm=s.gcn_norm)
+        self.module: nn.Module = SampledGNN(model, gcn_norm=s.gcn_norm)
         arrays: dict[str, Any] = {"x": graph.features(), "y": graph.part.label}
         attrs: tuple[str, ...] = ("x",)
         if self.module.needs_degrees:
@@ -88,9 +88,9 @@ class MinibatchEngine:
         self.features = DistFeatureStore(graph, ctx, cache_bytes=int(s.cache_mb * 2**20),
                                          stats=stats, arrays=arrays)
         fanouts = list(s.fanouts)
-        self.loader = DistNeighborLoader(graph, self.features, fanouts, "train", s.batch_size,
-                                         shuffle=True, seed=seed, prefetch=s.prefetch,
-                                         node_attrs=attrs, seed_split=s.seed_split)
+        self.loader: SeedSchedule = DistNeighborLoader(
+            graph, self.features, fanouts, "train", s.batch_size, shuffle=True, seed=seed,
+            prefetch=s.prefetch, node_attrs=attrs, seed_split=s.seed_split)
         self.eval_loaders = {
             split: DistNeighborLoader(graph, self.features, fanouts, split, s.eval_batch_size,
                                       shuffle=False, seed=seed + 1, node_attrs=attrs,
@@ -115,8 +115,9 @@ class MinibatchEngine:
             progress: Show a progress bar.
 
         Returns:
-            This rank's sums (:data:`SUMS`): loss, correct predictions, seeds, sampled
-            edges, seconds, and seconds by phase (``t_sample`` ... ``t_wait``).
+            This rank's sums (:data:`SUMS`): loss, correct predictions, seeds (items:
+            labelled pairs in link prediction), sampled edges, seconds, and seconds by
+            phase (``t_sample`` ... ``t_wait``).
         """
         ctx, every = self.ctx, self.cfg.run.checkpoint_steps
         acc = {**dict.fromkeys(SUMS, 0.0), **acc}
@@ -148,13 +149,11 @@ class MinibatchEngine:
             t1 = time.perf_counter()
             seed_step(epoch, step)
             batch = batch.to(dev)
-            y = batch.y[: batch.batch_size]
             with autocast(dev, precision):
-                logits = forward_batch(ddp, batch, precision)
-                loss = F.cross_entropy(logits, y, reduction="sum")
+                loss, right, count, global_count = self.loss(ddp, batch)
             t2 = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
-            (loss * (ctx.world_size / batch.global_batch_size)).backward()
+            (loss * (ctx.world_size / global_count)).backward()  # type: ignore[no-untyped-call]
             t3 = time.perf_counter()
             optimizer.step()
             t4 = time.perf_counter()
@@ -162,8 +161,8 @@ class MinibatchEngine:
             phase["backward"] += t3 - t2
             phase["optimizer"] += t4 - t3
             loss_sum += loss.detach()
-            correct += (logits.argmax(-1) == y).sum()
-            seeds += batch.batch_size
+            correct += right
+            seeds += count
             acc["edges"] += sum(batch.num_sampled_edges)
             bar.update()
             if not bar.disable and (step + 1) % POSTFIX_EVERY == 0:
@@ -175,8 +174,19 @@ class MinibatchEngine:
         bar.close()
         return totals(t0)
 
+    def loss(self, ddp: nn.Module, batch: Data) -> tuple[Tensor, Tensor, int, int]:
+        """A batch's summed loss, correct predictions, items and items of all ranks.
+
+        The cross-entropy of the seeds' logits, summed; the step divides it by the
+        global item count (``global_batch_size``) times the world size DDP divides by.
+        """
+        y = batch.y[: batch.batch_size]
+        logits = forward_batch(ddp, batch, self.cfg.train.precision)
+        loss = F.cross_entropy(logits, y, reduction="sum")
+        return loss, (logits.argmax(-1) == y).sum(), batch.batch_size, batch.global_batch_size
+
     @torch.no_grad()
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self) -> dict[str, Any]:
         """Validation and test accuracy on sampled neighbourhoods (collective).
 
         Returns:

@@ -4,13 +4,14 @@
 the partition's parts (and its settings), the device, the run directory — in well under a
 second, before a worker is spawned or a dataset read. :func:`resolve_partition` then finds
 the partition to train on: a partition directory is used as it is; a dataset spec is
-loaded (with ``--features`` / ``--labels`` / ``--split``), checked for a node-
-classification task and partitioned into one part per process by the launcher before
-any worker starts, cached under ``ROOT/partitions`` under a key of every setting and
-every input file's modification time and (sampled) content, so a changed input or
-setting is partitioned anew. Under ``torchrun`` every rank has already started, so no
-rank partitions while the others wait: a spec without a cached partition is refused
-with the ``gnnpar-partition`` command that makes it.
+loaded (with ``--features`` / ``--labels`` / ``--split``), checked for its task
+(node classification, or link prediction with ``--task link``) and partitioned into
+one part per process by the launcher before any worker starts, cached under
+``ROOT/partitions`` under a key of every setting and every input file's modification
+time and (sampled) content, so a changed input or setting is partitioned anew. Under
+``torchrun`` every rank has already started, so no rank partitions while the others wait:
+a spec without a cached partition is refused with the ``gnnpar-partition`` command that
+makes it.
 """
 
 from __future__ import annotations
@@ -212,9 +213,12 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
             fix=f"partition it first: `{partition_command(cfg, world_size, out)}`, then "
             "run this command again (or pass that --out as the dataset); gnnpar-train "
             f"--nproc {world_size} partitions before it starts the workers.")
-    dataset = cfg.data.load().require_node_task(cfg.data.dataset)
+    dataset = cfg.data.load()  # a link task is checked there
+    if cfg.data.task == "node":
+        dataset.require_node_task(cfg.data.dataset)
     try:
-        cfg.partition.run(dataset, world_size, str(out), progress=progress)
+        cfg.partition.run(dataset, world_size, str(out), task=cfg.data.task,
+                          progress=progress)
     except PartitionError:
         if not (out / META_FILE).is_file():  # not just another run that finished first
             raise

@@ -54,12 +54,20 @@ TOP_FIELDS = {
 }
 EPOCH_FIELDS = {
     "epoch": "0-based epoch number.",
-    "train_loss": "Mean training loss over all ranks' training seeds of the epoch.",
+    "train_loss": "Mean training loss over all ranks' training seeds of the epoch "
+                  "(--task link: binary cross-entropy over the labelled pairs).",
     "train_acc": "Training accuracy over the same seeds (sample mode: on sampled "
-                 "neighbourhoods, with dropout; full mode: exact, with dropout).",
+                 "neighbourhoods, with dropout; full mode: exact, with dropout; --task "
+                 "link: pairs whose logit has the label's sign).",
     "val_acc": "Validation accuracy, or null when not evaluated this epoch "
                "(--eval-every): sampled neighbourhoods in sample mode, exact in full mode.",
     "test_acc": "Test accuracy, as val_acc.",
+    "val_mrr": "--task link: validation MRR against each edge's fixed candidates (exact "
+               "full-neighbour embeddings; as ogb.linkproppred.Evaluator), null when not "
+               "evaluated, for shared negatives, or for a node task.",
+    "test_mrr": "Test MRR, as val_mrr.",
+    "val_hits": "--task link: validation {hits@K: value} (K = 1, 10, 50, 100), or null.",
+    "test_hits": "Test Hits@K, as val_hits.",
     "epoch_time_s": "Seconds of the training steps (mean over ranks; evaluation, "
                     "checkpoint and record excluded).",
     "eval_time_s": "Seconds of this epoch's evaluation (mean over ranks), or null.",
@@ -75,6 +83,7 @@ EPOCH_FIELDS = {
     "eval_comm": "The same for this epoch's evaluation ({} when none).",
 }
 SUMMARY_FIELDS = {
+    "task": "node (classification) or link (prediction).",
     "mode": "sample or full.",
     "eval": "Where train_acc, val_acc and test_acc come from (--eval): full (exact "
             "full-neighbour inference after the last epoch), sampled (the last epoch's "
@@ -87,6 +96,10 @@ SUMMARY_FIELDS = {
     "test_acc": "The same on the test nodes (eval sampled: the sampled figure).",
     "val_acc_sampled": "Sample mode: the last epoch's sampled validation accuracy; full: null.",
     "test_acc_sampled": "Sample mode: the last epoch's sampled test accuracy; full: null.",
+    "val_mrr": "--task link: the last evaluation's validation MRR (exact), else null.",
+    "test_mrr": "--task link: the last evaluation's test MRR (exact), else null.",
+    "val_hits": "--task link: the last evaluation's validation Hits@K, else null.",
+    "test_hits": "--task link: the last evaluation's test Hits@K, else null.",
     "epoch_time_s": "Mean epoch_time_s over the epochs after the first (which warms up).",
     "sampled_edges_per_s": "Mean sampled_edges_per_s over the same epochs; full mode: null.",
     "step_time_s": "Mean step_time_s over the same epochs, by phase.",

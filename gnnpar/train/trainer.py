@@ -7,7 +7,9 @@ synchronisation of every mode — and the mode's engine runs the epochs:
 * ``sample`` — :class:`~gnnpar.train.minibatch.MinibatchEngine`: minibatches of sampled
   neighbourhoods, validation and test accuracy on sampled neighbourhoods;
 * ``full`` — :class:`~gnnpar.train.fullgraph.FullGraphEngine`: one exact (or BNS /
-  stale) whole-graph step per epoch, exact evaluation.
+  stale) whole-graph step per epoch, exact evaluation;
+* ``--task link`` — :class:`~gnnpar.train.link.LinkEngine`: minibatches seeded by the
+  training supervision edges, with negatives; exact MRR / Hits@K evaluation.
 
 Per epoch, rank 0 appends the epoch to the run record ``OUT/record.json``
 (:mod:`gnnpar.train.record`: loss, accuracies, epoch time, rows and bytes by kind —
@@ -64,18 +66,23 @@ from gnnpar.errors import ConfigError
 from gnnpar.faults import FailureBoard, agreed
 from gnnpar.graph import DistGraph, global_split_sizes
 from gnnpar.io import write_json
+from gnnpar.link.model import LinkDecoder
 from gnnpar.nn import flush_pipelines
 from gnnpar.parallel.measure import peak_rss_bytes
 from gnnpar.sampler import mix_int
 from gnnpar.train.checkpoint import load_checkpoint, read_state, save_checkpoint
 from gnnpar.train.config import Config
 from gnnpar.train.fullgraph import FullGraphEngine, full_neighbour_accuracy
+from gnnpar.train.link import LinkEngine, LinkModule
 from gnnpar.train.minibatch import PHASES, SUMS, MinibatchEngine, StepHook
 from gnnpar.train.models import build_model
 from gnnpar.train.record import RECORD_FILE, RunRecord
 from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE, check_resume
 
 log = logging.getLogger("gnnpar")
+LINK_FIELDS = ("val_mrr", "test_mrr", "val_hits", "test_hits")
+EVAL_FIELDS = ("val_acc", "test_acc", *LINK_FIELDS)
+"""What an engine's ``evaluate`` may return (each epoch's record holds them all)."""
 
 
 class Engine(Protocol):
@@ -179,18 +186,25 @@ class Trainer:
 
     def _setup(self) -> None:
         cfg, ctx, graph = self.cfg, self.ctx, self.graph
-        self.split_sizes = global_split_sizes(graph, ctx)
+        self.link = cfg.data.task == "link"
+        self.split_sizes = global_split_sizes(graph, ctx, cfg.data.task)
         self.stats, self.eval_stats = CommStats(), CommStats()
         meta = graph.meta
         torch.manual_seed(cfg.train.seed)  # the same initial weights on every rank
-        self.model = build_model(cfg.model, meta.feat_dim, meta.num_classes).to(ctx.device)
-        engine_cls = MinibatchEngine if cfg.train.mode == "sample" else FullGraphEngine
-        self.engine: Engine = engine_cls(cfg, graph, ctx, self.model, self.split_sizes,
+        out = cfg.model.hidden if self.link else meta.num_classes
+        self.model = build_model(cfg.model, meta.feat_dim, out).to(ctx.device)
+        engine_cls: type[Any] = MinibatchEngine if cfg.train.mode == "sample" else FullGraphEngine
+        self.trained: nn.Module = self.model  # what the optimizer steps and checkpoints hold
+        if self.link:
+            self.trained = LinkModule(self.model, LinkDecoder(
+                cfg.link.decoder, cfg.model.hidden, dropout=cfg.model.dropout)).to(ctx.device)
+            engine_cls = LinkEngine
+        self.engine: Engine = engine_cls(cfg, graph, ctx, self.trained, self.split_sizes,
                                          self.stats)
         self.ddp = DistributedDataParallel(self.engine.module, process_group=ctx.group)
         self.ddp.register_comm_hook(_GradCounter(self.stats, ctx.world_size, ctx.group),
                                     _counted_allreduce)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr,
+        self.optimizer = torch.optim.Adam(self.trained.parameters(), lr=cfg.train.lr,
                                           weight_decay=cfg.train.weight_decay)
         self.record = RunRecord(
             config=cfg.to_dict(),
@@ -230,7 +244,7 @@ class Trainer:
             rows[ctx.rank] = torch.tensor([partial[k] for k in SUMS], dtype=torch.float64)
             per_rank = [dict(zip(SUMS, r, strict=True))
                         for r in all_reduce_sum(ctx, rows).cpu().tolist()]
-        save_checkpoint(self.checkpoint_dir, ctx, self.model, self.optimizer, extra={
+        save_checkpoint(self.checkpoint_dir, ctx, self.trained, self.optimizer, extra={
             "position": self._position(), "partial": per_rank, "epochs": self.record.epochs,
             "config": self.cfg.to_dict()})
 
@@ -249,7 +263,7 @@ class Trainer:
                                   fix=f"resume with {saved} processes (--nproc {saved}).")
 
         agreed(self.ctx, check)
-        extra = load_checkpoint(self.checkpoint_dir, self.ctx, self.model, self.optimizer)
+        extra = load_checkpoint(self.checkpoint_dir, self.ctx, self.trained, self.optimizer)
         pos = extra["position"]
         if isinstance(self.engine, MinibatchEngine):
             self.engine.loader.load_state_dict({**pos, "num_steps": len(self.engine.loader),
@@ -325,7 +339,7 @@ class Trainer:
             phases = {k: totals[f"t_{k}"] / ctx.world_size for k in PHASES}
             comm = comm_totals(self.stats, ctx)
             epoch_time = train[4] / ctx.world_size
-            accuracy: dict[str, float | None] = {"val_acc": None, "test_acc": None}
+            accuracy: dict[str, Any] = dict.fromkeys(EVAL_FIELDS)
             eval_time, eval_comm = None, {}
             if (epoch + 1) % t.eval_every == 0 or epoch + 1 == t.epochs:
                 self.eval_stats.reset()
@@ -357,27 +371,41 @@ class Trainer:
         self._write_record()
         return self.record.summary
 
-    def _final_accuracy(self) -> dict[str, float | None]:
-        """The run's final accuracies as ``--eval`` asks (collective for ``full``)."""
+    def _final_accuracy(self) -> dict[str, Any]:
+        """The run's final metrics as ``--eval`` asks (collective for ``full``).
+
+        Link prediction evaluates exactly after the last epoch anyway: its figures.
+        """
         t = self.cfg.train
+        final: dict[str, Any] = dict.fromkeys(("train_acc", "val_acc", "test_acc",
+                                               *LINK_FIELDS))
         if t.eval == "none":
-            return dict.fromkeys(("train_acc", "val_acc", "test_acc"))
+            return final
+        if self.link:
+            last = self.record.epochs[-1] if self.record.epochs else {}
+            return {**final, **{k: last.get(k) for k in LINK_FIELDS}}
         if t.eval == "sampled":
             last = self.record.epochs[-1] if self.record.epochs else {}
-            return {"train_acc": None, "val_acc": last.get("val_acc"),
-                    "test_acc": last.get("test_acc")}
+            return {**final, "val_acc": last.get("val_acc"), "test_acc": last.get("test_acc")}
         engine = self.engine
         flush_pipelines(engine.module)  # no stale halo exchange left in flight
         plan = engine.halo.exchange.plan if isinstance(engine, FullGraphEngine) else None
-        return dict(full_neighbour_accuracy(
+        return {**final, **full_neighbour_accuracy(
             self.model, self.graph, self.ctx, self.split_sizes, self.stats, t.precision,
-            int(t.eval_budget_mb * 2**20), plan))
+            int(t.eval_budget_mb * 2**20), plan)}
 
     def _log_epoch(self, entry: dict[str, Any]) -> None:
         t = self.cfg.train
         accuracy = "" if entry["val_acc"] is None else (
             f", val {entry['val_acc']:.4f} test {entry['test_acc']:.4f}"
             f"{' (sampled)' if t.mode == 'sample' else ''}")
+        if entry["test_hits"] is not None:
+            metric, value = (("MRR", entry["test_mrr"]) if entry["test_mrr"] is not None
+                             else next(iter(entry["test_hits"].items())))
+            val = entry["val_mrr"] if entry["val_mrr"] is not None else (
+                (entry["val_hits"] or {}).get(metric))
+            accuracy = (f", val {metric} {val:.4f}" if val is not None else "") + \
+                f", test {metric} {value:.4f}"
         rate = ("" if entry["sampled_edges_per_s"] is None
                 else f", {entry['sampled_edges_per_s'] / 1e6:.3g}M sampled edges/s")
         log.info("epoch %d/%d: loss %.4f, train accuracy %.4f%s, %.2f s%s", entry["epoch"] + 1,
@@ -393,6 +421,7 @@ class Trainer:
         sample = self.cfg.train.mode == "sample"
         kinds = sorted({k for e in steady for k in e["comm"]})
         return {
+            "task": self.cfg.data.task,
             "mode": self.cfg.train.mode,
             "eval": self.cfg.train.eval,
             "epochs": len(epochs),

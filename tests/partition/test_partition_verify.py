@@ -12,8 +12,9 @@ import pytest
 
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import PartitionError
-from gnnpar.io import sha256_file, write_digested_json
+from gnnpar.io import json_digest, sha256_file, write_digested_json
 from gnnpar.partition import load_partition, partition_graph, verify_partition
+from gnnpar.partition.format import EDGE_DTYPES
 
 
 @pytest.fixture(scope="module")
@@ -42,23 +43,46 @@ def rewrite(out: Path, rel: str, array: np.ndarray) -> None:
 
 def test_a_valid_partition_verifies(out: Path, dataset) -> None:  # type: ignore[no-untyped-def]
     report = verify_partition(out, dataset)
-    assert report.num_parts == 3 and report.files == 33
+    assert report.num_parts == 3 and report.files == 54
     assert "edges" in report.checks and "features" in report.checks
     assert "OK" in str(report)
 
 
-def test_version_1_reads_as_fp32_features(out: Path, dataset) -> None:  # type: ignore[no-untyped-def]
+def _as_older_version(out: Path, version: int) -> None:
+    """Rewrite ``out`` as a version-1 or -2 directory: no edge-id, edge or link files."""
     meta = json.loads((out / "meta.json").read_text())
-    del meta["feat_dtype"], meta["digest"]
-    meta["format_version"] = 1
+    for key in ("digest", "edge_dim", "neg_kind", *(["feat_dtype"] if version < 2 else [])):
+        del meta[key]
+    for rel in [r for r in meta["files"] if Path(r).stem in EDGE_DTYPES]:
+        del meta["files"][rel]
+        (out / rel).unlink()
+    meta["parts"] = [{k: v for k, v in p.items() if k in ("num_owned", "num_halo",
+                                                          "num_edges")} for p in meta["parts"]]
+    meta["format_version"] = version
+    if version >= 2:
+        meta["digest"] = json_digest(meta)
     (out / "meta.json").write_text(json.dumps(meta))
+
+
+def test_version_1_reads_as_fp32_features(out: Path, dataset) -> None:  # type: ignore[no-untyped-def]
+    _as_older_version(out, 1)
     assert load_partition(out, 0).meta.feat_dtype == "fp32"
     verify_partition(out, dataset)
 
 
+def test_version_2_reads_without_edge_ids(out: Path, dataset) -> None:  # type: ignore[no-untyped-def]
+    _as_older_version(out, 2)
+    part = load_partition(out, 1)
+    assert part.e_id is None and len(part.train_edges) == 0
+    verify_partition(out, dataset)
+    with pytest.raises(PartitionError) as exc:  # what needs edge ids says how to get them
+        part.edge_ids()
+    assert exc.value.field == "format_version" and "re-partition" in exc.value.fix
+
+
 def test_other_format_version(out: Path) -> None:
     meta = json.loads((out / "meta.json").read_text())
-    meta["format_version"] = 3
+    meta["format_version"] = 4
     (out / "meta.json").write_text(json.dumps(meta))
     for call in (lambda: load_partition(out, 0), lambda: verify_partition(out)):
         with pytest.raises(PartitionError) as exc:
@@ -100,6 +124,8 @@ def test_missing_directory(tmp_path: Path) -> None:
 def test_dropped_edge_is_found(out: Path) -> None:
     p = load_partition(out, 0, mmap=False)
     rewrite(out, "part-0/indices.npy", np.asarray(p.indices)[:-1])
+    rewrite(out, "part-0/e_id.npy", np.asarray(p.e_id)[:-1])
+    rewrite(out, "part-0/edge_attr.npy", np.asarray(p.edge_attr)[:-1])
     indptr = np.array(p.indptr)
     indptr[p.num_owned:] -= 1
     rewrite(out, "part-0/indptr.npy", indptr)

@@ -30,24 +30,26 @@ def arrays(out: Path, k: int) -> dict[str, list]:
     p = load_partition(out, k)
     return {name: np.asarray(getattr(p, name)).tolist() for name in (
         "orig_ids", "halo_gids", "indptr", "indices", "in_degree", "adj_complete", "label",
-        "train_idx", "val_idx", "test_idx")}
+        "train_idx", "val_idx", "test_idx", "e_id")}
 
 
 def test_tiny_graph_contiguous_by_hand(tmp_path: Path) -> None:
     meta = partition_graph(tiny(), 2, tmp_path / "p", method="contiguous")
     assert meta.offsets == (0, 3, 6) and meta.num_edges == 9
-    assert meta.parts == ({"num_owned": 3, "num_halo": 0, "num_edges": 5},
-                          {"num_owned": 3, "num_halo": 1, "num_edges": 4})
+    none = {"num_train_edges": 0, "num_val_edges": 0, "num_test_edges": 0}
+    assert meta.parts == ({"num_owned": 3, "num_halo": 0, "num_edges": 5, **none},
+                          {"num_owned": 3, "num_halo": 1, "num_edges": 4, **none})
     assert arrays(tmp_path / "p", 0) == {
         "orig_ids": [0, 1, 2], "halo_gids": [], "indptr": [0, 1, 3, 5],
         "indices": [1, 0, 0, 1, 2], "in_degree": [1, 2, 2], "adj_complete": [True] * 3,
-        "label": [0, 1, 2], "train_idx": [0], "val_idx": [1], "test_idx": []}
+        "label": [0, 1, 2], "train_idx": [0], "val_idx": [1], "test_idx": [],
+        "e_id": [1, 0, 8, 2, 7]}  # the positions in src/dst of those in-edges
     # Node 3's in-edges come from 2 (halo, local 3) and 5 (local 2).
     assert arrays(tmp_path / "p", 1) == {
         "orig_ids": [3, 4, 5], "halo_gids": [2], "indptr": [0, 2, 3, 4, 4],
         "indices": [3, 2, 0, 1], "in_degree": [2, 1, 1, 2],
         "adj_complete": [True, True, True, False], "label": [0, 1, 2], "train_idx": [1],
-        "val_idx": [], "test_idx": [2]}
+        "val_idx": [], "test_idx": [2], "e_id": [3, 6, 4, 5]}
     feat = np.load(tmp_path / "p" / "part-1" / "feat.npy")
     assert feat.tolist() == [[6, 7], [8, 9], [10, 11]]
     q = meta.quality
@@ -80,7 +82,7 @@ def test_reruns_are_byte_identical(tmp_path: Path) -> None:
         partition_graph(ds, 3, b, method=method, seed=7)
         files = sorted(str(f.relative_to(a)) for f in a.rglob("*") if f.is_file())
         assert files == sorted(str(f.relative_to(b)) for f in b.rglob("*") if f.is_file())
-        assert len(files) == 1 + 3 * 11
+        assert len(files) == 1 + 3 * 18
         _, mismatch, errors = filecmp.cmpfiles(a, b, files, shallow=False)
         assert not mismatch and not errors
     other = partition_graph(ds, 3, tmp_path / "random-c", method="random", seed=8)

@@ -24,7 +24,7 @@ class Stop(Exception):
 def configure(cfg: Config, **settings: Any) -> Config:
     """``cfg`` with each ``field=value`` set in the section that has the field."""
     sections = {f: name for name in ("data", "partition", "model", "train", "sample", "full",
-                                     "run") for f in vars(getattr(cfg, name))}
+                                     "link", "run") for f in vars(getattr(cfg, name))}
     by_section: dict[str, dict[str, Any]] = {}
     for key, value in settings.items():
         by_section.setdefault(sections[key], {})[key] = value
@@ -42,7 +42,7 @@ def small_config(out: str, **settings: Any) -> Config:
 def _params(trainer: Any) -> dict[str, np.ndarray]:
     # numpy, not tensors: torch would share tensors through file descriptors that close
     # when the rank's process exits.
-    return {k: v.detach().cpu().numpy().copy() for k, v in trainer.model.state_dict().items()}
+    return {k: v.detach().cpu().numpy().copy() for k, v in trainer.trained.state_dict().items()}
 
 
 def jobs(todo: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:

@@ -41,6 +41,17 @@ def test_custom_loop_is_safe_when_a_rank_has_no_training_nodes(tmp_path: Path) -
     assert float(lines[-1][2]) > 0.5  # 4 classes; an empty batch did not poison DDP
 
 
+def test_link_prediction_example(tmp_path: Path) -> None:
+    partition_graph(sbm(num_nodes=2000, seed=0, task="link"), 2, tmp_path / "parts")
+    proc = _torchrun("link_prediction.py", str(tmp_path / "parts"), "--epochs", "3",
+                     "--decoder", "mlp", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = re.findall(r"epoch (\d): loss ([\d.]+), test MRR ([\d.]+)", proc.stdout)
+    assert [int(e) for e, _, _ in lines] == [1, 2, 3], proc.stdout
+    assert float(lines[-1][1]) < float(lines[0][1])
+    assert float(lines[-1][2]) > 0.15  # 100 random candidates: ~0.05 by chance
+
+
 def test_full_graph_example(tmp_path: Path) -> None:
     ds = sbm(num_nodes=1500, avg_degree=8, num_classes=4, feat_dim=16, seed=1, homophily=0.8)
     partition_graph(ds, 2, tmp_path / "parts")

@@ -1,0 +1,244 @@
+"""``DistLinkNeighborLoader``: PyG link-prediction minibatches sampled across the parts.
+
+Seeds are edges.  A supervision edge is stored with the part that owns its *source*
+(:mod:`gnnpar.partition.format`), so each rank takes the edges of its own part, and all
+ranks take the same number of steps per epoch (``max`` over the ranks of ``ceil(m_r / B)``;
+``drop_last``: ``min`` of ``floor``), every edge once per epoch, shuffled per epoch by a
+pure function of ``(seed, epoch, rank)`` (:class:`~gnnpar.loader.SeedSchedule`, as the
+node loader).
+
+Per batch: the positives' negatives are drawn (:class:`~gnnpar.link.DistNegativeSampler`,
+uniform over all nodes of all ranks, ``binary`` or ``triplet``, optionally strict); the
+subgraph is sampled from the union of all endpoints (this rank's nodes first) with the
+batch's supervision edges -- and, with ``exclude="reverse"``, their reverses -- removed
+from its message passing (DGL's ``exclude="reverse_id"``, by endpoints, so a repeated
+edge is hidden too); features come from the feature store.  The batch is laid out as
+PyG's ``LinkNeighborLoader`` lays it out: ``x``, ``edge_index``, ``n_id``, ``e_id``
+(``edge_attr`` with edge features), ``num_sampled_nodes``, ``num_sampled_edges``,
+``input_id`` (positions of the positives in :attr:`DistLinkNeighborLoader.edges`) and
+
+- ``binary``: ``edge_label_index`` ``[2, B (1 + k)]`` (batch-local; positives first) and
+  ``edge_label`` (the positives' labels, ones by default, then zeros);
+- ``triplet``: ``src_index`` ``[B]``, ``dst_pos_index`` ``[B]``, ``dst_neg_index``
+  ``[B, k]`` (batch-local);
+- no negatives: ``edge_label_index`` and ``edge_label`` of the positives only.
+
+``global_batch_size`` is the number of positives of all ranks in the step (no
+communication), so a loss summed over a rank's pairs and divided by ``global_batch_size
+* (1 + k)`` is the global mean.  The position is :meth:`state_dict` (epoch, step): the
+negatives and the samples are pure functions of the seed and the batch key, so a resumed
+loader gives the same batches.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections import defaultdict
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from gnnpar.errors import ConfigError
+from gnnpar.feature_store import DistFeatureStore, PendingGather
+from gnnpar.graph import SPLITS, DistGraph
+from gnnpar.link.negative import DistNegativeSampler
+from gnnpar.loader import SeedSchedule, agree, edge_fields
+from gnnpar.sampler import DistNeighborSampler, SamplerOutput, check_fanouts, edge_keys, mix_int
+
+NEG_SAMPLING = ("binary", "triplet", "none")
+EXCLUDE = ("reverse", "self", "none")
+"""Which message-passing edges a batch hides: its targets and their reverses, its
+targets, or none."""
+
+
+def _local_edges(graph: DistGraph, edges: str | Tensor) -> Tensor:
+    """``[2, m]`` this rank's supervision edges: a split's, or the given ones it sources."""
+    if isinstance(edges, str):
+        if edges not in SPLITS:
+            raise ConfigError(f"unknown split {edges!r}.", field="edges",
+                              fix=f"pass one of {SPLITS} or a [2, M] tensor of global ids.")
+        graph.part.edge_ids()  # a version-2 partition has no supervision: say how to fix
+        pairs = torch.from_numpy(getattr(graph.part, f"{edges}_edges").astype("int64"))
+        return pairs.t().contiguous()
+    n = graph.meta.num_nodes
+    if (not isinstance(edges, Tensor) or edges.dim() != 2 or edges.shape[0] != 2
+            or edges.is_floating_point()):
+        raise ConfigError("edges must be a split name or a [2, M] integer tensor of global "
+                          "ids.", field="edges", fix="pass e.g. edges='train'.")
+    e = edges.cpu().to(torch.int64)
+    if e.numel() and (int(e.min()) < 0 or int(e.max()) >= n):
+        raise ConfigError(f"edge endpoints must be in [0, {n}).", field="edges",
+                          fix="pass global node ids of the partitioned graph.")
+    return e[:, graph.is_owned(e[0])]
+
+
+class DistLinkNeighborLoader(SeedSchedule):
+    """Iterate over link-prediction minibatches, in lockstep on every rank.
+
+    Constructing the loader is collective (one ``all_gather`` of edge counts and
+    settings); so is every epoch.
+
+    Args:
+        graph: This rank's part (format version 3: edge ids).
+        features: The feature store; its context and counters serve the samplers too.
+        fanouts: Neighbours sampled per hop.
+        edges: A split name (``"train"``, ``"val"``, ``"test"``: the partition's
+            supervision edges) or ``[2, M]`` global ids (each rank keeps those whose source
+            it owns).
+        edge_label: ``[M]`` labels of tensor ``edges`` (default ones).
+        batch_size: Most positives per batch.
+        neg_sampling: ``"binary"``, ``"triplet"`` or ``"none"``.
+        num_neg: Negatives per positive ``k``.
+        strict: Reject negatives that are stored edges (collective rounds; see
+            :class:`~gnnpar.link.DistNegativeSampler`).
+        exclude: ``"reverse"`` (targets and their reverses, for undirected graphs),
+            ``"self"`` (targets) or ``"none"``.
+        shuffle: Shuffle each rank's edges every epoch.
+        drop_last: Only full batches.
+        seed: Seed of the shuffle, the negatives and the sampler.
+        replace: Sample neighbours with replacement.
+        prefetch: Prepare the next batch before handing out this one (same thread).
+        node_attrs: Feature-store arrays every batch carries, one row per node.
+
+    Attributes:
+        edges: ``[2, m]`` this rank's positives (global ids); ``input_id`` indexes it.
+        edge_label: ``[m]`` their labels.
+        num_steps: Steps per epoch, equal on every rank.
+        sampler: The neighbour sampler; ``negatives``: the negative sampler.
+        seconds: Seconds spent drawing negatives and sampling (``sample``) and gathering
+            features (``fetch``) since the last :meth:`set_epoch`.
+
+    Example::
+
+        loader = DistLinkNeighborLoader(graph, features, [10, 5], "train", batch_size=512,
+                                        neg_sampling="binary", num_neg=1)
+        for batch in loader:
+            h = model(batch.x, batch.edge_index)
+            src, dst = batch.edge_label_index
+            loss = F.binary_cross_entropy_with_logits((h[src] * h[dst]).sum(-1),
+                                                      batch.edge_label)
+    """
+
+    def __init__(
+        self,
+        graph: DistGraph,
+        features: DistFeatureStore,
+        fanouts: list[int],
+        edges: str | Tensor = "train",
+        edge_label: Tensor | None = None,
+        batch_size: int = 512,
+        neg_sampling: str = "binary",
+        num_neg: int = 1,
+        strict: bool = False,
+        exclude: str = "reverse",
+        shuffle: bool = True,
+        drop_last: bool = False,
+        seed: int = 0,
+        replace: bool = False,
+        prefetch: bool = False,
+        node_attrs: tuple[str, ...] = ("x",),
+    ) -> None:
+        fanouts = check_fanouts(fanouts)
+        for name, value, allowed in (("neg_sampling", neg_sampling, NEG_SAMPLING),
+                                     ("exclude", exclude, EXCLUDE)):
+            if value not in allowed:
+                raise ConfigError(f"unknown {name} {value!r}.", field=name,
+                                  fix=f"pass one of {', '.join(allowed)}.")
+        for key, number in (("batch_size", batch_size), ("num_neg", num_neg)):
+            if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+                raise ConfigError(f"got {number!r}; need an int >= 1.", field=key,
+                                  fix=f"pass e.g. {key}=1.")
+        ctx = features.ctx
+        self.graph, self.features = graph, features
+        self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), drop_last
+        self.seed, self.prefetch = int(seed), bool(prefetch)
+        self.neg_sampling, self.num_neg, self.exclude = neg_sampling, num_neg, exclude
+        self.node_attrs = tuple(node_attrs)
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self.sampler = DistNeighborSampler(graph, ctx, fanouts, replace, seed, features.stats,
+                                           with_edges=True)
+        self.negatives = DistNegativeSampler(graph, ctx, seed, strict, features.stats)
+        label = None
+        if edge_label is not None:
+            if not isinstance(edges, Tensor) or edge_label.shape != (edges.shape[1],):
+                raise ConfigError("edge_label needs a [2, M] edges tensor and one label per "
+                                  "edge.", field="edge_label", fix="pass [M] labels.")
+            label = edge_label.cpu().float()[graph.is_owned(edges[0].cpu().long())]
+        self.edges = _local_edges(graph, edges).to(features.device)
+        self.edge_label = (label if label is not None
+                           else torch.ones(self.edges.shape[1])).to(features.device)
+        settings = {
+            "batch_size": batch_size, "shuffle": int(self.shuffle),
+            "drop_last": int(self.drop_last), "seed": self.seed, "replace": int(replace),
+            "prefetch": int(self.prefetch), "strict": int(strict), "num_neg": num_neg,
+            "neg_sampling": NEG_SAMPLING.index(neg_sampling),
+            "exclude": EXCLUDE.index(exclude), "fanouts": zlib.crc32(repr(fanouts).encode()),
+            "num_nodes": graph.meta.num_nodes,
+        }
+        m = self.edges.shape[1]
+        self.seed_counts = agree(ctx, graph, self.sampler, m, settings)
+        self.num_seeds = self.num_own_seeds = m
+        self.rank, self.device = ctx.rank, features.device
+        self._init_schedule()
+
+    def _pairs(self, pos: Tensor, label: Tensor, key: int) -> dict[str, Tensor]:
+        """The batch's labelled pairs in global ids (collective with ``strict``)."""
+        if self.neg_sampling == "binary":
+            index, labels = self.negatives.binary(pos, self.num_neg, key)
+            labels[: pos.shape[1]] = label
+            return {"edge_label_index": index, "edge_label": labels}
+        if self.neg_sampling == "triplet":
+            neg = self.negatives.triplet(pos[0], pos[1], self.num_neg, key)
+            return {"src_index": pos[0], "dst_pos_index": pos[1], "dst_neg_index": neg}
+        return {"edge_label_index": pos, "edge_label": label}
+
+    def _start(self, epoch: int, step: int) -> tuple[Tensor, SamplerOutput, dict[str, Tensor],
+                                                     PendingGather]:
+        """Draw batch ``step``'s negatives, sample it, send its feature requests."""
+        t0 = time.perf_counter()
+        idx, _ = self._batch_index(epoch, step)
+        key = mix_int(epoch, step)
+        pos = self.edges.index_select(1, idx)
+        pairs = self._pairs(pos, self.edge_label.index_select(0, idx), key)
+        ids = torch.cat([v.reshape(-1) for v in pairs.values()
+                         if v.dtype == torch.int64])
+        uniq, inverse = torch.unique(ids, return_inverse=True)
+        own = self.graph.is_owned(uniq)
+        order = torch.argsort((~own).to(torch.int8), stable=True)  # own nodes first
+        place = torch.empty_like(order).index_copy_(0, order, torch.arange(
+            order.numel(), device=order.device))
+        local = place.index_select(0, inverse)
+        n = self.graph.meta.num_nodes
+        excl = (None if self.exclude == "none" else
+                edge_keys(pos[0], pos[1], n, reverse=self.exclude == "reverse"))
+        out = self.sampler.sample(uniq.index_select(0, order), key,
+                                  num_owned_seeds=int(own.sum()), exclude=excl)
+        t2 = time.perf_counter()
+        gather = self.features.start_gather(out.node, self.node_attrs, out.num_owned_nodes,
+                                            out.num_sampled_nodes)
+        batch_pairs, at = {}, 0
+        for name, v in pairs.items():  # the id tensors, now batch-local
+            if v.dtype == torch.int64:
+                batch_pairs[name] = local[at:at + v.numel()].view_as(v)
+                at += v.numel()
+            else:
+                batch_pairs[name] = v
+        self.seconds["sample"] += t2 - t0  # negatives included
+        self.seconds["fetch"] += time.perf_counter() - t2
+        return idx, out, batch_pairs, gather
+
+    def _finish(self, step: int, started: Any) -> Data:
+        """Wait for batch ``step``'s remote rows; the batch."""
+        t0 = time.perf_counter()
+        idx, out, pairs, gather = started
+        rows = gather.finish()
+        self.seconds["fetch"] += time.perf_counter() - t0
+        return Data(
+            edge_index=out.edge_index, n_id=out.node, num_sampled_nodes=out.num_sampled_nodes,
+            num_sampled_edges=out.num_sampled_edges, input_id=idx,
+            global_batch_size=self.global_batch_size(step), **rows, **edge_fields(out),
+            **pairs,
+        )

@@ -1,0 +1,287 @@
+"""DistLinkNeighborLoader and edge ids in batches, on real gloo ranks (1, 2 and 4).
+
+References are the source dataset's own arrays in the parent process: its ``src``/``dst``
+and ``edge_attr`` indexed by edge id and mapped to new global ids through each part's
+``orig_ids.npy`` -- never the sampler's or the partition writer's lookups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.synthetic import sbm
+from gnnpar.distributed import init, shutdown
+from gnnpar.errors import DistributedError
+from gnnpar.feature_store import DistFeatureStore
+from gnnpar.graph import DistGraph
+from gnnpar.link.loader import DistLinkNeighborLoader
+from gnnpar.loader import DistNeighborLoader
+from gnnpar.partition.writer import partition_graph
+from gnnpar.testing import run_multiproc
+
+EDGE_DIM = 3
+
+
+@pytest.fixture(scope="module")
+def dataset() -> GraphDataset:
+    ds = sbm(num_nodes=500, avg_degree=10, num_classes=4, feat_dim=6, seed=2)
+    ds = ds.random_link_split((0.8, 0.1, 0.1), seed=1, num_neg=20)
+    rng = np.random.default_rng(0)
+    return replace(ds, edge_attr=rng.standard_normal((ds.num_edges, EDGE_DIM)).astype(
+        np.float32))
+
+
+@pytest.fixture(scope="module")
+def parts(dataset: GraphDataset, tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    root = tmp_path_factory.mktemp("linkloader")
+    for k in (1, 2, 4):
+        partition_graph(dataset, k, root / f"p{k}", seed=0)
+    return {k: root / f"p{k}" for k in (1, 2, 4)}
+
+
+def _new_ids(part_dir: Path, num_parts: int) -> np.ndarray:
+    """New global id of every original node, from the parts' orig_ids files."""
+    orig = np.concatenate([np.load(part_dir / f"part-{k}" / "orig_ids.npy")
+                           for k in range(num_parts)])
+    gid = np.empty_like(orig)
+    gid[orig] = np.arange(len(orig))
+    return gid
+
+
+def _loader(part_dir: str, neg_sampling: str, **kw: Any) -> tuple[Any, DistLinkNeighborLoader]:
+    ctx = init()
+    graph = DistGraph.load(part_dir, ctx)
+    store = DistFeatureStore(graph, ctx)
+    loader = DistLinkNeighborLoader(graph, store, [4, 3], "train", batch_size=32,
+                                    neg_sampling=neg_sampling, num_neg=2, seed=5, **kw)
+    return ctx, loader
+
+
+def _batches(part_dir: str, neg_sampling: str, epochs: int = 1) -> list[dict[str, Any]]:
+    ctx, loader = _loader(part_dir, neg_sampling)
+    out = []
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for batch in loader:
+            n_id = batch.n_id
+            rec = {"epoch": epoch, "n_id": n_id, "edge_index": batch.edge_index,
+                   "e_id": batch.e_id, "edge_attr": batch.edge_attr, "x": batch.x,
+                   "input_pos": loader.edges.index_select(1, batch.input_id),
+                   "gbs": batch.global_batch_size,
+                   "num_sampled_nodes": batch.num_sampled_nodes}
+            if neg_sampling == "binary":
+                rec["pairs"] = n_id[batch.edge_label_index]
+                rec["edge_label"] = batch.edge_label
+            else:
+                rec["pairs"] = torch.stack([n_id[batch.src_index], n_id[batch.dst_pos_index]])
+                rec["neg"] = n_id[batch.dst_neg_index]
+            out.append(rec)
+    shutdown()
+    return out
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_link_batches_against_the_dataset(world: int, dataset: GraphDataset,
+                                          parts: dict[int, Path]) -> None:
+    gid = _new_ids(parts[world], world)
+    n = dataset.num_nodes
+    src, dst = gid[np.asarray(dataset.src)], gid[np.asarray(dataset.dst)]
+    train = gid[np.asarray(dataset.train_edges)]
+    x_new = np.empty_like(np.asarray(dataset.x))
+    x_new[gid] = dataset.x
+    results = run_multiproc(_batches, world, str(parts[world]), "binary", 2)
+    assert len({len(r) for r in results}) == 1  # the same number of steps on every rank
+    for epoch in range(2):
+        seen = []
+        for rank_batches in results:
+            for b in rank_batches:
+                if b["epoch"] != epoch:
+                    continue
+                n_id = b["n_id"].numpy()
+                s_local, d_local = b["edge_index"].numpy()
+                e_id = b["e_id"].numpy()
+                # Every message-passing edge is the dataset's edge e_id, features included.
+                assert np.array_equal(src[e_id], n_id[s_local])
+                assert np.array_equal(dst[e_id], n_id[d_local])
+                assert np.array_equal(b["edge_attr"].numpy(), dataset.edge_attr[e_id])
+                assert np.array_equal(b["x"].numpy(), x_new[n_id])
+                # The batch's targets and their reverses are hidden from message passing.
+                pos = b["input_pos"].numpy()
+                hidden = set((pos[0] * n + pos[1]).tolist()) | set((pos[1] * n + pos[0]).tolist())
+                mp = (n_id[s_local] * n + n_id[d_local]).tolist()
+                assert not hidden.intersection(mp)
+                # Binary layout: positives first (label 1), then 2 x B negatives.
+                pairs = b["pairs"].numpy()
+                k = pos.shape[1]
+                assert pairs.shape == (2, 3 * k)
+                assert np.array_equal(pairs[:, :k], pos)
+                assert b["edge_label"].tolist() == [1.0] * k + [0.0] * (2 * k)
+                assert b["num_sampled_nodes"][0] == len(np.unique(pairs))
+                seen.append(pos)
+        # Every training edge exactly once per epoch over all ranks.
+        got = np.concatenate(seen, 1)
+        assert got.shape[1] == len(train)
+        key = np.sort(got[0] * n + got[1])
+        assert np.array_equal(key, np.sort(train[:, 0] * n + train[:, 1]))
+
+
+def test_targets_are_excluded_but_only_them(dataset: GraphDataset,
+                                            parts: dict[int, Path]) -> None:
+    """Without exclusion the same batches do pass their targets (the test can fail)."""
+    n = dataset.num_nodes
+    leaked = 0
+    for batches in run_multiproc(_unexcluded, 2, str(parts[2])):
+        for pos, mp in batches:
+            hidden = set((pos[0] * n + pos[1]).tolist()) | set((pos[1] * n + pos[0]).tolist())
+            leaked += len(hidden.intersection(mp.tolist()))
+    assert leaked > 0
+
+
+def _unexcluded(part_dir: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    ctx, loader = _loader(part_dir, "binary", exclude="none")
+    n = loader.graph.meta.num_nodes
+    out = []
+    for batch in loader:
+        pos = loader.edges.index_select(1, batch.input_id).numpy()
+        s, d = batch.n_id[batch.edge_index].numpy()
+        out.append((pos, s * n + d))
+    shutdown()
+    return out
+
+
+def _resumed(part_dir: str) -> list[list[torch.Tensor]]:
+    ctx, loader = _loader(part_dir, "triplet", strict=True)
+    loader.set_epoch(1)
+    full = [[b.n_id, b.edge_index, b.dst_neg_index] for b in loader]
+    ctx2, again = _loader(part_dir, "triplet", strict=True)
+    again.load_state_dict({"epoch": 1, "step": 2, "num_steps": loader.num_steps, "seed": 5})
+    rest = [[b.n_id, b.edge_index, b.dst_neg_index] for b in again]
+    shutdown()
+    return [full[2:], rest]
+
+
+def test_resume_mid_epoch_gives_the_same_batches(parts: dict[int, Path]) -> None:
+    for full, rest in run_multiproc(_resumed, 2, str(parts[2])):
+        assert len(full) == len(rest) > 0
+        for a, b in zip(full, rest, strict=True):
+            assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_triplet_layout_and_strict_negatives(dataset: GraphDataset,
+                                             parts: dict[int, Path]) -> None:
+    gid = _new_ids(parts[2], 2)
+    n = dataset.num_nodes
+    edges = set((gid[dataset.src] * n + gid[dataset.dst]).tolist())
+    for rank_batches in run_multiproc(_strict_triplets, 2, str(parts[2])):
+        for b in rank_batches:
+            pos, neg = b["pairs"].numpy(), b["neg"].numpy()
+            assert neg.shape == (pos.shape[1], 2)
+            assert np.array_equal(pos, b["input_pos"].numpy())
+            cand = (np.repeat(pos[0], 2) * n + neg.reshape(-1)).tolist()
+            assert not edges.intersection(cand)  # strict: never a stored edge
+
+
+def _strict_triplets(part_dir: str) -> list[dict[str, Any]]:
+    ctx, loader = _loader(part_dir, "triplet", strict=True)
+    out = []
+    for batch in loader:
+        n_id = batch.n_id
+        out.append({"pairs": torch.stack([n_id[batch.src_index], n_id[batch.dst_pos_index]]),
+                    "neg": n_id[batch.dst_neg_index],
+                    "input_pos": loader.edges.index_select(1, batch.input_id)})
+    shutdown()
+    return out
+
+
+def _node_batches(part_dir: str) -> list[tuple[torch.Tensor, ...]]:
+    ctx = init()
+    graph = DistGraph.load(part_dir, ctx)
+    loader = DistNeighborLoader(graph, DistFeatureStore(graph, ctx), [5, 5], "train",
+                                batch_size=64, seed=1)
+    out = [(b.n_id, b.edge_index, b.e_id, b.edge_attr) for b in loader]
+    shutdown()
+    return out
+
+
+def test_node_batches_carry_edge_ids_and_features(dataset: GraphDataset,
+                                                  parts: dict[int, Path]) -> None:
+    gid = _new_ids(parts[2], 2)
+    src, dst = gid[np.asarray(dataset.src)], gid[np.asarray(dataset.dst)]
+    count = 0
+    for rank_batches in run_multiproc(_node_batches, 2, str(parts[2])):
+        for n_id, edge_index, e_id, edge_attr in rank_batches:
+            n_id, e = n_id.numpy(), e_id.numpy()
+            assert np.array_equal(src[e], n_id[edge_index[0].numpy()])
+            assert np.array_equal(dst[e], n_id[edge_index[1].numpy()])
+            assert np.array_equal(edge_attr.numpy(), dataset.edge_attr[e])
+            count += len(e)
+    assert count > 0
+
+
+def test_bad_arguments(parts: dict[int, Path], tmp_path: Path) -> None:
+    with pytest.raises(DistributedError, match="ConfigError: neg_sampling"):
+        run_multiproc(_loader, 1, str(parts[1]), "pairs")
+    ds = sbm(num_nodes=100, avg_degree=4, num_classes=2, feat_dim=2, seed=0)
+    partition_graph(ds, 1, tmp_path / "p")
+    # No supervision edges in the partition: the loader says there is nothing to train on.
+    with pytest.raises(DistributedError, match="no rank owns any seed"):
+        run_multiproc(_loader, 1, str(tmp_path / "p"), "binary")
+
+
+def _edge_layer_outputs(part_dir: str, state: dict[str, Any]) -> list[tuple[torch.Tensor, ...]]:
+    """Each layer of ``_edge_layers()`` on node batches sampled with every in-edge."""
+    ctx = init()
+    graph = DistGraph.load(part_dir, ctx)
+    loader = DistNeighborLoader(graph, DistFeatureStore(graph, ctx), [10**6], "train",
+                                batch_size=50, seed=3)
+    layers = _edge_layers()
+    layers.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+    layers.eval()
+    out = []
+    with torch.no_grad():
+        for b in loader:
+            rows = [conv(b.x, b.edge_index, b.edge_attr)[: b.batch_size] for conv in layers]
+            out.append((b.n_id[: b.batch_size], *rows))
+    shutdown()
+    return out
+
+
+def _edge_layers() -> torch.nn.ModuleList:
+    from torch_geometric.nn import GATConv, GINEConv, TransformerConv
+
+    torch.manual_seed(0)
+    return torch.nn.ModuleList([
+        GINEConv(torch.nn.Linear(6, 8), edge_dim=EDGE_DIM),
+        GATConv(6, 8, heads=2, edge_dim=EDGE_DIM),
+        TransformerConv(6, 8, heads=2, edge_dim=EDGE_DIM)])
+
+
+def test_edge_feature_layers_on_batches_equal_the_full_graph(
+        dataset: GraphDataset, parts: dict[int, Path]) -> None:
+    """PyG layers that read edge_attr run on batches unchanged: with every in-edge sampled,
+    a seed's row equals the layer's on the whole graph."""
+    gid = _new_ids(parts[2], 2)
+    layers = _edge_layers()
+    layers.eval()
+    x = torch.from_numpy(np.asarray(dataset.x))
+    edge_index = torch.from_numpy(np.stack([dataset.src, dataset.dst]))
+    attr = torch.from_numpy(dataset.edge_attr)
+    with torch.no_grad():
+        full = [conv(x, edge_index, attr) for conv in layers]
+    old_of_new = np.argsort(gid)
+    state = {k: v.numpy() for k, v in layers.state_dict().items()}
+    checked = 0
+    for rank_batches in run_multiproc(_edge_layer_outputs, 2, str(parts[2]), state):
+        for seeds, *rows in rank_batches:
+            orig = torch.from_numpy(old_of_new[seeds.numpy()])
+            for want, got in zip(full, rows, strict=True):
+                torch.testing.assert_close(got, want[orig], rtol=1e-5, atol=1e-5)
+            checked += len(seeds)
+    assert checked == len(dataset.train_idx)

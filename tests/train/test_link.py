@@ -1,0 +1,223 @@
+"""Link prediction through the trainer (``--task link``), on real gloo ranks.
+
+References: a single-process PyG model on the whole graph scored with
+``ogb.linkproppred.Evaluator``, and a single-process full-batch PyG training loop with
+``torch_geometric.utils.negative_sampling`` written here, not gnnpar's code.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from _workers import Stop, _params, _tracer, configure
+
+from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.synthetic import sbm
+from gnnpar.errors import ConfigError
+from gnnpar.partition.writer import partition_graph
+from gnnpar.testing import run_multiproc
+from gnnpar.train.config import Config
+from gnnpar.train.record import EPOCH_FIELDS, SUMMARY_FIELDS
+
+HIDDEN, LR, FANOUTS = 64, 0.01, (10, 10)
+
+
+@pytest.fixture(scope="module")
+def dataset() -> GraphDataset:
+    return sbm(num_nodes=4096, seed=0, task="link")
+
+
+@pytest.fixture(scope="module")
+def parts(dataset: GraphDataset, tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    root = tmp_path_factory.mktemp("linktrain")
+    for k in (1, 2):
+        partition_graph(dataset, k, root / f"p{k}", seed=0)
+    return {k: root / f"p{k}" for k in (1, 2)}
+
+
+def link_config(out: str, **settings: Any) -> Config:
+    base = {"task": "link", "fanouts": FANOUTS, "batch_size": 512, "epochs": 4, "lr": LR,
+            "hidden": HIDDEN, "progress": False, "out": out, "eval_every": 100}
+    return configure(Config(), **{**base, **settings})
+
+
+def _fit(part_dir: str, out: str, settings: dict[str, Any]) -> dict[str, Any]:
+    from gnnpar.distributed import init
+    from gnnpar.train.trainer import Trainer
+
+    ctx = init()
+    trainer = Trainer(link_config(out, **settings), part_dir, ctx)
+    summary = trainer.fit()
+    return {"summary": summary, "record": trainer.record.to_dict()}
+
+
+def _pyg_reference(ds: GraphDataset, epochs: int) -> float:
+    """Test MRR of full-batch GraphSAGE + dot product trained with PyG's negative_sampling."""
+    import torch.nn.functional as F
+    from ogb.linkproppred import Evaluator
+    from torch_geometric.nn.models import GraphSAGE
+    from torch_geometric.utils import negative_sampling
+
+    x = torch.from_numpy(np.asarray(ds.x))
+    edge_index = torch.from_numpy(np.stack([ds.src, ds.dst]))
+    train = torch.from_numpy(np.asarray(ds.train_edges)).t()
+    torch.manual_seed(0)
+    model = GraphSAGE(x.shape[1], HIDDEN, 2, HIDDEN, dropout=0.5)
+    opt = torch.optim.Adam(model.parameters(), lr=LR)
+    for _ in range(epochs):
+        model.train()
+        opt.zero_grad()
+        h = model(x, edge_index)
+        neg = negative_sampling(edge_index, ds.num_nodes, train.shape[1])
+        pairs = torch.cat([train, neg], 1)
+        score = (h[pairs[0]] * h[pairs[1]]).sum(-1)
+        label = torch.cat([torch.ones(train.shape[1]), torch.zeros(neg.shape[1])])
+        F.binary_cross_entropy_with_logits(score, label).backward()
+        opt.step()
+    model.eval()
+    with torch.no_grad():
+        h = model(x, edge_index)
+    pos = torch.from_numpy(np.asarray(ds.test_edges))
+    neg = torch.from_numpy(np.asarray(ds.test_neg))
+    result = Evaluator("ogbl-citation2").eval({
+        "y_pred_pos": (h[pos[:, 0]] * h[pos[:, 1]]).sum(-1),
+        "y_pred_neg": (h[pos[:, 0]][:, None] * h[neg]).sum(-1)})
+    return float(result["mrr_list"].mean())
+
+
+def test_two_ranks_match_one_rank_and_pyg(dataset: GraphDataset, parts: dict[int, Path],
+                                          tmp_path: Path) -> None:
+    one = run_multiproc(_fit, 1, str(parts[1]), str(tmp_path / "r1"), {})[0]["summary"]
+    two = run_multiproc(_fit, 2, str(parts[2]), str(tmp_path / "r2"), {})
+    same = ("test_mrr", "val_mrr", "test_hits", "val_hits", "steps_per_epoch")
+    assert [{k: r["summary"][k] for k in same} for r in two] == [
+        {k: two[0]["summary"][k] for k in same}] * 2  # all-reduced figures
+    reference = _pyg_reference(dataset, epochs=100)
+    mrr1, mrr2 = one["test_mrr"], two[0]["summary"]["test_mrr"]
+    # Far above random candidates (MRR ~0.05 for 100), and the three agree.
+    assert reference > 0.25 and mrr1 > 0.25
+    assert abs(mrr1 - mrr2) <= 0.02, (mrr1, mrr2)
+    assert abs(mrr1 - reference) <= 0.02 and abs(mrr2 - reference) <= 0.02, (
+        mrr1, mrr2, reference)
+    record = two[0]["record"]
+    assert set(record["summary"]) == set(SUMMARY_FIELDS)
+    assert [set(e) for e in record["epochs"]] == [set(EPOCH_FIELDS)] * 4
+    assert record["summary"]["task"] == "link" and record["epochs"][-1]["test_mrr"] == mrr2
+    assert record["summary"]["val_acc"] is None and set(record["summary"]["test_hits"]) == {
+        "hits@1", "hits@10", "hits@50", "hits@100"}
+
+
+def _metrics(part_dir: str) -> dict[str, Any]:
+    """Untrained (seeded) encoder: link metrics of val and test, and the weights."""
+    from gnnpar.distributed import init
+    from gnnpar.graph import DistGraph
+    from gnnpar.link import LinkDecoder, embeddings, link_metrics
+    from gnnpar.train.config import ModelConfig
+    from gnnpar.train.models import build_model
+
+    ctx = init()
+    graph = DistGraph.load(part_dir, ctx)
+    torch.manual_seed(3)
+    gnn = build_model(ModelConfig(hidden=16), graph.meta.feat_dim, 16)
+    h = embeddings(gnn, graph, ctx, budget_bytes=1 << 16)
+    out = link_metrics(h, LinkDecoder("dot", 16), graph, ctx, chunk=7)
+    return {"metrics": out, "state": {k: v.numpy() for k, v in gnn.state_dict().items()}}
+
+
+def test_link_metrics_equal_pyg_and_ogb(dataset: GraphDataset, parts: dict[int, Path]) -> None:
+    from ogb.linkproppred import Evaluator
+    from torch_geometric.nn.models import GraphSAGE
+
+    results = run_multiproc(_metrics, 2, str(parts[2]))
+    assert results[0]["metrics"] == results[1]["metrics"]
+    model = GraphSAGE(dataset.feat_dim, 16, 2, 16)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in results[0]["state"].items()})
+    model.eval()
+    with torch.no_grad():
+        h = model(torch.from_numpy(np.asarray(dataset.x)),
+                  torch.from_numpy(np.stack([dataset.src, dataset.dst])))
+    for split in ("val", "test"):
+        pos = torch.from_numpy(getattr(dataset, f"{split}_edges"))
+        neg = torch.from_numpy(getattr(dataset, f"{split}_neg"))
+        ogb = Evaluator("ogbl-citation2").eval({
+            "y_pred_pos": (h[pos[:, 0]] * h[pos[:, 1]]).sum(-1),
+            "y_pred_neg": (h[pos[:, 0]][:, None] * h[neg]).sum(-1)})
+        got = results[0]["metrics"]
+        assert got[f"{split}_mrr"] == pytest.approx(float(ogb["mrr_list"].mean()), abs=1e-4)
+        for k in (1, 10):
+            assert got[f"{split}_hits@{k}"] == pytest.approx(
+                float(ogb[f"hits@{k}_list"].mean()), abs=1e-4)
+
+
+def _resume_runs(part_dir: str, out: str) -> dict[str, Any]:
+    from gnnpar.distributed import init
+    from gnnpar.train.trainer import Trainer
+
+    ctx = init()
+    cfg = link_config(f"{out}/full", epochs=2, checkpoint_steps=2, batch_size=256,
+                      strict=True, num_neg=2)
+    full_trace: list[tuple[int, int, int]] = []
+    full = Trainer(cfg, part_dir, ctx)
+    full.fit(_tracer(full_trace))
+    run_cfg = configure(cfg, out=f"{out}/stopped")
+    before: list[tuple[int, int, int]] = []
+    try:
+        Trainer(run_cfg, part_dir, ctx).fit(_tracer(before, (1, 4)))
+    except Stop:
+        pass
+    after: list[tuple[int, int, int]] = []
+    resumed = Trainer(configure(run_cfg, resume=True), part_dir, ctx)
+    resumed.fit(_tracer(after))
+    return {"full": full_trace, "before": before, "after": after,
+            "params": (_params(full), _params(resumed)),
+            "mrr": (full.record.summary["test_mrr"], resumed.record.summary["test_mrr"])}
+
+
+def test_resume_mid_epoch_same_batches_and_weights(parts: dict[int, Path],
+                                                   tmp_path: Path) -> None:
+    for rank in run_multiproc(_resume_runs, 2, str(parts[2]), str(tmp_path)):
+        trace, at = rank["full"], [t[:2] for t in rank["full"]]
+        assert rank["before"] == trace[:at.index((1, 4)) + 1]
+        assert rank["after"] == trace[at.index((1, 4)):]  # newest checkpoint: after step 3
+        full, resumed = rank["params"]
+        for key, value in full.items():
+            assert np.array_equal(resumed[key], value), key
+        assert rank["mrr"][0] == rank["mrr"][1]
+
+
+def test_cli_link_split_of_an_edge_list(tmp_path: Path) -> None:
+    ds = sbm(num_nodes=600, avg_degree=8, seed=1)
+    edges = tmp_path / "edges.csv"
+    np.savetxt(edges, np.stack([ds.src, ds.dst], 1), fmt="%d", delimiter=",")
+    np.save(tmp_path / "x.npy", np.asarray(ds.x))
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "gnnpar.train", str(edges), "--features",
+           str(tmp_path / "x.npy"), "--task", "link", "--split", "0.8,0.1,0.1", "--epochs",
+           "1", "--fanouts", "5,5", "--root", str(tmp_path / "data"), "--out", str(out),
+           "--decoder", "mlp", "--no-progress"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "test MRR:" in done.stdout
+    record = json.loads((out / "record.json").read_text())
+    s = record["summary"]
+    assert s["task"] == "link" and 0.0 < s["test_mrr"] <= 1.0
+    assert record["config"]["link"]["decoder"] == "mlp"
+
+
+@pytest.mark.parametrize("settings,field", [
+    ({"decoder": "mlp"}, "link.decoder"),                # a link flag on a node task
+    ({"task": "link", "mode": "full"}, "train.mode"),    # link prediction samples
+    ({"task": "link", "decoder": "bilinear"}, "link.decoder"),
+    ({"task": "link", "split": "a.npy,b.npy,c.npy"}, "data.split"),
+])
+def test_bad_link_settings(settings: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        configure(Config(), **settings).validate()
+    assert exc.value.field == field and exc.value.fix
