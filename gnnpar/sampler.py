@@ -376,10 +376,14 @@ class DistNeighborSampler:
         nbr = torch.where(pos >= 0, g.local_gids.index_select(0, src).view_as(pos), -1)
         if not self.with_edges:
             return nbr
-        cols = [nbr, torch.where(pos >= 0, g.e_id.index_select(0, at).view_as(pos), -1)]
+        if not g.indices.numel():  # a part without in-edges: every position is -1
+            at = at[:0]
+        eid = g.e_id.index_select(0, at) if at.numel() else torch.zeros_like(pos)
+        cols = [nbr, torch.where(pos >= 0, eid.view_as(pos), -1)]
         if self._edge_attr is not None:
             n, width = pos.shape[0], fanout * self.edge_dim
-            attr = self._edge_attr.index_select(0, at.cpu()).reshape(n, width)
+            attr = (self._edge_attr.index_select(0, at.cpu()).reshape(n, width) if at.numel()
+                    else torch.zeros((n, width)))
             words = torch.zeros((n, 2 * -(-width // 2)), dtype=torch.float32)
             words[:, :width] = attr
             cols.append(words.view(torch.int64).to(self.device))

@@ -66,8 +66,8 @@ def split_scores(h: Tensor, decoder: LinkDecoder, graph: DistGraph, ctx: DistCon
     was_training = decoder.training
     decoder.eval()
     store = DistFeatureStore(graph, ctx, stats=stats, arrays={"h": h})
-    pos = torch.from_numpy(np.asarray(getattr(part, f"{split}_edges"), dtype=np.int64))
-    neg = torch.from_numpy(np.asarray(getattr(part, f"{split}_neg"), dtype=np.int64))
+    pos = torch.from_numpy(np.array(getattr(part, f"{split}_edges"), dtype=np.int64))
+    neg = torch.from_numpy(np.array(getattr(part, f"{split}_neg"), dtype=np.int64))
     per_edge = graph.meta.neg_kind == "per_edge"
     num_chunks = int(all_gather_ints(ctx, [-(-max(len(pos), len(neg)) // chunk)]).max())
     pos_scores, neg_scores = [], []
@@ -82,7 +82,7 @@ def split_scores(h: Tensor, decoder: LinkDecoder, graph: DistGraph, ctx: DistCon
             k = q.shape[1]
             neg_scores.append(decoder(hs.repeat_interleave(k, 0), hq).view(len(p), k))
         else:
-            hq = hq.view(len(q), 2, -1)
+            hq = hq.view(len(q), 2, h.shape[1])  # a chunk may hold no negative pair
             neg_scores.append(decoder(hq[:, 0], hq[:, 1]))
     decoder.train(was_training)
     width = int(neg.shape[1]) if per_edge else 0

@@ -201,7 +201,8 @@ def _link_line(s: dict[str, Any]) -> str:
     """``test MRR: ...`` of a link-prediction summary (Hits@K with shared negatives)."""
     if s["test_hits"] is None:
         return "test MRR:          not evaluated at the end (--eval none)"
-    hits = ", ".join(f"{k} {v:.4f}" for k, v in s["test_hits"].items())
+    hits = ", ".join(f"{k} {v:.4f}" for k, v in sorted(
+        s["test_hits"].items(), key=lambda kv: int(kv[0].split("@")[1])))
     head = (f"test MRR:          {s['test_mrr']:.4f} (val {_acc(s['val_mrr'])}); "
             if s["test_mrr"] is not None else "test ")
     return f"{head}{hits} (full-neighbour embeddings)"

@@ -35,6 +35,7 @@ from gnnpar.config import (
 from gnnpar.datasets.config import DataConfig
 from gnnpar.errors import ConfigError
 from gnnpar.partition.config import PartitionConfig
+from gnnpar.train.sync import LocalSGD, parse_groups, parse_sync
 
 MODEL_NAMES = ("sage", "gcn", "gat")
 MODES = ("sample", "full")
@@ -118,6 +119,21 @@ class TrainConfig:
     """fp32, or bf16: forward passes under bfloat16 autocast, features and halo rows
     in bfloat16 (weights, gradients and Adam stay fp32)."""
 
+    sync: str = "every:1"
+    """Sample mode: every:1 all-reduces the gradients every step (synchronous);
+    every:H takes H local steps on each rank, then averages the parameters (local SGD,
+    about H times fewer bytes), and at every epoch end and checkpoint."""
+
+    sync_warmup: int = 0
+    """Local SGD: synchronous steps before the first local one (post-local SGD)."""
+
+    sync_optimizer: bool = False
+    """Local SGD: average the optimizer's state (Adam's moments) with the parameters."""
+
+    sync_groups: str | None = None
+    """Hierarchical local SGD, G:h: between the global averages, also average within
+    groups of G consecutive ranks (one machine's GPUs) every h steps."""
+
     def validate(self) -> TrainConfig:
         """Check every value; return ``self`` or raise :class:`ConfigError`."""
         check_choice(TrainConfig, "train.mode", self.mode, MODES)
@@ -134,7 +150,20 @@ class TrainConfig:
         check_number(TrainConfig, "train.lr", self.lr, 0.0, strict=True)
         check_number(TrainConfig, "train.weight_decay", self.weight_decay, 0.0)
         check_int(TrainConfig, "train.seed", self.seed, 0)
+        check_int(TrainConfig, "train.sync_warmup", self.sync_warmup, 0)
+        period = parse_sync(self.sync)
+        parse_groups(self.sync_groups, period)
+        if period > 1 and self.mode == "full":
+            raise ConfigError("local SGD averages minibatch replicas; full mode takes one "
+                              "exact step per epoch.", field="train.sync",
+                              fix="pass --mode sample, or drop --sync.")
         return self
+
+    def local_sgd(self) -> LocalSGD:
+        """The synchronisation schedule of ``sync``, ``sync_warmup``, ``sync_optimizer``."""
+        period = parse_sync(self.sync)
+        return LocalSGD(period, self.sync_warmup, self.sync_optimizer,
+                        *parse_groups(self.sync_groups, period))
 
 
 @dataclass

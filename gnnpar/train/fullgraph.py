@@ -38,6 +38,7 @@ from gnnpar.nn.inference import layerwise_inference
 from gnnpar.train.config import Config
 from gnnpar.train.minibatch import SUMS, StepHook
 from gnnpar.train.models import COMPUTE_DTYPES, autocast
+from gnnpar.train.sync import LocalSGD
 
 
 def labels_and_splits(graph: DistGraph, device: torch.device
@@ -155,6 +156,7 @@ class FullGraphEngine:
         self.data = NodeData.load(graph, ctx.device, num_global, COMPUTE_DTYPES[self.precision])
         self.module = distribute_convs(model, self.halo)
         self.steps_per_epoch = 1
+        self.sync = LocalSGD()  # one exact step per epoch: synchronous
 
     def train_epoch(self, ddp: nn.Module, optimizer: torch.optim.Optimizer, epoch: int,
                     seed_step: Callable[[int, int], None], acc: dict[str, float],

@@ -13,13 +13,15 @@ neighbourhoods at every evaluation), counts all-reduced over the ranks.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
 from torch_geometric.data import Data
 from tqdm import tqdm
 
@@ -30,6 +32,7 @@ from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.loader import DistNeighborLoader, SeedSchedule
 from gnnpar.train.config import Config
 from gnnpar.train.models import SampledGNN, autocast, forward_batch
+from gnnpar.train.sync import average_model
 
 StepHook = Callable[[int, int, "Data | None"], None]
 """Called as ``hook(epoch, step, batch)`` after each optimizer step (and its checkpoint);
@@ -97,6 +100,8 @@ class MinibatchEngine:
                                       seed_split=s.seed_split)
             for split in SPLITS[1:] if num_global[split] > 0}
         self.steps_per_epoch = len(self.loader)
+        self.sync = cfg.train.local_sgd()
+        self.sync_group = self.sync.subgroup(ctx)
 
     def train_epoch(self, ddp: nn.Module, optimizer: torch.optim.Optimizer, epoch: int,
                     seed_step: Callable[[int, int], None], acc: dict[str, float],
@@ -144,18 +149,28 @@ class MinibatchEngine:
                        for k in ("sample", "fetch")},
                     "t_wait": acc["t_wait"] + waited}
 
+        sync = self.sync
         t0 = time.perf_counter()
         for step, batch in enumerate(self.loader, start):
             t1 = time.perf_counter()
             seed_step(epoch, step)
             batch = batch.to(dev)
-            with autocast(dev, precision):
-                loss, right, count, global_count = self.loss(ddp, batch)
-            t2 = time.perf_counter()
-            optimizer.zero_grad(set_to_none=True)
-            (loss * (ctx.world_size / global_count)).backward()  # type: ignore[no-untyped-call]
+            global_step = epoch * len(self.loader) + step
+            # Local SGD: this step's gradients stay on this rank (no DDP all-reduce).
+            with cast(DistributedDataParallel, ddp).no_sync() if sync.local(global_step) \
+                    else contextlib.nullcontext():
+                with autocast(dev, precision):
+                    loss, right, count, global_count = self.loss(ddp, batch)
+                t2 = time.perf_counter()
+                optimizer.zero_grad(set_to_none=True)
+                (loss * (ctx.world_size / global_count)).backward()  # type: ignore[no-untyped-call]
             t3 = time.perf_counter()
             optimizer.step()
+            if sync.averages_after(global_step):
+                average_model(ddp, optimizer if sync.optimizer_state else None, ctx,
+                              self.features.stats)
+            elif sync.group_averages_after(global_step):
+                average_model(ddp, None, ctx, self.features.stats, self.sync_group)
             t4 = time.perf_counter()
             phase["forward"] += t2 - t1
             phase["backward"] += t3 - t2

@@ -78,6 +78,7 @@ from gnnpar.train.minibatch import PHASES, SUMS, MinibatchEngine, StepHook
 from gnnpar.train.models import build_model
 from gnnpar.train.record import RECORD_FILE, RunRecord
 from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE, check_resume
+from gnnpar.train.sync import LocalSGD, average_model
 
 log = logging.getLogger("gnnpar")
 LINK_FIELDS = ("val_mrr", "test_mrr", "val_hits", "test_hits")
@@ -101,6 +102,10 @@ class Engine(Protocol):
                     save: Callable[[dict[str, float]], None], hook: StepHook | None,
                     progress: bool) -> dict[str, float]:
         """Train the rest of ``epoch``; return this rank's sums."""
+
+    @property
+    def sync(self) -> LocalSGD:
+        """When the steps synchronise (sample mode; full mode is synchronous)."""
 
     def evaluate(self) -> dict[str, float]:
         """``{"val_acc", "test_acc"}`` of the mode's own evaluation (collective)."""
@@ -238,6 +243,8 @@ class Trainer:
         """Checkpoint (collective); ``partial``: this rank's sums of the unfinished epoch."""
         ctx = self.ctx
         per_rank: list[dict[str, float]] = []
+        if partial and not self.engine.sync.synchronous:  # local SGD, mid-epoch
+            average_model(self.engine.module, self.optimizer, ctx, self.stats)
         if partial:  # every rank's sums, so that each resumes with its own
             rows = torch.zeros(ctx.world_size, len(SUMS), dtype=torch.float64,
                                device=ctx.device)
@@ -332,6 +339,9 @@ class Trainer:
                                       partial, self._save, hook, self.cfg.run.progress)
             partial = {}
             self._next_epoch = epoch + 1
+            if self.cfg.train.mode == "sample" and not engine.sync.synchronous:
+                # Local SGD: one model again, for evaluation and the checkpoint.
+                average_model(self.engine.module, self.optimizer, ctx, self.stats)
             totals = dict(zip(SUMS, all_reduce_sum(ctx, torch.tensor(
                 [sums[k] for k in SUMS], dtype=torch.float64, device=ctx.device)).tolist(),
                 strict=True))
@@ -341,7 +351,8 @@ class Trainer:
             epoch_time = train[4] / ctx.world_size
             accuracy: dict[str, Any] = dict.fromkeys(EVAL_FIELDS)
             eval_time, eval_comm = None, {}
-            if (epoch + 1) % t.eval_every == 0 or epoch + 1 == t.epochs:
+            last = epoch + 1 == t.epochs and not (self.link and t.eval == "none")
+            if (epoch + 1) % t.eval_every == 0 or last:
                 self.eval_stats.reset()
                 t0 = time.perf_counter()
                 with self.stats.redirect(self.eval_stats):
@@ -365,7 +376,10 @@ class Trainer:
         self.eval_stats.reset()
         with self.stats.redirect(self.eval_stats):
             final = self._final_accuracy()
-        self.record.summary = self._summary(final, comm_totals(self.eval_stats, ctx),
+        eval_comm = comm_totals(self.eval_stats, ctx)
+        if self.link and t.eval != "none" and self.record.epochs:  # the last epoch's
+            eval_comm = self.record.epochs[-1]["eval_comm"]
+        self.record.summary = self._summary(final, eval_comm,
                                             time.perf_counter() - wall, peak_memory(ctx))
         self.record.status = "complete"
         self._write_record()

@@ -285,3 +285,55 @@ def test_edge_feature_layers_on_batches_equal_the_full_graph(
                 torch.testing.assert_close(got, want[orig], rtol=1e-5, atol=1e-5)
             checked += len(seeds)
     assert checked == len(dataset.train_idx)
+
+
+def _scores(part_dir: str, chunk: int) -> dict[str, np.ndarray]:
+    from gnnpar.link import LinkDecoder, split_scores
+
+    ctx = init()
+    graph = DistGraph.load(part_dir, ctx)
+    h = torch.from_numpy(np.asarray(graph.part.feat, dtype=np.float32))  # embeddings = x
+    pos, neg = split_scores(h, LinkDecoder("dot", h.shape[1]), graph, ctx, "val", chunk=chunk)
+    out = {"pos": pos.numpy(), "neg": neg.numpy(),
+           "val_edges": np.asarray(graph.part.val_edges),
+           "val_neg": np.asarray(graph.part.val_neg)}
+    shutdown()
+    return out
+
+
+def test_shared_negative_scores_by_brute_force(tmp_path: Path) -> None:
+    """Fewer shared negative pairs than positives (as ogbl-ddi), one rank holding none."""
+    ds = sbm(num_nodes=300, avg_degree=8, num_classes=3, feat_dim=4, seed=5)
+    ds = ds.random_link_split((0.5, 0.4, 0.1), seed=0)
+    neg = np.array([[0, 1], [2, 3], [4, 5]])  # sources 0, 2, 4: all in part 0 (contiguous)
+    ds = replace(ds, neg_kind="shared", val_neg=neg, test_neg=neg)
+    partition_graph(ds, 2, tmp_path / "p", method="contiguous")
+    x = np.asarray(ds.x, dtype=np.float32)  # contiguous: new ids are the original ones
+    for rank in run_multiproc(_scores, 2, str(tmp_path / "p"), 16):
+        e, q = rank["val_edges"], rank["val_neg"]
+        np.testing.assert_allclose(rank["pos"], (x[e[:, 0]] * x[e[:, 1]]).sum(1), rtol=1e-5)
+        np.testing.assert_allclose(rank["neg"], (x[q[:, 0]] * x[q[:, 1]]).sum(1), rtol=1e-5)
+        assert len(rank["pos"]) > 16 and len(rank["neg"]) in (0, 3)
+
+
+def _link_steps(part_dir: str) -> list[int]:
+    ctx, loader = _loader(part_dir, "binary")
+    sizes = [int(b.edge_index.shape[1]) for b in loader]
+    shutdown()
+    return sizes
+
+
+def test_a_part_without_in_edges(tmp_path: Path) -> None:
+    """Every edge points into part 0: part 1 stores no in-edge (and samples none)."""
+    n = 200
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, n, 2000)
+    dst = rng.integers(0, n // 2, 2000)
+    keep = src != dst
+    ds = GraphDataset(num_nodes=n, src=src[keep], dst=dst[keep],
+                      x=rng.standard_normal((n, 6)).astype(np.float32))
+    pairs = np.stack([np.arange(100, 140), np.arange(0, 40)], 1)  # sources in part 1
+    ds = replace(ds, train_edges=pairs)
+    partition_graph(ds, 2, tmp_path / "p", method="contiguous")
+    steps = run_multiproc(_link_steps, 2, str(tmp_path / "p"))
+    assert len(steps[0]) == len(steps[1]) and sum(steps[0]) + sum(steps[1]) > 0
