@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-import torch.distributed as dist
-from torch import nn
-from torch.distributed.algorithms.model_averaging.utils import average_parameters
-
-from gnnpar.comm import CommStats, all_gather_ints, all_reduce_sum, record_all_reduce
-from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError, DistributedError
+
+if TYPE_CHECKING:  # torch is imported where it is used: the config (and --help) need none
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
+    from gnnpar.comm import CommStats
+    from gnnpar.distributed import DistContext
 
 SYNC_FIX = ("pass --sync every:H with an integer H >= 1 (1: synchronous gradients; H: "
             "average the parameters every H steps).")
@@ -109,6 +111,8 @@ class LocalSGD:
         Raises:
             ConfigError: ``group_size`` does not divide the world size (on every rank).
         """
+        import torch.distributed as dist
+
         if not self.group_size:
             return None
         if ctx.world_size % self.group_size:
@@ -129,6 +133,12 @@ def average_model(module: nn.Module, optimizer: torch.optim.Optimizer | None,
     parameters, one of the flat optimizer state (its floating-point tensors other than
     ``step``; all ranks of ``ctx`` only), both on the parameters' device.
     """
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.model_averaging.utils import average_parameters
+
+    from gnnpar.comm import all_gather_ints, all_reduce_sum, record_all_reduce
+
     params = [p for p in module.parameters()]
     size = ctx.world_size if group is None else dist.get_world_size(group)
     if stats is not None and params:
