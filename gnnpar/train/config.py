@@ -278,7 +278,7 @@ class RunConfig:
 
     out: str | None = None
     """Run directory: record.json, config.json, checkpoint/ (default: a new
-    runs/DATASET-MODE[-N])."""
+    runs/DATASET-MODE[-N], or runs/DATASET-link[-N] with --task link)."""
 
     resume: bool = False
     """Continue the run in --out from its newest checkpoint (same settings required)."""

@@ -164,7 +164,8 @@ def check_before_start(cfg: Config, world_size: int, local_world_size: int) -> P
     run = cfg.run
     if run.resume:
         check_resume(Path(run.out or ""), cfg)
-    return prepare_run_dir(run.out, name=f"{dataset_slug(cfg.data.dataset)}-{cfg.train.mode}",
+    kind = "link" if cfg.data.task == "link" else cfg.train.mode
+    return prepare_run_dir(run.out, name=f"{dataset_slug(cfg.data.dataset)}-{kind}",
                            resume=run.resume, overwrite=run.overwrite)
 
 
