@@ -89,6 +89,3 @@ def bce_sum(score: Tensor, label: Tensor) -> Tensor:
     """Summed binary cross-entropy of logits against 0/1 labels (in float32)."""
     return nn.functional.binary_cross_entropy_with_logits(score.float(), label.float(),
                                                           reduction="sum")
-
-
-

@@ -175,3 +175,59 @@ def test_cuda_training_within_one_point_of_cpu(tmp_path: Path, mode: str) -> Non
     assert cuda["env"]["backend"] == "nccl" and cuda["env"]["device"].startswith("cuda")
     assert cpu["summary"]["test_acc"] > 0.5
     assert abs(cuda["summary"]["test_acc"] - cpu["summary"]["test_acc"]) <= 0.01
+
+
+def _link_worker(part_dir: str, n_batches: int) -> dict[str, Any]:
+    """Link batches (strict negatives, targets hidden, edge ids and features) and the
+    exact metrics of a fixed encoder."""
+    import torch
+
+    import gnnpar
+    from gnnpar.link import LinkDecoder, embeddings, link_metrics
+    from gnnpar.train.config import ModelConfig
+    from gnnpar.train.models import build_model
+
+    ctx = gnnpar.init()
+    graph = gnnpar.DistGraph.load(part_dir, ctx)
+    store = gnnpar.DistFeatureStore(graph, ctx)
+    loader = gnnpar.DistLinkNeighborLoader(graph, store, FANOUTS, "train", batch_size=64,
+                                           num_neg=2, strict=True, seed=3, prefetch=True)
+    batches = []
+    for i, b in enumerate(loader):
+        batches.append({k: _np(getattr(b, k)) for k in (
+            "n_id", "edge_index", "e_id", "edge_attr", "x", "edge_label_index", "edge_label")})
+        if i + 1 == n_batches:
+            break
+    torch.manual_seed(0)
+    gnn = build_model(ModelConfig(hidden=16), graph.meta.feat_dim, 16).to(ctx.device)
+    h = embeddings(gnn, graph, ctx, budget_bytes=1 << 20)
+    metrics = link_metrics(h, LinkDecoder("dot", 16).to(ctx.device), graph, ctx)
+    gnnpar.shutdown()
+    return {"device": str(ctx.device), "batches": batches, "metrics": metrics}
+
+
+@pytest.fixture(scope="module")
+def link_parts(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
+    from dataclasses import replace
+
+    root = tmp_path_factory.mktemp("gpu-link")
+    ds = sbm(num_nodes=4000, seed=1, task="link")
+    rng = np.random.default_rng(0)
+    ds = replace(ds, edge_attr=rng.standard_normal((ds.num_edges, 3)).astype(np.float32))
+    for k in (1, 2):
+        partition_graph(ds, k, root / f"k{k}", seed=0)
+    return {k: str(root / f"k{k}") for k in (1, 2)}
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_cuda_link_batches_and_metrics_equal_cpu(link_parts: dict[int, str],
+                                                 world: int) -> None:
+    cpu = run_multiproc(_link_worker, world, link_parts[world], 3, device="cpu")
+    cuda = run_multiproc(_link_worker, world, link_parts[world], 3, device="cuda")
+    for r in range(world):
+        assert cuda[r]["device"] == f"cuda:{r}"
+        for a, b in zip(cpu[r]["batches"], cuda[r]["batches"], strict=True):
+            for key, value in a.items():  # counter-based negatives and samples: bitwise
+                assert np.array_equal(value, b[key]), key
+        for key, value in cpu[r]["metrics"].items():
+            assert cuda[r]["metrics"][key] == pytest.approx(value, abs=1e-3), key
