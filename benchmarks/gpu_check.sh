@@ -10,8 +10,8 @@
 # receives the gpu-tests log, gpu-DATE.json, gpu-DATE.md and the updated README section.
 #
 # 1. the `gpu` tests (CPU == CUDA samples and rows, link batches and MRR, halo layers,
-#    NCCL-only group, sync
-#    budget as CUDA counts it, CUDA training within 1 point of CPU);
+#    NCCL-only group, sync budget as CUDA counts it, CUDA training within 1 point of
+#    CPU);
 # 2. benchmarks/bench_gpu.py: the minibatch and full-graph trainers on one GPU (NCCL,
 #    world size 1) on a 2M-node / 20M-edge graph, fp32 and bf16, against the same runs
 #    on this machine's CPU: epoch time, sampled edges/s, peak GPU memory.
