@@ -8,6 +8,7 @@ within twice the collective timeout, its error naming rank 1.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -51,6 +52,7 @@ def test_a_dead_or_hung_rank_on_another_machine_is_named(tmp_path: Path, sig: in
     port, out = _free_port(), tmp_path / "run"
     first = _machine(0, port, parts, out, tmp_path)
     second = _machine(1, port, parts, out, tmp_path)
+    victim: int | None = None
     try:
         wait_for_epochs(out / "record.json", 2, first, limit=240)
         victim = rank_pid(second.pid, 1)
@@ -64,6 +66,11 @@ def test_a_dead_or_hung_rank_on_another_machine_is_named(tmp_path: Path, sig: in
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        # torchrun starts each worker in its own session: a stopped victim outlives its
+        # agent unless killed itself (it would stay stopped, holding its memory).
+        if victim is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(victim, signal.SIGKILL)
     err = first.stderr.read() if first.stderr else ""
     assert first.returncode != 0
     ours = [ln for ln in err.splitlines() if ln.startswith("gnnpar-train: error:")]
