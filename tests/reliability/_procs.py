@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -80,7 +81,15 @@ def wait_for_epochs(record: Path, n: int, proc: subprocess.Popen[str], limit: fl
     raise AssertionError(f"the run did not reach epoch {n} (exit {proc.poll()})")
 
 
+def _default_interrupt() -> None:
+    # As a terminal would start it: a shell runs a background job (a CI script's `cmd &`)
+    # with SIGINT ignored, and the child would inherit that and ignore Ctrl-C.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(*args: str, cwd: Path) -> subprocess.Popen[str]:
-    """Start ``gnnpar-train ARGS`` in a session of its own (signals reach all of it)."""
+    """Start ``gnnpar-train ARGS`` in a session of its own (signals reach all of it), with
+    SIGINT's default action whatever this process inherited."""
     return subprocess.Popen([*exe(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=cwd, start_new_session=True)
+                            text=True, cwd=cwd, start_new_session=True,
+                            preexec_fn=_default_interrupt)
