@@ -339,7 +339,7 @@ class Trainer:
                                       partial, self._save, hook, self.cfg.run.progress)
             partial = {}
             self._next_epoch = epoch + 1
-            if self.cfg.train.mode == "sample" and not engine.sync.synchronous:
+            if not engine.sync.synchronous:
                 # Local SGD: one model again, for evaluation and the checkpoint.
                 average_model(self.engine.module, self.optimizer, ctx, self.stats)
             totals = dict(zip(SUMS, all_reduce_sum(ctx, torch.tensor(
