@@ -6,10 +6,12 @@ dataset spec strings every gnnpar CLI accepts (:func:`load_dataset`, with ``feat
 ``--split``).
 """
 
-from gnnpar.datasets.graph import GraphDataset, split_sizes
-from gnnpar.datasets.loaders import from_dgl, from_edge_list, from_npz, from_pyg, from_pyg_link
+from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.loaders import from_edge_list, from_npz
 from gnnpar.datasets.ogb import load_ogb
+from gnnpar.datasets.pyg import from_dgl, from_pyg, from_pyg_link
 from gnnpar.datasets.spec import DEFAULT_SPEC, load_dataset, parse_split
+from gnnpar.datasets.splits import split_sizes
 from gnnpar.datasets.synthetic import rmat, sbm
 
 __all__ = [

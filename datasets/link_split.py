@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gnnpar.datasets.splits import check_split_fractions, split_sizes
 from gnnpar.errors import DatasetError
 from gnnpar.io import copy_rows
 
@@ -130,7 +131,7 @@ def random_link_split(ds: GraphDataset, fractions: tuple[float, float, float], s
 
     Edges are taken as undirected pairs ``{u, v}`` (self-loops stay in the graph and out
     of the supervision).  The pairs are shuffled by ``np.random.default_rng(seed)``; the
-    sizes follow :func:`~gnnpar.datasets.graph.split_sizes` of the train, val and test
+    sizes follow :func:`~gnnpar.datasets.splits.split_sizes` of the train, val and test
     fractions (test is what remains when they sum to 1).  Validation and test pairs leave
     the graph in both directions; the message-passing graph keeps the training pairs (as
     stored: both directions where the input had both); the training supervision is the
@@ -149,7 +150,7 @@ def random_link_split(ds: GraphDataset, fractions: tuple[float, float, float], s
     """
     from dataclasses import replace
 
-    from gnnpar.datasets.graph import check_split_fractions, split_sizes, unique_sorted
+    from gnnpar.datasets.graph import unique_sorted  # graph imports this module
 
     f = check_split_fractions(fractions, ds.name)
     if isinstance(num_neg, bool) or not isinstance(num_neg, int) or num_neg < 1:

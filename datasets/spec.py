@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from gnnpar.datasets.graph import FORMAT, GraphDataset, check_split_fractions
+from gnnpar.datasets.graph import FORMAT, GraphDataset
 from gnnpar.datasets.loaders import (
     EDGE_LIST_SUFFIXES,
     from_edge_list,
@@ -40,6 +40,7 @@ from gnnpar.datasets.loaders import (
     with_split_files,
 )
 from gnnpar.datasets.ogb import load_ogb
+from gnnpar.datasets.splits import check_split_fractions
 from gnnpar.datasets.synthetic import rmat, sbm
 from gnnpar.errors import DatasetError
 from gnnpar.io import read_json
@@ -145,7 +146,7 @@ def parse_split(text: str) -> tuple[float, float, float] | tuple[str, str, str]:
     """Read the command-line form of a split: three fractions or three files.
 
     ``"0.6,0.2,0.2"`` gives ``(0.6, 0.2, 0.2)`` (checked as by
-    :func:`~gnnpar.datasets.graph.check_split_fractions`); ``"train.npy,val.txt,test.txt"``
+    :func:`~gnnpar.datasets.splits.check_split_fractions`); ``"train.npy,val.txt,test.txt"``
     gives the three paths (``~`` expanded), each of which must be an existing file of node
     ids (``.npy``, or text with one id per line). File names cannot contain commas.
 

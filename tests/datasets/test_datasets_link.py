@@ -21,10 +21,10 @@ from torch_geometric.transforms import RandomLinkSplit
 from torch_geometric.utils import coalesce, to_undirected
 
 from gnnpar.datasets import GraphDataset, from_npz, load_dataset, load_ogb, sbm
-from gnnpar.datasets.graph import split_sizes
 from gnnpar.datasets.link_split import check_link_fields
-from gnnpar.datasets.loaders import from_pyg_link
+from gnnpar.datasets.pyg import from_pyg_link
 from gnnpar.datasets.spec import parse_synthetic, synthetic_keys
+from gnnpar.datasets.splits import split_sizes
 from gnnpar.errors import DatasetError
 
 N = 40
