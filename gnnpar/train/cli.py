@@ -237,7 +237,8 @@ def format_summary(record: dict[str, Any]) -> str:
     how = (f"fanouts {','.join(map(str, c['sample']['fanouts']))}, batch "
            f"{c['sample']['batch_size']}/rank" if sample else "full graph" + (
                f", BNS p={c['full']['boundary_p']}" if c["full"]["boundary_p"] else "")
-           + (", stale halos" if c["full"]["stale"] else ""))
+           + (", stale halos" if c["full"]["stale"] else "")
+           + (f", 3D grid {c['full']['grid']}" if c["full"].get("grid") else ""))
     lines = [
         f"{part['name']}: {part['num_nodes']:,} nodes, {part['num_edges']:,} edges, "
         f"{part['num_parts']} parts ({part['partitioner']}), {env['world_size']} workers "

@@ -229,8 +229,21 @@ class FullConfig:
     """PipeGCN: use the previous epoch's halo rows and gradients, overlapping the
     exchange with compute (the first epoch is exact)."""
 
+    grid: str | None = None
+    """3D parallelism (Plexus): X,Y,Z ranks of the process grid that every layer's
+    adjacency, features and weights are split over, X*Y*Z = the number of processes
+    (default: 1D, each rank its part's rows with halo exchange)."""
+
     def validate(self) -> FullConfig:
         """Check every value; return ``self`` or raise :class:`ConfigError`."""
+        if self.grid is not None:
+            from gnnpar.nn.grid import parse_grid  # torch-free --help: imported on use
+
+            parse_grid(self.grid)
+            if self.boundary_p is not None or self.stale:
+                raise ConfigError("--grid runs exact layers, without boundary sampling or "
+                                  "stale halos.", field="full.grid",
+                                  fix="drop --boundary-p and --stale, or drop --grid.")
         if self.boundary_p is not None:
             check_number(FullConfig, "full.boundary_p", self.boundary_p, 0.0, strict=True,
                          high=1.0)
@@ -385,6 +398,12 @@ class Config:
             self.full.validate()
         self.link.validate()
         self._check_task()
+        if self.full.grid is not None and (self.train.precision != "fp32"
+                                           or self.train.eval == "sampled"):
+            raise ConfigError("--grid trains and evaluates in fp32, exactly.",
+                              field="train.precision" if self.train.precision != "fp32"
+                              else "train.eval",
+                              fix="pass --precision fp32 and --eval full (or none) with --grid.")
         other = "full" if self.train.mode == "sample" else "sample"
         section = getattr(self, other)
         given = [f"{other}.{f.name}" for f in fields(section)

@@ -7,7 +7,9 @@ synchronisation of every mode — and the mode's engine runs the epochs:
 * ``sample`` — :class:`~gnnpar.train.minibatch.MinibatchEngine`: minibatches of sampled
   neighbourhoods, validation and test accuracy on sampled neighbourhoods;
 * ``full`` — :class:`~gnnpar.train.fullgraph.FullGraphEngine`: one exact (or BNS /
-  stale) whole-graph step per epoch, exact evaluation;
+  stale) whole-graph step per epoch, exact evaluation; with ``full.grid``,
+  :class:`~gnnpar.train.grid.GridEngine`, the same on 3D-parallel layers (no DDP: the
+  layers' collectives synchronise the sharded weights);
 * ``--task link`` — :class:`~gnnpar.train.link.LinkEngine`: minibatches seeded by the
   training supervision edges, with negatives; exact MRR / Hits@K evaluation.
 
@@ -73,6 +75,7 @@ from gnnpar.sampler import mix_int
 from gnnpar.train.checkpoint import load_checkpoint, read_state, save_checkpoint
 from gnnpar.train.config import Config
 from gnnpar.train.fullgraph import FullGraphEngine, full_neighbour_accuracy
+from gnnpar.train.grid import GridEngine
 from gnnpar.train.link import LinkEngine, LinkModule
 from gnnpar.train.minibatch import PHASES, SUMS, MinibatchEngine, StepHook
 from gnnpar.train.models import build_model
@@ -198,7 +201,8 @@ class Trainer:
         torch.manual_seed(cfg.train.seed)  # the same initial weights on every rank
         out = cfg.model.hidden if self.link else meta.num_classes
         self.model = build_model(cfg.model, meta.feat_dim, out).to(ctx.device)
-        engine_cls: type[Any] = MinibatchEngine if cfg.train.mode == "sample" else FullGraphEngine
+        engine_cls: type[Any] = MinibatchEngine if cfg.train.mode == "sample" else (
+            FullGraphEngine if cfg.full.grid is None else GridEngine)
         self.trained: nn.Module = self.model  # what the optimizer steps and checkpoints hold
         if self.link:
             self.trained = LinkModule(self.model, LinkDecoder(
@@ -206,9 +210,14 @@ class Trainer:
             engine_cls = LinkEngine
         self.engine: Engine = engine_cls(cfg, graph, ctx, self.trained, self.split_sizes,
                                          self.stats)
-        self.ddp = DistributedDataParallel(self.engine.module, process_group=ctx.group)
-        self.ddp.register_comm_hook(_GradCounter(self.stats, ctx.world_size, ctx.group),
-                                    _counted_allreduce)
+        self.ddp: nn.Module
+        if isinstance(self.engine, GridEngine):  # sharded weights, synchronised by the layers
+            self.trained = self.ddp = self.engine.module
+        else:
+            ddp = DistributedDataParallel(self.engine.module, process_group=ctx.group)
+            ddp.register_comm_hook(_GradCounter(self.stats, ctx.world_size, ctx.group),
+                                   _counted_allreduce)
+            self.ddp = ddp
         self.optimizer = torch.optim.Adam(self.trained.parameters(), lr=cfg.train.lr,
                                           weight_decay=cfg.train.weight_decay)
         self.record = RunRecord(
@@ -402,6 +411,8 @@ class Trainer:
             last = self.record.epochs[-1] if self.record.epochs else {}
             return {**final, "val_acc": last.get("val_acc"), "test_acc": last.get("test_acc")}
         engine = self.engine
+        if isinstance(engine, GridEngine):
+            return {**final, **engine.accuracy()}
         flush_pipelines(engine.module)  # no stale halo exchange left in flight
         plan = engine.halo.exchange.plan if isinstance(engine, FullGraphEngine) else None
         return {**final, **full_neighbour_accuracy(

@@ -1,0 +1,139 @@
+"""3D-parallel full-graph layers (``--grid X,Y,Z``) against single-process PyG, on gloo.
+
+Every rank checks its own blocks against PyG's ``GCN`` / ``GraphSAGE`` on the whole graph
+(3 layers, so all three rotations of the grid run): the features and labels it holds,
+its logits, and the whole gradient of every weight.  The grids of 2 ranks run on 2
+processes, those of 4 on 4.  The Trainer's run at 2,1,2 is compared, weight for weight,
+with full-batch Adam training of the PyG model in this process, and its resumed run with
+the uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import _grid_cases as gc  # noqa: E402
+import _nn_cases as cases  # noqa: E402
+
+from gnnpar.errors import ConfigError  # noqa: E402
+from gnnpar.nn.grid import check_grid, chunk_sizes, parse_grid  # noqa: E402
+from gnnpar.partition.writer import partition_graph  # noqa: E402
+from gnnpar.testing import run_multiproc  # noqa: E402
+from gnnpar.train.config import Config, FullConfig, ModelConfig, TrainConfig  # noqa: E402
+from gnnpar.train.models import build_model  # noqa: E402
+
+GRIDS = {2: [(2, 1, 1), (1, 2, 1), (1, 1, 2)], 4: [(2, 2, 1), (2, 1, 2), (1, 2, 2), (4, 1, 1)]}
+EPOCHS = 6
+
+
+@pytest.fixture(scope="module")
+def grid_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
+    """Each world size's ranks' results (one spawn each); the Trainer runs at 4 ranks."""
+    # 53 nodes, 3 classes, hidden 8: every split uneven; self-loops, a doubled one and
+    # isolated nodes (cases.directed_graph).
+    dataset = cases.directed_graph(num_nodes=53)
+    runs = {}
+    for world, grids in GRIDS.items():
+        root = tmp_path_factory.mktemp(f"grid{world}")
+        partition_graph(dataset, world, root / "parts", method="random", seed=0)
+        todo: dict[str, tuple[str, tuple[Any, ...]]] = {
+            "errors": ("grid_errors", (str(root / "parts"), dataset, grids))}
+        if world == 4:
+            todo["train"] = ("trainer_runs", (str(root / "parts"), str(root / "runs"),
+                                              "2,1,2", EPOCHS))
+        runs[world] = {"dataset": dataset, "ranks": run_multiproc(gc.jobs, world, todo,
+                                                                  timeout=400)}
+    return runs
+
+
+@pytest.mark.parametrize("world", sorted(GRIDS))
+def test_blocks_logits_and_gradients_equal_pyg(grid_runs: dict[int, dict[str, Any]],
+                                               world: int) -> None:
+    grid_run = grid_runs[world]
+    worst: dict[str, float] = {}
+    for rank in grid_run["ranks"]:
+        for key, value in rank["errors"].items():
+            worst[key] = max(worst.get(key, 0.0), value)
+    for dims in GRIDS[world]:
+        for kind in ("gcn", "sage"):
+            name = f"{kind}-{'x'.join(map(str, dims))}"
+            assert worst[f"{name}-x"] == 0.0 and worst[f"{name}-y"] == 0.0, name
+            assert worst[f"{name}-names"] == 0.0 and worst[f"{name}-weights"] == 0.0, name
+            assert worst[f"{name}-logits"] <= 1e-5, (name, worst[f"{name}-logits"])
+            grads = {k: v for k, v in worst.items() if k.startswith(f"{name}-grad-")}
+            assert len(grads) == (2 if kind == "gcn" else 3) * gc.LAYERS, name
+            assert max(grads.values()) <= 1e-5, (name, grads)
+
+
+def _pyg_training(dataset: Any) -> dict[str, np.ndarray]:
+    """Full-batch Adam training of the PyG model in one process (the trainer's settings)."""
+    cfg = Config(train=TrainConfig(mode="full", epochs=EPOCHS, lr=0.05, weight_decay=1e-4))
+    torch.manual_seed(cfg.train.seed)
+    model = build_model(ModelConfig(name="sage", hidden=gc.HIDDEN, layers=gc.LAYERS,
+                                    dropout=0.0), dataset.x.shape[1], dataset.num_classes)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.train.lr,
+                           weight_decay=cfg.train.weight_decay)
+    x, y = torch.from_numpy(dataset.x), torch.from_numpy(dataset.y)
+    edge_index = torch.from_numpy(np.stack([dataset.src, dataset.dst]))
+    train = torch.from_numpy(dataset.train_idx)
+    for _ in range(EPOCHS):
+        opt.zero_grad()
+        F.cross_entropy(model(x, edge_index)[train], y[train]).backward()
+        opt.step()
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}
+
+
+def test_trainer_equals_pyg_training_and_resumes(grid_runs: dict[int, dict[str, Any]]
+                                                 ) -> None:
+    grid_run = grid_runs[4]
+    ref = _pyg_training(grid_run["dataset"])
+    for rank in grid_run["ranks"]:
+        run = rank["train"]
+        assert sorted(run["params"]) == sorted(ref)
+        for k, v in ref.items():
+            err = np.abs(run["params"][k] - v).max() / np.abs(v).max()
+            assert err <= 1e-5, (k, err)
+            np.testing.assert_array_equal(run["resumed"]["params"][k], run["params"][k])
+    record = grid_run["ranks"][0]["train"]["record"]
+    summary = record["summary"]
+    assert summary["mode"] == "full" and summary["epochs"] == EPOCHS
+    assert record["config"]["full"]["grid"] == "2,1,2"
+    assert {"grid", "grid_grad"} <= set(summary["comm_per_epoch"])
+    assert summary["comm_per_epoch"]["grid"]["bytes"] > 0
+    resumed = grid_run["ranks"][0]["train"]["resumed"]["record"]
+    assert [e["epoch"] for e in resumed["epochs"]] == list(range(EPOCHS))
+    assert resumed["summary"]["test_acc"] == summary["test_acc"]
+
+
+def test_chunks_follow_torch_chunk() -> None:
+    for n in range(0, 12):
+        for k in range(1, 6):
+            want = [c.numel() for c in torch.arange(n).chunk(k)]
+            got = chunk_sizes(n, k)
+            assert got[: len(want)] == want and sum(got) == n and len(got) == k
+
+
+def test_grid_errors_name_the_fix() -> None:
+    assert parse_grid("2,1,2") == (2, 1, 2) and parse_grid("2x2x1") == (2, 2, 1)
+    for bad in ("2,2", "0,1,4", "a,b,c"):
+        with pytest.raises(ConfigError, match="--grid X,Y,Z"):
+            parse_grid(bad)
+    with pytest.raises(ConfigError, match=r"X\*Y\*Z = 4: one of .*2,1,2"):
+        check_grid((2, 2, 2), 4)
+    with pytest.raises(ConfigError, match="--stale"):
+        Config(train=TrainConfig(mode="full"), full=FullConfig(grid="2,1,1", stale=True)
+               ).validate()
+    with pytest.raises(ConfigError, match="--mode full"):
+        Config(train=TrainConfig(mode="sample"), full=FullConfig(grid="2,1,1")).validate()
+    with pytest.raises(ConfigError, match="fp32"):
+        Config(train=TrainConfig(mode="full", precision="bf16"),
+               full=FullConfig(grid="2,1,1")).validate()
