@@ -46,6 +46,7 @@ def run(name: str, flags: list[str], spec: str, args: argparse.Namespace,
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=32768)
+    p.add_argument("--degree", type=float, default=12.0, help="average degree of the SBM")
     p.add_argument("--feat", type=int, default=512)
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--epochs", type=int, default=4)
@@ -54,7 +55,7 @@ def main() -> None:
     p.add_argument("--grids", default="2,2,1/2,1,2/1,2,2/4,1,1/1,1,4")
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args()
-    spec = f"synthetic:sbm?nodes={args.nodes}&feat_dim={args.feat}"
+    spec = f"synthetic:sbm?nodes={args.nodes}&avg_degree={args.degree:g}&feat_dim={args.feat}"
     runs = [("1D metis", ["--partitioner", "metis"]), ("1D random", ["--partitioner", "random"])]
     runs += [(f"3D {g}", ["--partitioner", "random", "--grid", g]) for g in args.grids.split("/")]
     with tempfile.TemporaryDirectory() as tmp:

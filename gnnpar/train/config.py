@@ -398,12 +398,8 @@ class Config:
             self.full.validate()
         self.link.validate()
         self._check_task()
-        if self.full.grid is not None and (self.train.precision != "fp32"
-                                           or self.train.eval == "sampled"):
-            raise ConfigError("--grid trains and evaluates in fp32, exactly.",
-                              field="train.precision" if self.train.precision != "fp32"
-                              else "train.eval",
-                              fix="pass --precision fp32 and --eval full (or none) with --grid.")
+        if self.full.grid is not None:
+            self._check_grid()
         other = "full" if self.train.mode == "sample" else "sample"
         section = getattr(self, other)
         given = [f"{other}.{f.name}" for f in fields(section)
@@ -417,6 +413,21 @@ class Config:
                               f"is --mode {self.train.mode}.", field=given[0],
                               fix=f"drop {flags}, or pass --mode {other}.")
         return self
+
+    def _check_grid(self) -> None:
+        """Refuse what the 3D layers do not run, and a grid that does not fit ``--nproc``."""
+        from gnnpar.nn.grid import check_grid, parse_grid  # torch-free --help
+
+        if self.model.name not in ("gcn", "sage"):
+            raise ConfigError(f"--grid runs GCN and GraphSAGE layers, not {self.model.name}.",
+                              field="model.name", fix="pass --model gcn or --model sage.")
+        if self.train.precision != "fp32" or self.train.eval == "sampled":
+            raise ConfigError("--grid trains and evaluates in fp32, exactly.",
+                              field="train.precision" if self.train.precision != "fp32"
+                              else "train.eval",
+                              fix="pass --precision fp32 and --eval full (or none) with --grid.")
+        if self.run.nproc is not None and self.full.grid is not None:
+            check_grid(parse_grid(self.full.grid), self.run.nproc)
 
     def _check_task(self) -> None:
         """Refuse link settings on a node task, and link prediction in full mode."""

@@ -28,7 +28,13 @@ from gnnpar.errors import ConfigError  # noqa: E402
 from gnnpar.nn.grid import check_grid, chunk_sizes, parse_grid  # noqa: E402
 from gnnpar.partition.writer import partition_graph  # noqa: E402
 from gnnpar.testing import run_multiproc  # noqa: E402
-from gnnpar.train.config import Config, FullConfig, ModelConfig, TrainConfig  # noqa: E402
+from gnnpar.train.config import (  # noqa: E402
+    Config,
+    FullConfig,
+    ModelConfig,
+    RunConfig,
+    TrainConfig,
+)
 from gnnpar.train.models import build_model  # noqa: E402
 
 GRIDS = {2: [(2, 1, 1), (1, 2, 1), (1, 1, 2)], 4: [(2, 2, 1), (2, 1, 2), (1, 2, 2), (4, 1, 1)]}
@@ -134,6 +140,12 @@ def test_grid_errors_name_the_fix() -> None:
                ).validate()
     with pytest.raises(ConfigError, match="--mode full"):
         Config(train=TrainConfig(mode="sample"), full=FullConfig(grid="2,1,1")).validate()
+    with pytest.raises(ConfigError, match=r"X\*Y\*Z = 2: one of 1,1,2 1,2,1 2,1,1"):
+        Config(train=TrainConfig(mode="full"), full=FullConfig(grid="2,2,1"),
+               run=RunConfig(nproc=2)).validate()
+    with pytest.raises(ConfigError, match="--model gcn or --model sage"):
+        Config(model=ModelConfig(name="gat"), train=TrainConfig(mode="full"),
+               full=FullConfig(grid="2,1,1")).validate()
     with pytest.raises(ConfigError, match="fp32"):
         Config(train=TrainConfig(mode="full", precision="bf16"),
                full=FullConfig(grid="2,1,1")).validate()
