@@ -85,6 +85,32 @@ def _halo_worker(part_dir: str) -> dict[str, Any]:
     return out
 
 
+def _grid_worker(part_dir: str) -> dict[str, Any]:
+    """Logits of a fixed GraphSAGE and GCN on 3D-parallel layers, grid (world, 1, 1)."""
+    import torch
+
+    import gnnpar
+    from gnnpar.nn.grid import ProcessGrid
+    from gnnpar.nn.grid_gnn import GridGNN, GridGraph, model_kind
+    from gnnpar.train.config import ModelConfig
+    from gnnpar.train.models import build_model
+
+    ctx = gnnpar.init()
+    graph = gnnpar.DistGraph.load(part_dir, ctx)
+    out: dict[str, Any] = {"device": str(ctx.device)}
+    for name in ("sage", "gcn"):
+        torch.manual_seed(0)
+        model = build_model(ModelConfig(name=name, hidden=32, layers=2, dropout=0.0),
+                            graph.meta.feat_dim, graph.meta.num_classes).to(ctx.device)
+        grid = ProcessGrid.build(ctx, (ctx.world_size, 1, 1), 2)
+        layout = GridGraph.build(graph, ctx, grid, model_kind(model),
+                                 (graph.meta.feat_dim, 32, graph.meta.num_classes))
+        with torch.no_grad():
+            out[name] = _np(GridGNN(model, layout)(layout.x))
+    gnnpar.shutdown()
+    return out
+
+
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
     root = tmp_path_factory.mktemp("gpu")
@@ -118,6 +144,16 @@ def test_cuda_halo_layers_equal_cpu(parts: dict[int, str], world: int) -> None:
     cuda = run_multiproc(_halo_worker, world, parts[world], device="cuda")
     for r in range(world):
         assert np.array_equal(cpu[r]["orig_ids"], cuda[r]["orig_ids"])
+        for name in ("sage", "gcn"):
+            np.testing.assert_allclose(cuda[r][name], cpu[r][name], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_cuda_grid_layers_equal_cpu(parts: dict[int, str], world: int) -> None:
+    cpu = run_multiproc(_grid_worker, world, parts[world], device="cpu")
+    cuda = run_multiproc(_grid_worker, world, parts[world], device="cuda")
+    for r in range(world):
+        assert cuda[r]["device"] == f"cuda:{r}"
         for name in ("sage", "gcn"):
             np.testing.assert_allclose(cuda[r][name], cpu[r][name], rtol=1e-4, atol=1e-5)
 
