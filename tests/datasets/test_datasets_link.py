@@ -7,7 +7,6 @@ never one read back through gnnpar.
 from __future__ import annotations
 
 import functools
-import gzip
 import json
 import pickle
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from _ogb_files import csv_gz
 from torch_geometric.data import Data
 from torch_geometric.transforms import RandomLinkSplit
 from torch_geometric.utils import coalesce, to_undirected
@@ -37,15 +37,6 @@ def pairs(a: np.ndarray) -> set[tuple[int, int]]:
 
 def graph_pairs(ds: GraphDataset) -> set[tuple[int, int]]:
     return pairs(np.stack([np.asarray(ds.src), np.asarray(ds.dst)], 1))
-
-
-def _csv_gz(path: Path, rows: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    arr = np.asarray(rows)
-    arr = arr.reshape(len(arr), -1)
-    with gzip.open(path, "wt") as f:
-        for row in arr:
-            f.write(",".join(str(v) for v in row) + "\n")
 
 
 # ---------------------------------------------------------------------- OGB link layouts
@@ -84,16 +75,16 @@ def write_link_layout(d: Path, kind: str, seed: int = 0) -> dict[str, Any]:
     allp = random_pairs(rng, 90, directed)
     train, val, test = allp[:70], allp[70:80], allp[80:]
     x = rng.standard_normal((N, 4)).astype(np.float32).round(3)
-    _csv_gz(d / "raw" / "edge.csv.gz", train)
-    _csv_gz(d / "raw" / "num-node-list.csv.gz", np.array([N]))
-    _csv_gz(d / "raw" / "num-edge-list.csv.gz", np.array([len(train)]))
-    _csv_gz(d / "raw" / "node-feat.csv.gz", x)
+    csv_gz(d / "raw" / "edge.csv.gz", train)
+    csv_gz(d / "raw" / "num-node-list.csv.gz", np.array([N]))
+    csv_gz(d / "raw" / "num-edge-list.csv.gz", np.array([len(train)]))
+    csv_gz(d / "raw" / "node-feat.csv.gz", x)
     out: dict[str, Any] = {"x": x, "train": train, "val": val, "test": test}
     split = d / "split" / "time"
     split.mkdir(parents=True)
     if directed:
         edge_feat = rng.standard_normal((len(train), 2)).astype(np.float32).round(3)
-        _csv_gz(d / "raw" / "edge-feat.csv.gz", edge_feat)
+        csv_gz(d / "raw" / "edge-feat.csv.gz", edge_feat)
         out["edge_feat"] = edge_feat
         for name, pos in (("valid", val), ("test", test)):
             neg = rng.integers(0, N, (len(pos), NUM_CAND)).astype(np.int64)

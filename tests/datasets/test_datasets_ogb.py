@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _ogb_files import csv_gz
 
 from gnnpar.datasets import load_dataset, load_ogb
 from gnnpar.errors import DatasetError
@@ -21,27 +21,18 @@ LABELS = np.array([0, 1, 0, 2, 2, 1, 0])
 SPLIT = {"train": [0, 1, 2], "valid": [3, 4], "test": [6]}
 
 
-def _csv_gz(path: Path, rows: np.ndarray | list[int]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    arr = np.asarray(rows)
-    arr = arr.reshape(len(arr), -1)
-    with gzip.open(path, "wt") as f:
-        for row in arr:
-            f.write(",".join(str(v) for v in row) + "\n")
-
-
 def _write_split(d: Path, split: str) -> None:
     for name, ids in SPLIT.items():
-        _csv_gz(d / "split" / split / f"{name}.csv.gz", ids)
+        csv_gz(d / "split" / split / f"{name}.csv.gz", ids)
 
 
 def write_csv_layout(d: Path, split: str = "random") -> None:
     """ogbn-arxiv-style layout: raw/*.csv.gz and split/<split>/*.csv.gz."""
-    _csv_gz(d / "raw" / "edge.csv.gz", EDGES)
-    _csv_gz(d / "raw" / "num-node-list.csv.gz", [N])
-    _csv_gz(d / "raw" / "num-edge-list.csv.gz", [len(EDGES)])
-    _csv_gz(d / "raw" / "node-feat.csv.gz", FEAT)
-    _csv_gz(d / "raw" / "node-label.csv.gz", LABELS)
+    csv_gz(d / "raw" / "edge.csv.gz", EDGES)
+    csv_gz(d / "raw" / "num-node-list.csv.gz", [N])
+    csv_gz(d / "raw" / "num-edge-list.csv.gz", [len(EDGES)])
+    csv_gz(d / "raw" / "node-feat.csv.gz", FEAT)
+    csv_gz(d / "raw" / "node-label.csv.gz", LABELS)
     _write_split(d, split)
 
 
