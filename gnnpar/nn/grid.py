@@ -101,6 +101,58 @@ def check_grid(dims: tuple[int, int, int], world_size: int) -> None:
             fix=f"pass --grid X,Y,Z with X*Y*Z = {world_size}: one of {' '.join(fits)}.")
 
 
+Coords = tuple[int, int, int]
+
+
+def grid_coords(dims: tuple[int, int, int], rank: int) -> Coords:
+    """Coordinates of ``rank`` on a ``dims`` grid: ``(r // (Y Z), r // Z mod Y, r mod Z)``."""
+    _, y, z = dims
+    return rank // (y * z), rank // z % y, rank % z
+
+
+@dataclass(frozen=True)
+class GridShape:
+    """Which rows and columns every grid position holds, for one model: arithmetic only.
+
+    Attributes:
+        dims: ``(X, Y, Z)``.
+        num_nodes: Nodes of the whole graph.
+        widths: Feature width of each layer's input, then the output width.
+    """
+
+    dims: tuple[int, int, int]
+    num_nodes: int
+    widths: tuple[int, ...]
+
+    @property
+    def layers(self) -> int:
+        """Layers of the model."""
+        return len(self.widths) - 1
+
+    def coords_of(self, rank: int) -> Coords:
+        """Grid coordinates of ``rank`` (:func:`grid_coords`)."""
+        return grid_coords(self.dims, rank)
+
+    def node_block(self, axis: int, c: int) -> tuple[int, int]:
+        """Global ids ``[lo, hi)`` of node block ``c`` of grid axis ``axis``."""
+        return chunk_range(self.num_nodes, self.dims[axis], c)
+
+    def rows(self, layer: int, c: Coords, output: bool = False) -> tuple[int, int]:
+        """Global ids of the rows of ``layer``'s input (or output) held at ``c``."""
+        o, i, d = ROTATIONS[layer % 3]
+        outer, inner = (d, i) if output else (o, d)
+        lo, hi = self.node_block(outer, c[outer])
+        a, b = chunk_range(hi - lo, self.dims[inner], c[inner])
+        return lo + a, lo + b
+
+    def cols(self, layer: int, c: Coords, output: bool = False) -> tuple[int, int]:
+        """Columns of ``layer``'s input (or output) held at ``c``."""
+        o, i, _ = ROTATIONS[layer % 3]
+        axis = o if output else i
+        width = self.widths[layer + 1] if output else self.widths[layer]
+        return chunk_range(width, self.dims[axis], c[axis])
+
+
 @dataclass
 class ProcessGrid:
     """This rank's place on the ``[X, Y, Z]`` grid and one device mesh per layer rotation.
@@ -133,8 +185,7 @@ class ProcessGrid:
         check_grid(dims, ctx.world_size)
         ranks = torch.tensor(dist.get_process_group_ranks(ctx.group) if ctx.group is not None
                              else list(range(ctx.world_size))).view(*dims)
-        r = ctx.rank
-        coords = (r // (dims[1] * dims[2]), r // dims[2] % dims[1], r % dims[2])
+        coords = grid_coords(dims, ctx.rank)
         meshes = {k: DeviceMesh(ctx.device.type, ranks.permute(*ROTATIONS[k]).contiguous(),
                                 mesh_dim_names=ROLES)
                   for k in range(min(num_layers, 3))}

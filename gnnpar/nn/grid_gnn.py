@@ -36,10 +36,11 @@ from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.graph import DistGraph
 from gnnpar.nn.grid import (
+    ROTATIONS,
+    GridShape,
     ProcessGrid,
     all_gather_rows,
     all_reduce,
-    chunk_range,
     chunk_sizes,
     gather_columns,
     reduce_scatter_rows,
@@ -104,8 +105,7 @@ class GridGraph:
 
     Attributes:
         grid: The process grid.
-        num_nodes: Nodes of the whole graph.
-        widths: Feature width of each layer's input, then the output width.
+        shape: Which rows and columns each grid position holds.
         x: ``[rows, F_0 chunk]`` input features of this rank (layer 0's input layout).
         ops: Rotation -> this rank's adjacency block's operators (``S_k``, see the module
             docstring).
@@ -116,36 +116,12 @@ class GridGraph:
     """
 
     grid: ProcessGrid
-    num_nodes: int
-    widths: tuple[int, ...]
+    shape: GridShape
     x: Tensor
     ops: dict[int, list[SparseAdjacency]]
     y: Tensor
     split: Tensor
     counts_rows: bool
-
-    def node_block(self, axis: int, c: int) -> tuple[int, int]:
-        """Global ids ``[lo, hi)`` of node block ``c`` of grid axis ``axis``."""
-        return chunk_range(self.num_nodes, self.grid.size(axis), c)
-
-    def rows(self, layer: int, coords: tuple[int, int, int] | None = None,
-             output: bool = False) -> tuple[int, int]:
-        """Global ids of the rows of ``layer``'s input (or output) held at ``coords``."""
-        c = coords or self.grid.coords
-        o, i, d = self.grid.roles(layer)
-        outer, inner = (d, i) if output else (o, d)
-        lo, hi = self.node_block(outer, c[outer])
-        a, b = chunk_range(hi - lo, self.grid.size(inner), c[inner])
-        return lo + a, lo + b
-
-    def cols(self, layer: int, coords: tuple[int, int, int] | None = None,
-             output: bool = False) -> tuple[int, int]:
-        """Columns of ``layer``'s input (or output) held at ``coords``."""
-        c = coords or self.grid.coords
-        o, i, _ = self.grid.roles(layer)
-        axis = o if output else i
-        width = self.widths[layer + 1] if output else self.widths[layer]
-        return chunk_range(width, self.grid.size(axis), c[axis])
 
     @classmethod
     def build(cls, graph: DistGraph, ctx: DistContext, grid: ProcessGrid, kind: str,
@@ -176,39 +152,34 @@ class GridGraph:
             split[np.asarray(getattr(part, f"{name}_idx"))] = code
         labels = torch.stack([torch.from_numpy(np.array(part.label, dtype=np.int64)),
                               torch.from_numpy(split)], 1)
-        shell = cls(grid, n, tuple(widths), torch.empty(0), {}, torch.empty(0),
-                    torch.empty(0), grid.coords[grid.roles(layers - 1)[0]] == 0)
+        shape = GridShape(grid.dims, n, tuple(widths))
         rotations = sorted(grid.meshes)
 
-        def coords_of(q: int) -> tuple[int, int, int]:
-            dx, dy, dz = grid.dims
-            return q // (dy * dz), q // dz % dy, q % dz
-
         def blocks_of(q: int) -> list[Want]:  # rows and columns of each rotation's block
-            c, out = coords_of(q), []
+            c, out = shape.coords_of(q), []
             for k in rotations:
                 o, _, d = grid.roles(k)
-                out += [(*shell.node_block(d, c[d]), 0, 1), (*shell.node_block(o, c[o]), 0, 1)]
+                out += [(*shape.node_block(d, c[d]), 0, 1), (*shape.node_block(o, c[o]), 0, 1)]
             return out
 
         def features_of(q: int) -> list[Want]:
-            return [(*shell.rows(0, coords_of(q)), *shell.cols(0, coords_of(q)))]
+            return [(*shape.rows(0, shape.coords_of(q)), *shape.cols(0, shape.coords_of(q)))]
 
         def labels_of(q: int) -> list[Want]:
-            return [(*shell.rows(layers - 1, coords_of(q), output=True), 0, 2)]
+            return [(*shape.rows(layers - 1, shape.coords_of(q), output=True), 0, 2)]
 
         x = fetch_blocks(ctx, offsets, graph.features(), features_of, stats)[0]
         y = fetch_blocks(ctx, offsets, labels, labels_of, stats)[0]
         deg = fetch_blocks(ctx, offsets, degree[:, None], blocks_of, stats)
         ops = {}
+        c = grid.coords
         for j, k in enumerate(rotations):
-            edges = _route_edges(ctx, grid, shell, k, src, dst, stats)
-            ops[k] = _operators(kind, edges, shell.node_block(grid.roles(k)[2],
-                                                              grid.coord(grid.roles(k)[2])),
-                                shell.node_block(grid.roles(k)[0], grid.coord(grid.roles(k)[0])),
+            o, _, d = grid.roles(k)
+            edges = _route_edges(ctx, shape, k, src, dst, stats)
+            ops[k] = _operators(kind, edges, shape.node_block(d, c[d]), shape.node_block(o, c[o]),
                                 deg[2 * j][:, 0], deg[2 * j + 1][:, 0], ctx.device)
-        return cls(grid, n, tuple(widths), x.to(torch.float32), ops, y[:, 0],
-                   y[:, 1].to(torch.int8), shell.counts_rows)
+        return cls(grid, shape, x.to(torch.float32), ops, y[:, 0], y[:, 1].to(torch.int8),
+                   c[grid.roles(layers - 1)[0]] == 0)
 
 
 def count_rows(ids: Tensor, n: int) -> Tensor:
@@ -216,18 +187,18 @@ def count_rows(ids: Tensor, n: int) -> Tensor:
     return torch.bincount(ids, minlength=n)[:n]
 
 
-def _route_edges(ctx: DistContext, grid: ProcessGrid, shell: GridGraph, k: int, src: Tensor,
-                 dst: Tensor, stats: CommStats | None) -> Tensor:
+def _route_edges(ctx: DistContext, shape: GridShape, k: int, src: Tensor, dst: Tensor,
+                 stats: CommStats | None) -> Tensor:
     """Send each owned in-edge to the ranks whose rotation-``k`` block holds it.
 
     Returns:
         ``[2, M]`` (source, destination) global ids of this rank's block.
     """
-    o, i, d = grid.roles(k)
-    dims = grid.dims
+    o, i, d = ROTATIONS[k]
+    dims = shape.dims
 
     def block_of(gids: Tensor, axis: int) -> Tensor:
-        ends = torch.tensor(np.cumsum(chunk_sizes(shell.num_nodes, dims[axis])))
+        ends = torch.tensor(np.cumsum(chunk_sizes(shape.num_nodes, dims[axis])))
         return torch.searchsorted(ends, gids, right=True)
 
     coord = torch.zeros(3, src.numel(), dtype=torch.int64)
@@ -336,11 +307,11 @@ class GridConv(nn.Module):
             self.bias = shard_bias(conv.bias, grid, layer)
         self.o, self.i, self.d = (grid.axis_group(layer, r) for r in ("o", "i", "d"))
         o_axis, _, d_axis = grid.roles(layer)
-        lo, hi = graph.node_block(o_axis, grid.coord(o_axis))
+        lo, hi = graph.shape.node_block(o_axis, grid.coord(o_axis))
         self.in_rows = chunk_sizes(hi - lo, self.d.size)
-        lo, hi = graph.node_block(d_axis, grid.coord(d_axis))
+        lo, hi = graph.shape.node_block(d_axis, grid.coord(d_axis))
         self.out_rows = chunk_sizes(hi - lo, self.i.size)
-        c0, c1 = graph.cols(layer)
+        c0, c1 = graph.shape.cols(layer, grid.coords)
         self.in_cols = chunk_sizes(c1 - c0, self.d.size)
 
     def forward(self, h: Tensor) -> Tensor:
@@ -385,7 +356,7 @@ class GridGNN(nn.Module):
         self.act, self.dropout = gnn.act, gnn.dropout
         last = len(self.convs) - 1
         self.classes = graph.grid.axis_group(last, "o")
-        self.class_sizes = chunk_sizes(graph.widths[-1], self.classes.size)
+        self.class_sizes = chunk_sizes(graph.shape.widths[-1], self.classes.size)
 
     def forward(self, x: Tensor) -> Tensor:
         """``[out rows, C]`` logits of this rank's rows of the last layer (collective)."""

@@ -71,11 +71,11 @@ def grid_errors(part_dir: str, dataset: GraphDataset, grids: list[tuple[int, int
             widths = (x_all.shape[1], HIDDEN, HIDDEN, dataset.num_classes)
             layout = GridGraph.build(graph, ctx, grid, model_kind(model), widths)
             name = f"{kind}-{'x'.join(map(str, dims))}"
-            lo, hi = layout.rows(0)
-            c0, c1 = layout.cols(0)
+            lo, hi = layout.shape.rows(0, grid.coords)
+            c0, c1 = layout.shape.cols(0, grid.coords)
             errors[f"{name}-x"] = float((layout.x - x_all[orig[lo:hi], c0:c1]).abs().max()) \
                 if hi > lo and c1 > c0 else 0.0
-            lo, hi = layout.rows(LAYERS - 1, output=True)
+            lo, hi = layout.shape.rows(LAYERS - 1, grid.coords, output=True)
             ids = torch.from_numpy(orig[lo:hi])
             in_train = torch.from_numpy(np.isin(orig[lo:hi], dataset.train_idx))
             errors[f"{name}-y"] = float((layout.y != y_all[ids]).sum()) + float(
