@@ -26,6 +26,7 @@ DTensor, not its global size.
 
 from __future__ import annotations
 
+import os
 import resource
 from collections.abc import Iterable
 from typing import Any
@@ -163,6 +164,15 @@ def is_parameter(t: torch.Tensor) -> bool:
     """Whether ``t`` is a parameter (a leaf that requires grad) or a view of one."""
     base = t._base if t._base is not None else t
     return base.is_leaf and base.requires_grad
+
+
+def rss_bytes() -> int:
+    """Resident memory of this process now (Linux ``/proc/self/statm``; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
 
 
 def peak_rss_bytes() -> int:

@@ -107,8 +107,10 @@ SUMMARY_FIELDS = {
     "eval_comm": "Rows and bytes of the final full-neighbour inference, by kind ({} "
                  "without one).",
     "wall_time_s": "Seconds from the start of training to the end of the final evaluation.",
-    "peak_memory_bytes": "Largest peak over the ranks: {host: resident set size, device: "
-                         "CUDA memory allocated by torch, or null on a CPU}.",
+    "peak_memory_bytes": "Largest peak over the ranks: {host: resident set size, "
+                         "host_growth: its rise since the rank's Trainer began (the run's "
+                         "data and state, not the imported libraries), device: CUDA "
+                         "memory allocated by torch, or null on a CPU}.",
     "record": "Path of this file.",
 }
 

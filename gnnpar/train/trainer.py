@@ -70,7 +70,7 @@ from gnnpar.graph import DistGraph, global_split_sizes
 from gnnpar.io import write_json
 from gnnpar.link.model import LinkDecoder
 from gnnpar.nn import flush_pipelines
-from gnnpar.parallel.measure import peak_rss_bytes
+from gnnpar.parallel.measure import peak_rss_bytes, rss_bytes
 from gnnpar.sampler import mix_int
 from gnnpar.train.checkpoint import load_checkpoint, read_state, save_checkpoint
 from gnnpar.train.config import Config
@@ -131,18 +131,25 @@ def _counted_allreduce(state: _GradCounter, bucket):  # type: ignore[no-untyped-
     return allreduce_hook(state.group, bucket)  # type: ignore[arg-type]
 
 
-def peak_memory(ctx: DistContext) -> dict[str, int | None]:
+def peak_memory(ctx: DistContext, start_rss: int) -> dict[str, int | None]:
     """The largest peak over the ranks of host memory (RSS) and CUDA memory (collective).
 
+    Args:
+        ctx: Distributed context.
+        start_rss: This rank's resident memory when its Trainer began.
+
     Returns:
-        ``{"host": bytes, "device": bytes or None}``: resident set size (Linux
-        ``ru_maxrss``) and ``torch.cuda.max_memory_allocated`` on a CUDA device.
+        ``{"host": bytes, "host_growth": bytes, "device": bytes or None}``: resident set
+        size (Linux ``ru_maxrss``), its rise over ``start_rss`` (what the run's data and
+        state took, without the imported libraries), and
+        ``torch.cuda.max_memory_allocated`` on a CUDA device.
     """
     host = peak_rss_bytes()
     cuda = ctx.device.type == "cuda"
     device = torch.cuda.max_memory_allocated(ctx.device) if cuda else 0
-    peak = all_gather_ints(ctx, [host, device]).max(dim=0).values.tolist()
-    return {"host": int(peak[0]), "device": int(peak[1]) if cuda else None}
+    peak = all_gather_ints(ctx, [host, host - start_rss, device]).max(dim=0).values.tolist()
+    return {"host": int(peak[0]), "host_growth": int(peak[1]),
+            "device": int(peak[2]) if cuda else None}
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -180,6 +187,7 @@ class Trainer:
     """
 
     def __init__(self, cfg: Config, part_dir: str | Path, ctx: DistContext) -> None:
+        self._start_rss = rss_bytes()
         self.cfg = cfg.validate()
         if cfg.run.out is None:
             raise ConfigError("the Trainer needs a run directory.", field="run.out",
@@ -388,8 +396,8 @@ class Trainer:
         eval_comm = comm_totals(self.eval_stats, ctx)
         if self.link and t.eval != "none" and self.record.epochs:  # the last epoch's
             eval_comm = self.record.epochs[-1]["eval_comm"]
-        self.record.summary = self._summary(final, eval_comm,
-                                            time.perf_counter() - wall, peak_memory(ctx))
+        self.record.summary = self._summary(final, eval_comm, time.perf_counter() - wall,
+                                            peak_memory(ctx, self._start_rss))
         self.record.status = "complete"
         self._write_record()
         return self.record.summary
