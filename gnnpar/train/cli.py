@@ -316,6 +316,11 @@ def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = No
         log_to_stderr()
     try:
         cfg = parse(argv, defaults, build_parser(prog, description))
+        if cfg.run.plan:
+            from gnnpar.train.plan import plan_run
+
+            print(plan_run(cfg))
+            return 0
         record = launch(cfg) if cfg.run.nproc is not None else run_worker(cfg)
     except GnnparError as exc:
         text = str(exc)

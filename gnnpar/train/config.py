@@ -324,6 +324,17 @@ class RunConfig:
     progress: bool = True
     """Show progress bars (rank 0, on a terminal)."""
 
+    plan: bool = False
+    """Print the planner's estimates (memory per rank, bytes per epoch, step cost of
+    sampled, full-graph 1D and 3D training on this partition) and its choice; train
+    nothing."""
+
+    plan_memory_gb: float | None = None
+    """--plan: memory budget per rank in GB (default: none)."""
+
+    plan_speeds: str | None = None
+    """--plan: relative speed of each rank, comma-separated (default: all equal)."""
+
     def validate(self) -> RunConfig:
         """Check every value; return ``self`` or raise :class:`ConfigError`."""
         if self.out is not None and not self.out:
@@ -343,7 +354,23 @@ class RunConfig:
         if self.device is not None and self.device.split(":")[0] not in ("cpu", "cuda"):
             raise config_error(RunConfig, "run.device", self.device, "need cpu or cuda", "cuda")
         check_number(RunConfig, "run.timeout_s", self.timeout_s, 0.0, strict=True)
+        if self.plan_memory_gb is not None:
+            check_number(RunConfig, "run.plan_memory_gb", self.plan_memory_gb, 0.0, strict=True)
+        self.speeds()
         return self
+
+    def speeds(self) -> list[float] | None:
+        """``plan_speeds`` as numbers (``None`` when not given)."""
+        if self.plan_speeds is None:
+            return None
+        try:
+            speeds = [float(v) for v in self.plan_speeds.split(",")]
+        except ValueError:
+            speeds = []
+        if not speeds or min(speeds) <= 0:
+            raise config_error(RunConfig, "run.plan_speeds", self.plan_speeds,
+                               "need positive numbers, one per rank", "1,1,0.5,0.5")
+        return speeds
 
 
 @dataclass

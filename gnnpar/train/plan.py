@@ -37,7 +37,7 @@ from gnnpar.errors import ConfigError
 from gnnpar.nn.grid import ROTATIONS, GridShape, chunk_sizes
 from gnnpar.parallel.planner import HardwareModel
 from gnnpar.partition.format import PartitionMeta
-from gnnpar.train.config import ModelConfig, SampleConfig
+from gnnpar.train.config import Config, ModelConfig, SampleConfig
 
 F32 = 4
 FEATURE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -443,3 +443,27 @@ def format_plan(p: Plan) -> str:
     else:
         lines.append(f"chosen ({budget}): {p.chosen.name} -- gnnpar-train {p.chosen.flags}")
     return "\n".join(lines)
+
+
+def plan_run(cfg: Config) -> str:
+    """``gnnpar-train --plan``: partition as a run would, then the table and the choice.
+
+    The world size is ``--nproc`` (or the parts of a partition directory).
+    """
+    from gnnpar.train.prepare import is_partition_dir, resolve_partition
+
+    world = cfg.run.nproc
+    if world is None and is_partition_dir(cfg.data.dataset):
+        world = PartitionMeta.load(cfg.data.dataset).num_parts
+    if world is None:
+        raise ConfigError("--plan needs the number of ranks.", field="run.nproc",
+                          fix="pass --nproc N with --plan (or a partition directory).")
+    part_dir = resolve_partition(cfg, world, progress=cfg.run.progress)
+    stats = GraphStats.from_meta(PartitionMeta.load(part_dir))
+    budget = None if cfg.run.plan_memory_gb is None else int(cfg.run.plan_memory_gb * 2**30)
+    chosen = plan(stats, cfg.model, cfg.sample, budget, cfg.run.speeds())
+    head = (f"{part_dir}: {stats.num_nodes:,} nodes, {stats.num_edges:,} edges, "
+            f"{stats.feat_dim} features, {world} ranks; {cfg.model.name} "
+            f"{cfg.model.layers}x{cfg.model.hidden}, fan-outs "
+            f"{','.join(map(str, cfg.sample.fanouts))}, batch {cfg.sample.batch_size}")
+    return head + "\n" + format_plan(chosen)
