@@ -166,10 +166,27 @@ def _speeds(speeds: Sequence[float] | None, world: int) -> list[float]:
     return list(speeds)
 
 
-def part_arrays_bytes(p: PartStats, feat_dim: int, feat_bytes: int) -> int:
-    """A part's arrays a run reads: features, CSC, halo ids, degrees, local ids."""
-    local = p.owned + p.halo
-    return p.owned * feat_dim * feat_bytes + 8 * (p.edges + 3 * local + p.halo + 1)
+def held_bytes(p: PartStats, feat_dim: int, feat_bytes: int) -> int:
+    """What a rank holds of its part for the whole run (``docs/memory.md``, "Held").
+
+    The adjacency (``8 e + 25 (n_o + n_h) + 8 n_h``), the memory-mapped features and
+    labels (``n_o (s_F F + 8)``) and the seeds with an epoch's order (``16 n_o``).
+    """
+    n, h = p.owned, p.halo
+    return 8 * p.edges + 25 * (n + h) + 8 * h + n * (feat_bytes * feat_dim + 8) + 16 * n
+
+
+def inference_bytes(p: PartStats, widths: Sequence[int], budget: int) -> int:
+    """Final full-neighbour inference, layer by layer in chunks (``docs/memory.md``).
+
+    ``F_max (2 n_o + n_h + S) + chunk + 8 S + 16 n_o``, the rows sent ``S`` taken as the
+    halo (a part sends about as many rows as it receives), the chunk the whole part's
+    cost or the budget, whichever is less.
+    """
+    n, h, wide = p.owned, p.halo, max(widths)
+    chunk = max(48 * p.edges + n * (16 + 3 * F32 * (a + b))
+                for a, b in zip(widths[:-1], widths[1:], strict=False))
+    return F32 * wide * (2 * n + 2 * h) + min(budget, chunk) + 8 * h + 16 * n
 
 
 def adjacency_bytes(nnz: int, rows: int, cols: int) -> int:
@@ -179,6 +196,9 @@ def adjacency_bytes(nnz: int, rows: int, cols: int) -> int:
     """
     return 20 * nnz + (8 * rows + 12 * nnz) + (8 * cols + 12 * nnz)
 
+
+EVAL_BUDGET = 256 * 2**20
+"""The final inference's chunk budget unless the run sets another (``--eval-budget-mb``)."""
 
 RUNTIME_BYTES = 24 * 2**20
 """What a rank allocates once whatever the graph: allocator arenas, communication buffers,
@@ -216,13 +236,39 @@ def peak_bytes(persistent: int, layers: Sequence[LayerMemory]) -> int:
     return RUNTIME_BYTES + persistent + peak
 
 
+def layer_memory(ops: int, n: int, h: int, a: int, b: int, hidden: bool, grad_in: bool,
+                 exchanged: bool = True) -> LayerMemory:
+    """Element counts of one GraphSAGE (``ops == 2``) or GCN layer on ``n`` destination rows.
+
+    Args:
+        ops: Linear maps of the layer.
+        n: Rows it computes.
+        h: Further source rows: the halo of a 1D layer, the next hop of a sampled one.
+        a: Input width.
+        b: Output width.
+        hidden: Followed by an activation and dropout (kept: the activation, the mask).
+        grad_in: Whether its input needs a gradient (not the features).
+        exchanged: Whether the source rows are assembled for the layer (1D's halo
+            exchange: the rows sent and the input with halo) or are its input (sampled).
+    """
+    keep = n * b + n * b // 4 if hidden else 0
+    if ops == 2:  # the input with halo, its mean, [mean | root] (kept), the output
+        return LayerMemory(
+            n * a * grad_in, (n + h) * a * exchanged + n * a + 2 * n * a + n * b,
+            2 * n * a + keep, 2 * n * a + n * b + ((n + h) * a + h * a + n * a) * grad_in)
+    # lin(x) (x kept) over the sources, the halo rows sent and the rows with halo, the sum
+    return LayerMemory(
+        0, n * b + h * b + (n + h) * b * exchanged + n * b, n * a * grad_in + keep,
+        n * b + (n + h) * b + h * b + n * b + n * a * grad_in)
+
+
 def _f32(m: LayerMemory) -> LayerMemory:
     """Element counts as fp32 bytes."""
     return LayerMemory(F32 * m.live_in, F32 * m.forward, F32 * m.saved, F32 * m.backward)
 
 
 def estimate_full_1d(stats: GraphStats, model: ModelConfig, hw: HardwareModel,
-                     speeds: Sequence[float]) -> Estimate:
+                     speeds: Sequence[float], eval_budget: int = EVAL_BUDGET) -> Estimate:
     """Full-graph training with halo exchange (``--mode full``), one part per rank."""
     ops, widths, world = num_ops(model), widths_of(stats, model), len(stats.parts)
     layers = range(len(widths) - 1)
@@ -237,23 +283,13 @@ def estimate_full_1d(stats: GraphStats, model: ModelConfig, hw: HardwareModel,
     memory, cost = [], []
     for p, speed in zip(stats.parts, speeds, strict=True):
         n, h, e = p.owned, p.halo, p.edges
-        mem = []
-        for j in layers:
-            a, b = widths[j], widths[j + 1]
-            keep = n * b + n * b // 4 if j < len(widths) - 2 else 0  # activation, dropout mask
-            grad_in = j > 0  # the features need no gradient
-            if ops == 2:  # x with halo, its mean, [mean | root] (kept), output
-                mem.append(LayerMemory(
-                    n * a * grad_in, (n + h) * a + n * a + 2 * n * a + n * b, 2 * n * a + keep,
-                    2 * n * a + n * b + ((n + h) * a + h * a + n * a) * grad_in))
-            else:  # lin(x) (x kept), halo rows sent, with halo, aggregated
-                mem.append(LayerMemory(
-                    0, n * b + h * b + (n + h) * b + n * b, n * a * grad_in + keep,
-                    n * b + (n + h) * b + h * b + n * b + n * a * grad_in))
-        persistent = (part_arrays_bytes(p, stats.feat_dim, stats.feat_bytes)
+        mem = [layer_memory(ops, n, h, widths[j], widths[j + 1], j < len(widths) - 2, j > 0)
+               for j in layers]
+        persistent = (held_bytes(p, stats.feat_dim, stats.feat_bytes)
                       + F32 * n * stats.feat_dim + 16 * e + adjacency_bytes(e + n, n, n + h)
                       + 20 * params)
-        memory.append(peak_bytes(persistent, [_f32(m) for m in mem]))
+        memory.append(max(peak_bytes(persistent, [_f32(m) for m in mem]), RUNTIME_BYTES
+                          + persistent + inference_bytes(p, widths, eval_budget)))
         flops = 3 * sum(2 * e * exchanged[j] + 2 * n * widths[j] * widths[j + 1] * ops
                         for j in layers)
         sent = h * (sum(exchanged) + sum(exchanged[j] for j in grad_layers)) * F32 + grad / world
@@ -317,7 +353,7 @@ def estimate_full_3d(stats: GraphStats, model: ModelConfig, dims: tuple[int, int
         c, part = shape.coords_of(rank), stats.parts[rank]
         lo, hi = shape.rows(0, c)
         a0, a1 = shape.cols(0, c)
-        persistent = part_arrays_bytes(part, stats.feat_dim, stats.feat_bytes) + F32 * (
+        persistent = held_bytes(part, stats.feat_dim, stats.feat_bytes) + F32 * (
             (hi - lo) * (a1 - a0))
         mem, flops = [], 0.0
         for layer in range(shape.layers):
@@ -356,30 +392,56 @@ def estimate_full_3d(stats: GraphStats, model: ModelConfig, dims: tuple[int, int
                     max(cost), True, f"grid {grid}")
 
 
+def sampled_hops(stats: GraphStats, sample: SampleConfig) -> tuple[list[int], list[int]]:
+    """Expected new nodes of each hop of a batch (seeds first) and sampled edges per hop.
+
+    Each node of a hop draws ``min(k, mean in-degree)`` in-edges; ``m`` draws over the
+    ``N`` nodes hit ``N (1 - exp(-m / N))`` distinct ones, of which the share not yet in
+    the batch is new (sources taken as uniform: an upper estimate on graphs with locality).
+    """
+    n, degree = stats.num_nodes, stats.num_edges / max(stats.num_nodes, 1)
+    hops, edges = [min(sample.batch_size, n)], []
+    for k in sample.fanouts:
+        draws = hops[-1] * min(float(k), degree)
+        distinct = n * (1 - math.exp(-draws / n))
+        hops.append(int(distinct * (1 - sum(hops) / n)))
+        edges.append(int(draws))
+    return hops, edges
+
+
 def estimate_sampled(stats: GraphStats, model: ModelConfig, sample: SampleConfig,
-                     hw: HardwareModel, speeds: Sequence[float],
-                     budget_bytes: int | None) -> Estimate:
+                     hw: HardwareModel, speeds: Sequence[float], budget_bytes: int | None,
+                     eval_budget: int = EVAL_BUDGET) -> Estimate:
     """Minibatches of sampled neighbourhoods (``--mode sample``); an expected value."""
     ops, widths, world = num_ops(model), widths_of(stats, model), len(stats.parts)
     params = param_count(widths, ops)
     steps = max(-(-p.train // sample.batch_size) for p in stats.parts)
-    hops = [sample.batch_size]
-    for k in sample.fanouts:
-        hops.append(min(stats.num_nodes, hops[-1] * k))
-    nodes = min(stats.num_nodes, sum(hops))
-    remote = (nodes - sample.batch_size) * stats.cut_share
+    hops, edges = sampled_hops(stats, sample)
+    nodes = sum(hops)
+    remote = (nodes - hops[0]) * stats.cut_share
     step_bytes = remote * (stats.feat_dim * F32 + 8) + sum(hops[:-1]) * stats.cut_share * 8 * (
         1 + sum(sample.fanouts) / len(sample.fanouts))
     grad = _ring(params, world, "all_reduce")
     kinds = {"feature": int(world * steps * remote * stats.feat_dim * F32),
-             "sample": int(world * steps * (step_bytes - remote * stats.feat_dim * F32)),
+             "feature_ids": int(world * steps * remote * 8),
+             "sample": int(world * steps * (step_bytes - remote * (stats.feat_dim * F32 + 8))),
              "grad": world * steps * grad}
-    act = nodes * sum(widths) * F32 * 3
+    # A batch's ids, features (stored, and fp32 when stored narrower) and edges with the
+    # sampler's bookkeeping (docs/memory.md: 128 per edge); two are alive (prefetch).
+    feature = stats.feat_dim * (F32 + (stats.feat_bytes if stats.feat_bytes != F32 else 0))
+    loaded = nodes * (16 + feature) + 128 * sum(edges)
+    # Layer j computes the rows within L - 1 - j hops of the seeds (SampledGNN) from
+    # those within L - j.
+    layers = len(widths) - 1
+    mem = [_f32(layer_memory(ops, sum(hops[: layers - j]), hops[layers - j], widths[j],
+                             widths[j + 1], j < layers - 1, j > 0, exchanged=False))
+           for j in range(layers)]
     memory, cost = [], []
     for p, speed in zip(stats.parts, speeds, strict=True):
-        base = part_arrays_bytes(p, stats.feat_dim, stats.feat_bytes) + 20 * params + act + (
-            2 * nodes * stats.feat_dim * F32)
-        memory.append(base + int(sample.cache_mb * 2**20))
+        held = held_bytes(p, stats.feat_dim, stats.feat_bytes) + 20 * params + int(
+            sample.cache_mb * 2**20)
+        memory.append(max(peak_bytes(held + 2 * loaded, mem), RUNTIME_BYTES + held
+                          + inference_bytes(p, widths, eval_budget)))
         flops = 3 * steps * sum(2 * hops[j] * widths[j] * widths[j + 1] * ops
                                 + 2 * hops[j + 1] * widths[j]
                                 for j in range(len(widths) - 1))
@@ -402,7 +464,7 @@ def grids(world: int) -> list[tuple[int, int, int]]:
 
 def plan(stats: GraphStats, model: ModelConfig, sample: SampleConfig,
          budget_bytes: int | None = None, speeds: Sequence[float] | None = None,
-         hw: HardwareModel | None = None) -> Plan:
+         hw: HardwareModel | None = None, eval_budget: int = EVAL_BUDGET) -> Plan:
     """Estimate every strategy and choose one (see the module docstring).
 
     Args:
@@ -412,14 +474,16 @@ def plan(stats: GraphStats, model: ModelConfig, sample: SampleConfig,
         budget_bytes: Memory per rank (``None``: unlimited).
         speeds: Relative speed of each rank (default: equal).
         hw: Throughput of a rank of speed 1.
+        eval_budget: Chunk budget of the final full-neighbour inference.
     """
     hw = hw or HardwareModel()
     rank_speeds = _speeds(speeds, len(stats.parts))
     world = len(stats.parts)
-    estimates = [estimate_full_1d(stats, model, hw, rank_speeds)]
+    estimates = [estimate_full_1d(stats, model, hw, rank_speeds, eval_budget)]
     if world > 1:
         estimates += [estimate_full_3d(stats, model, g, hw, rank_speeds) for g in grids(world)]
-    estimates.append(estimate_sampled(stats, model, sample, hw, rank_speeds, budget_bytes))
+    estimates.append(estimate_sampled(stats, model, sample, hw, rank_speeds, budget_bytes,
+                                      eval_budget))
     for e in estimates:
         e.fits = budget_bytes is None or e.memory_bytes <= budget_bytes
     fitting = [e for e in estimates if e.fits]
@@ -461,7 +525,8 @@ def plan_run(cfg: Config) -> str:
     part_dir = resolve_partition(cfg, world, progress=cfg.run.progress)
     stats = GraphStats.from_meta(PartitionMeta.load(part_dir))
     budget = None if cfg.run.plan_memory_gb is None else int(cfg.run.plan_memory_gb * 2**30)
-    chosen = plan(stats, cfg.model, cfg.sample, budget, cfg.run.speeds())
+    chosen = plan(stats, cfg.model, cfg.sample, budget, cfg.run.speeds(),
+                  eval_budget=int(cfg.train.eval_budget_mb * 2**20))
     head = (f"{part_dir}: {stats.num_nodes:,} nodes, {stats.num_edges:,} edges, "
             f"{stats.feat_dim} features, {world} ranks; {cfg.model.name} "
             f"{cfg.model.layers}x{cfg.model.hidden}, fan-outs "
