@@ -176,5 +176,17 @@ def rss_bytes() -> int:
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident memory of this process so far (Linux ``ru_maxrss``)."""
+    """Peak resident memory of this process so far (Linux ``VmHWM``, else ``ru_maxrss``).
+
+    ``VmHWM`` is the peak of this process image alone: ``ru_maxrss`` of a spawned worker
+    starts at the resident set its parent had when it forked (Linux keeps the larger
+    across ``exec``), so a worker of a large parent would report the parent's size.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
