@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gnnpar.comm import ring_bytes
 from gnnpar.errors import ConfigError
@@ -126,7 +126,6 @@ class Plan:
     estimates: list[Estimate]
     chosen: Estimate | None
     budget_bytes: int | None
-    notes: list[str] = field(default_factory=list)
 
 
 def widths_of(stats: GraphStats, model: ModelConfig) -> tuple[int, ...]:
