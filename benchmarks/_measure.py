@@ -1,6 +1,14 @@
-"""What only the benchmarks measure: activations that autograd holds for backward."""
+"""What only the benchmarks measure: activations that autograd holds for backward, sync
+budgets, and the records of ``gnnpar-train`` runs."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import torch
 from torch.distributed.tensor import DTensor
@@ -115,3 +123,13 @@ def sync_budget(part_dir: str, world_size: int, fanouts: list[int], batch_size: 
     ranks = run_multiproc(budget_worker, world_size, part_dir, fanouts, batch_size, batches,
                           env={"OMP_NUM_THREADS": "1"}, timeout=1800)
     return {k: sum(r[k] for r in ranks) / world_size for k in ranks[0]}
+
+
+def train_record(flags: list[str], out: Path, env: dict[str, str] | None = None
+                 ) -> dict[str, Any]:
+    """Run ``gnnpar-train FLAGS --out OUT --no-progress`` and return its run record."""
+    cmd = [sys.executable, "-m", "gnnpar.train", *flags, "--out", str(out), "--no-progress"]
+    subprocess.run(cmd, check=True, capture_output=True, text=True,
+                   env={**os.environ, **(env or {})})
+    record: dict[str, Any] = json.loads((out / "record.json").read_text())
+    return record

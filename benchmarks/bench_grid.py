@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from _measure import train_record  # benchmarks/ is the script directory
 
 KINDS_1D = ("halo", "halo_grad", "grad")
 KINDS_3D = ("grid", "grid_grad", "grad")
@@ -29,12 +29,9 @@ KINDS_3D = ("grid", "grid_grad", "grad")
 
 def run(name: str, flags: list[str], spec: str, args: argparse.Namespace,
         root: Path) -> dict[str, Any]:
-    out = root / name
-    cmd = [sys.executable, "-m", "gnnpar.train", spec, "--nproc", str(args.nproc), "--mode", "full",
-           "--model", args.model, "--hidden", str(args.hidden), "--epochs", str(args.epochs),
-           "--root", str(root / "data"), "--out", str(out), "--no-progress", *flags]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-    s = json.loads((out / "record.json").read_text())["summary"]
+    s = train_record([spec, "--nproc", str(args.nproc), "--mode", "full", "--model",
+                      args.model, "--hidden", str(args.hidden), "--epochs", str(args.epochs),
+                      "--root", str(root / "data"), *flags], root / name)["summary"]
     comm = s["comm_per_epoch"]
     kinds = KINDS_3D if "--grid" in flags else KINDS_1D
     return {"name": name, "bytes": {k: comm.get(k, {}).get("bytes", 0) for k in kinds},

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from _measure import train_record  # benchmarks/ is the script directory
 
 from gnnpar.partition.format import PartitionMeta
 from gnnpar.train.config import ModelConfig, SampleConfig
@@ -30,14 +29,10 @@ from gnnpar.train.plan import GraphStats, format_plan, plan
 
 def run(spec: str, flags: list[str], args: argparse.Namespace, out: Path,
         root: Path) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "gnnpar.train", spec, "--nproc", str(args.nproc),
-           "--model", args.model, "--hidden", str(args.hidden), "--epochs", str(args.epochs),
-           "--partitioner", "random", "--root", str(root), "--out", str(out),
-           "--no-progress", *flags]
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-    subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
-    record: dict[str, Any] = json.loads((out / "record.json").read_text())
-    return record
+    return train_record([spec, "--nproc", str(args.nproc), "--model", args.model, "--hidden",
+                         str(args.hidden), "--epochs", str(args.epochs), "--partitioner",
+                         "random", "--root", str(root), *flags], out,
+                        env={"MALLOC_MMAP_THRESHOLD_": "65536"})
 
 
 def main() -> None:
