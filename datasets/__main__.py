@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_to_stderr()
     try:
         job, args, _ = parse_config(parser, DatasetJob, argv)
-        ds = job.data.validate().load()
+        ds = job.data.validate().load_any()
         print(format_table(ds.summary()))
         if args.save:
             out = ds.save(args.save, overwrite=args.overwrite, validate=False)  # just loaded

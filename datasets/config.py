@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gnnpar.config import check_choice, check_int, option
+from gnnpar.datasets.hetero import HeteroGraphDataset
 from gnnpar.datasets.spec import DEFAULT_SPEC
 from gnnpar.errors import ConfigError, DatasetError
 
@@ -90,6 +91,26 @@ class DataConfig:
         With ``task="link"``, ``split`` fractions split the edges after ``undirected``
         (:meth:`GraphDataset.random_link_split`), and the result must have training
         supervision edges.
+
+        Raises:
+            DatasetError: The spec names a typed graph (field ``data.dataset``; a
+                command that reads typed graphs calls :meth:`load_any`).
+        """
+        dataset = self.load_any()
+        if isinstance(dataset, HeteroGraphDataset):
+            raise DatasetError(
+                f"is a typed graph ({len(dataset.node_types)} node types, "
+                f"{len(dataset.edge_types)} relations); this command reads homogeneous "
+                "graphs.", path=self.dataset, field="data.dataset",
+                fix="pass a homogeneous dataset, or convert it in Python with "
+                    "HeteroGraphDataset.to_homogeneous() and save that.")
+        return dataset
+
+    def load_any(self) -> GraphDataset | HeteroGraphDataset:
+        """:meth:`load`, and a typed graph as a :class:`HeteroGraphDataset`.
+
+        A typed graph takes neither ``task="link"`` nor ``undirected`` (its reverse
+        relations come with it).
         """
         from gnnpar.datasets.spec import load_dataset, parse_split
 
@@ -98,6 +119,16 @@ class DataConfig:
         dataset = load_dataset(
             self.dataset, self.root, features=self.features, labels=self.labels,
             split=None if link else split, split_seed=self.split_seed)
+        if isinstance(dataset, HeteroGraphDataset):
+            for on, flag, what in ((link, "--task link", "a typed link task"),
+                                   (self.undirected, "--undirected", "symmetrising")):
+                if on:
+                    raise DatasetError(f"is a typed graph; {flag} ({what}) applies to "
+                                       "homogeneous graphs.", path=self.dataset,
+                                       field="data.task" if link else "data.undirected",
+                                       fix=f"drop {flag} (typed datasets bring their "
+                                           "reverse relations, e.g. load_ogb(add_reverse=True)).")
+            return dataset
         if self.undirected:
             dataset = dataset.to_undirected()
         if link and split is not None:

@@ -19,7 +19,10 @@ On disk a dataset is a directory of ``.npy`` files plus ``dataset.json``::
       train_edges.npy val_edges.npy test_edges.npy   int64 [M, 2]   (version 2)
       val_neg.npy test_neg.npy   int64 [M, C] or [M', 2] as dataset.json's neg_kind says
 
-Loading memory-maps every array (``mmap_mode="r"``) and never unpickles.
+Loading memory-maps every array (``mmap_mode="r"``) and never unpickles. A typed graph
+(:class:`~gnnpar.datasets.hetero.HeteroGraphDataset`) is saved in the same format with
+``"kind": "hetero"`` (version 3); :meth:`GraphDataset.load` refuses it, naming the loader
+to use (absent ``kind`` means homogeneous).
 
 Splits: :meth:`GraphDataset.random_split` draws a seeded random split of the labelled
 nodes, with the sizes of :func:`~gnnpar.datasets.splits.split_sizes`;
@@ -56,6 +59,8 @@ FORMAT = "gnnpar-dataset"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 """Version 2 added edge features and link supervision (absent from version 1 files)."""
+KIND_LOADERS = {"homogeneous": "GraphDataset.load", "hetero": "HeteroGraphDataset.load"}
+"""``dataset.json``'s ``kind`` (absent: homogeneous) -> the class method that reads it."""
 SPLITS = ("train_idx", "val_idx", "test_idx")
 _CHUNK_ROWS = 1 << 16
 LABELS_FIX = "pass --labels FILE (one integer class per node; -1 = unlabelled)"
@@ -112,6 +117,80 @@ def symmetrise(num_nodes: int, src: np.ndarray, dst: np.ndarray,
         s, d = s[keep], d[keep]
     key = unique_sorted(d * num_nodes + s)
     return key % num_nodes, key // num_nodes
+
+
+def check_edges(
+    src: np.ndarray, dst: np.ndarray, num_src: int, num_dst: int,
+    where: str | os.PathLike[str], fields: tuple[str, str] = ("src", "dst"),
+) -> None:
+    """Check one edge list: 1-D integer arrays of one length, ids in range.
+
+    Shared by :meth:`GraphDataset.validate` and the typed dataset's per-relation checks.
+
+    Args:
+        src: Source ids, in ``[0, num_src)``.
+        dst: Destination ids, in ``[0, num_dst)``.
+        num_src: Number of nodes sources are drawn from.
+        num_dst: Number of nodes destinations are drawn from.
+        where: File, directory or dataset named in errors.
+        fields: The field names of ``src`` and ``dst`` in errors.
+
+    Raises:
+        DatasetError: Naming the field of the first bad array.
+    """
+    arrays = dict(zip(fields, (src, dst), strict=True))
+    for fld, a in arrays.items():
+        if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+            raise DatasetError(f"must be a 1-D integer array, got {a.dtype} {a.shape}.",
+                               path=where, field=fld, fix="pass int64 node ids.")
+    if len(src) != len(dst):
+        raise DatasetError(f"has {len(dst)} entries but {fields[0]} has {len(src)}.",
+                           path=where, field=fields[1],
+                           fix="give one source and one destination per edge.")
+    for (fld, a), n in zip(arrays.items(), (num_src, num_dst), strict=True):
+        if len(a):
+            lo, hi = _min_max(a)
+            if lo < 0 or hi >= n:
+                bad = lo if lo < 0 else hi
+                raise DatasetError(f"node id {bad} is outside [0, {n}).", path=where,
+                                   field=fld, fix=f"use ids 0..{n - 1} or raise num_nodes.")
+
+
+def check_features(x: np.ndarray, num_rows: int, where: str | os.PathLike[str],
+                   fld: str = "x") -> None:
+    """Check node features: float ``[num_rows, F]``, finite (read in chunks of rows).
+
+    Raises:
+        DatasetError: Naming ``fld``.
+    """
+    if x.ndim != 2 or x.shape[0] != num_rows:
+        raise DatasetError(f"has shape {tuple(x.shape)}, expected ({num_rows}, F).",
+                           path=where, field=fld, fix="give one feature row per node.")
+    if not np.issubdtype(x.dtype, np.floating):
+        raise DatasetError(f"has dtype {x.dtype}, expected a float type.", path=where,
+                           field=fld, fix="convert features to float32.")
+    for start in range(0, num_rows, _CHUNK_ROWS):
+        block = copy_rows(x, start, start + _CHUNK_ROWS)
+        if not np.isfinite(block).all():
+            row = start + int(np.argwhere(~np.isfinite(block))[0, 0])
+            raise DatasetError(f"row {row} holds NaN or inf.", path=where, field=fld,
+                               fix="impute or drop non-finite feature values.")
+
+
+def check_kind(meta: dict[str, Any], kind: str, path: str | os.PathLike[str]) -> None:
+    """Raise unless ``dataset.json``'s ``kind`` (absent: ``"homogeneous"``) is ``kind``.
+
+    The error names the loader of the kind found (``load_dataset`` reads every kind).
+    """
+    found = meta.get("kind", "homogeneous")
+    if found == kind:
+        return
+    loader = KIND_LOADERS.get(found) if isinstance(found, str) else None
+    raise DatasetError(
+        f"holds a dataset of kind {found!r}, and {KIND_LOADERS[kind]} reads kind {kind!r}.",
+        path=path, field="kind",
+        fix=(f"read it with {loader} or gnnpar.load_dataset (which reads every kind)."
+             if loader else "re-save the dataset with this gnnpar version."))
 
 
 def _empty_idx() -> np.ndarray:
@@ -223,35 +302,9 @@ class GraphDataset:
 
         if n < 1:
             raise fail("num_nodes", f"must be >= 1, got {n}.", "give a graph with nodes.")
-        for fld in ("src", "dst"):
-            a = getattr(self, fld)
-            if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
-                raise fail(fld, f"must be a 1-D integer array, got {a.dtype} {a.shape}.",
-                           "pass int64 node ids.")
-        if len(self.src) != len(self.dst):
-            raise fail("dst", f"has {len(self.dst)} entries but src has {len(self.src)}.",
-                       "give one source and one destination per edge.")
-        for fld in ("src", "dst"):
-            a = getattr(self, fld)
-            if len(a):
-                lo, hi = _min_max(a)
-                if lo < 0 or hi >= n:
-                    bad = lo if lo < 0 else hi
-                    raise fail(fld, f"node id {bad} is outside [0, {n}).",
-                               f"use ids 0..{n - 1} or raise num_nodes.")
+        check_edges(self.src, self.dst, n, n, where)
         if self.x is not None:
-            if self.x.ndim != 2 or self.x.shape[0] != n:
-                raise fail("x", f"has shape {tuple(self.x.shape)}, expected ({n}, F).",
-                           "give one feature row per node.")
-            if not np.issubdtype(self.x.dtype, np.floating):
-                raise fail("x", f"has dtype {self.x.dtype}, expected a float type.",
-                           "convert features to float32.")
-            for start in range(0, n, _CHUNK_ROWS):
-                block = copy_rows(self.x, start, start + _CHUNK_ROWS)
-                if not np.isfinite(block).all():
-                    row = start + int(np.argwhere(~np.isfinite(block))[0, 0])
-                    raise fail("x", f"row {row} holds NaN or inf.",
-                               "impute or drop non-finite feature values.")
+            check_features(self.x, n, where)
         if self.y is not None:
             if self.y.ndim != 1 or self.y.shape[0] != n:
                 raise fail("y", f"has shape {tuple(self.y.shape)}, expected ({n},).",
@@ -517,6 +570,7 @@ class GraphDataset:
         """
         d = Path(path)
         meta = read_json(d / "dataset.json", DatasetError)
+        check_kind(meta, "homogeneous", d / "dataset.json")
         if meta.get("format") != FORMAT or meta.get("format_version") not in READABLE_VERSIONS:
             raise DatasetError(
                 f"format {meta.get('format')!r} version {meta.get('format_version')!r} is not "

@@ -5,9 +5,11 @@ message direction (source -> destination); call :meth:`GraphDataset.to_undirecte
 undirected graph. Labels may be ``[N]`` or ``[N, 1]``, integer (``-1`` = unlabelled) or
 float with NaN for unlabelled nodes (as in ogbn-papers100M). Splits are id arrays or
 boolean masks ``[N]``; link-prediction splits come from a ``.npz``'s link members
-(:func:`from_npz`). In-memory PyG and DGL graphs: :mod:`gnnpar.datasets.pyg`, through the
-same field names and checks (:data:`FIELD_NAMES`, :func:`build_dataset`). Errors name the
-file, the line or field, and the fix; what a loader skips (arrays of a ``.npz`` it does
+(:func:`from_npz`); a typed ``.npz`` (node types, relations) gives a
+:class:`~gnnpar.datasets.hetero.HeteroGraphDataset` (:func:`from_hetero_npz`). In-memory
+PyG and DGL graphs: :mod:`gnnpar.datasets.pyg`, through the same field names and checks
+(:data:`FIELD_NAMES`, :func:`build_dataset`). Errors name the file, the line or field, and
+the fix; what a loader skips (arrays of a ``.npz`` it does
 not know, a missing split) is logged as a warning on the ``gnnpar.datasets`` logger.
 """
 
@@ -18,7 +20,7 @@ import gzip
 import logging
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -26,6 +28,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from gnnpar.datasets.graph import SPLITS, GraphDataset
+from gnnpar.datasets.hetero import EdgeType, HeteroGraphDataset, edge_type_field
 from gnnpar.datasets.link_split import EDGE_SPLITS, NEG_KINDS, NEG_SPLITS
 from gnnpar.errors import DatasetError
 from gnnpar.io import load_npy
@@ -44,6 +47,9 @@ FIELD_NAMES = {
 _NPZ_GRAPH_KEYS = ("edge_index", "src", "dst", "num_nodes")
 # Optional link-prediction members of a .npz (GraphDataset fields of the same names).
 _NPZ_LINK_KEYS = ("edge_attr", *EDGE_SPLITS, *NEG_SPLITS, "neg_kind")
+# Prefixes of a typed .npz's members (from_hetero_npz), joined to names by "__".
+HETERO_NPZ_SEP = "__"
+_HETERO_PREFIXES = ("num_nodes", "x", "edge_index")
 Where = str | os.PathLike[str]
 log = logging.getLogger("gnnpar.datasets")
 
@@ -175,8 +181,13 @@ def to_numpy(t: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- .npz
-def from_npz(path: Where, name: str | None = None) -> GraphDataset:
+def from_npz(path: Where, name: str | None = None) -> GraphDataset | HeteroGraphDataset:
     """Read a ``.npz`` graph (never unpickling).
+
+    A typed ``.npz`` -- one with a member whose name starts with ``edge_index__`` -- is
+    read by :func:`from_hetero_npz` and gives a
+    :class:`~gnnpar.datasets.hetero.HeteroGraphDataset`; the rest of this docstring is
+    about homogeneous ones.
 
     Keys: ``edge_index`` ``[2, E]`` or ``src`` and ``dst``; optional ``num_nodes`` (scalar;
     else the feature / label rows, else the largest id + 1), ``x`` (or ``feat``), ``y``
@@ -197,24 +208,10 @@ def from_npz(path: Where, name: str | None = None) -> GraphDataset:
     """
     p = Path(path)
     valid = sorted({*_NPZ_GRAPH_KEYS, *sum(FIELD_NAMES.values(), ()), *_NPZ_LINK_KEYS})
-    try:
-        with np.load(p, allow_pickle=False) as npz:
-            members = list(npz.files)
-            wanted = _npz_members(members)
-            arrays = {k: _npz_member(npz, k, p) for k in wanted}
-    except DatasetError:
-        raise
-    except FileNotFoundError:
-        raise DatasetError("file is missing.", path=p, fix="check the path.") from None
-    except (ValueError, OSError) as exc:
-        raise DatasetError(f"not a readable .npz ({exc}).", path=p,
-                           fix="save plain numeric arrays with numpy.savez.") from exc
-    ignored = [k for k in members if k not in wanted]
-    if ignored:
-        hints = [f"{k!r} -> {m[0]!r}?" for k in ignored
-                 if k not in valid and (m := difflib.get_close_matches(k, valid, n=1))]
-        log.warning("%s: ignored arrays %s (gnnpar reads %s)%s", p, ignored, ", ".join(valid),
-                    f"; misspelt? {', '.join(hints)}" if hints else "")
+    members, arrays = _read_npz(p, _npz_members)
+    if any(k.startswith(f"edge_index{HETERO_NPZ_SEP}") for k in members):
+        return from_hetero_npz(p, name)
+    _warn_ignored(p, members, arrays, valid)
     if "edge_index" in arrays:
         ei = arrays["edge_index"]
         if ei.ndim != 2 or ei.shape[0] != 2:
@@ -241,6 +238,161 @@ def from_npz(path: Where, name: str | None = None) -> GraphDataset:
         num_nodes = _infer_num_nodes(src, dst, pick_field(arrays, "x"), pick_field(arrays, "y"), p,
                                      "store num_nodes in the .npz")
     return build_dataset(num_nodes, src, dst, arrays, p, name or p.stem, link=_npz_link(arrays, p))
+
+
+def _read_npz(
+    p: Path, wanted: Callable[[Sequence[str]], list[str]],
+) -> tuple[list[str], dict[str, np.ndarray]]:
+    """``(every member name, the wanted members' arrays)`` of a ``.npz``, never unpickling."""
+    try:
+        with np.load(p, allow_pickle=False) as npz:
+            members = list(npz.files)
+            return members, {k: _npz_member(npz, k, p) for k in wanted(members)}
+    except DatasetError:
+        raise
+    except FileNotFoundError:
+        raise DatasetError("file is missing.", path=p, fix="check the path.") from None
+    except (ValueError, OSError) as exc:
+        raise DatasetError(f"not a readable .npz ({exc}).", path=p,
+                           fix="save plain numeric arrays with numpy.savez.") from exc
+
+
+def _warn_ignored(p: Path, members: Sequence[str], arrays: Mapping[str, Any],
+                  valid: Sequence[str]) -> None:
+    """Log the members that were not read, with a guess at a misspelt name."""
+    ignored = [k for k in members if k not in arrays]
+    if ignored:
+        hints = [f"{k!r} -> {m[0]!r}?" for k in ignored
+                 if k not in valid and (m := difflib.get_close_matches(k, valid, n=1))]
+        log.warning("%s: ignored arrays %s (gnnpar reads %s)%s", p, ignored, ", ".join(valid),
+                    f"; misspelt? {', '.join(hints)}" if hints else "")
+
+
+def _hetero_npz_members(members: Sequence[str]) -> list[str]:
+    """The members :func:`from_hetero_npz` reads."""
+    fixed = ("y", "target", *SPLITS)
+    return [k for k in members if k in fixed or k.partition(HETERO_NPZ_SEP)[0]
+            in _HETERO_PREFIXES and HETERO_NPZ_SEP in k]
+
+
+def _npz_int(a: np.ndarray, path: Path, key: str) -> int:
+    """A one-element integer array as ``int``, or a :class:`DatasetError` naming ``key``."""
+    value = a.reshape(-1)[0] if a.size == 1 and np.issubdtype(a.dtype, np.number) else None
+    if value is None or not np.isfinite(value) or value != int(value):
+        raise DatasetError(f"must be one integer, got {a.dtype} {a.shape}.", path=path,
+                           field=key, fix=f"store {key} as an integer scalar.")
+    return int(value)
+
+
+def from_hetero_npz(path: Where, name: str | None = None) -> HeteroGraphDataset:
+    """Read a typed ``.npz`` graph (never unpickling); :func:`from_npz` hands these here.
+
+    Members (``__`` joins a prefix to type and relation names, which therefore must not
+    contain ``__``):
+
+    - ``num_nodes__{type}``: integer scalar, one per node type; their order in the file
+      is the type order (``numpy.savez`` keeps keyword order);
+    - ``x__{type}`` (optional): ``[n_type, F]`` (or ``[n_type]``) numeric features;
+    - ``edge_index__{src}__{relation}__{dst}``: ``[2, E]`` integer per-type ids, message
+      direction ``src -> dst``, in relation order;
+    - ``target``: a string (0-d array), the node type with labels and splits;
+    - ``y`` (optional): ``[n_target]`` (or ``[n_target, 1]``) labels, ``-1`` (or NaN) =
+      unlabelled;
+    - ``train_idx`` / ``val_idx`` / ``test_idx`` (optional): target-type ids (or boolean
+      masks).
+
+    Any other member is left unread and named in a warning.
+
+    Args:
+        path: The ``.npz`` file.
+        name: Dataset name; default: the file's stem.
+
+    Returns:
+        The validated dataset.
+
+    Raises:
+        DatasetError: A missing or malformed member (naming the file and the member).
+
+    Example::
+
+        np.savez("g.npz", num_nodes__paper=3, num_nodes__author=2, x__paper=x,
+                 edge_index__author__writes__paper=[[0, 1], [2, 2]], target="paper", y=y)
+        ds = gnnpar.from_npz("g.npz")  # a HeteroGraphDataset
+    """
+    p = Path(path)
+    members, arrays = _read_npz(p, _hetero_npz_members)
+    sep = HETERO_NPZ_SEP
+    _warn_ignored(p, members, arrays, [f"num_nodes{sep}TYPE", f"x{sep}TYPE",
+                                       f"edge_index{sep}SRC{sep}REL{sep}DST", "target", "y",
+                                       *SPLITS])
+    num_nodes = {k[len("num_nodes" + sep):]: _npz_int(a, p, k) for k, a in arrays.items()
+                 if k.startswith("num_nodes" + sep)}
+    if not num_nodes:
+        raise DatasetError(f"holds no num_nodes{sep}TYPE member.", path=p, field="num_nodes",
+                           fix=f"store one num_nodes{sep}<type> integer per node type.")
+    if "target" not in arrays:
+        raise DatasetError("member is missing.", path=p, field="target",
+                           fix="store target=np.array('<node type with labels>').")
+    tgt = arrays["target"]
+    if tgt.size != 1 or tgt.dtype.kind not in "US":
+        raise DatasetError(f"must be one string, got {tgt.dtype} {tgt.shape}.", path=p,
+                           field="target", fix="store target=np.array('<node type>').")
+    target = str(tgt.reshape(-1)[0])
+    x: dict[str, np.ndarray] = {}
+    edges: dict[EdgeType, tuple[np.ndarray, np.ndarray]] = {}
+    for key, a in arrays.items():
+        prefix, _, rest = key.partition(sep)
+        if prefix == "x":
+            if rest not in num_nodes:
+                raise DatasetError(f"features of {rest!r}, which has no num_nodes{sep}{rest}.",
+                                   path=p, field=key, fix=f"store num_nodes{sep}{rest}.")
+            x[rest] = features_to_float(a, num_nodes[rest], p, key)
+        elif prefix == "edge_index":
+            parts = rest.split(sep)
+            if len(parts) != 3 or not all(parts):
+                raise DatasetError(f"must name src{sep}relation{sep}dst, got {rest!r}.",
+                                   path=p, field=key, fix="rename it (names without '__').")
+            et = (parts[0], parts[1], parts[2])
+            for end in (et[0], et[2]):
+                if end not in num_nodes:
+                    raise DatasetError(f"names node type {end!r}, which has no "
+                                       f"num_nodes{sep}{end}.", path=p, field=key,
+                                       fix=f"store num_nodes{sep}{end}.")
+            if a.ndim != 2 or a.shape[0] != 2 or not np.issubdtype(a.dtype, np.integer):
+                raise DatasetError(f"must be a [2, E] integer array, got {a.dtype} {a.shape}.",
+                                   path=p, field=key, fix="store source and destination rows.")
+            edges[et] = (a[0].astype(np.int64), a[1].astype(np.int64))
+    if target not in num_nodes:
+        raise DatasetError(f"{target!r} is not a node type (types: {', '.join(num_nodes)}).",
+                           path=p, field="target", fix="name one of the num_nodes types.")
+    n = num_nodes[target]
+    splits: dict[str, Any] = {fld: split_to_idx(arrays[fld], n, p, fld) for fld in SPLITS
+                              if fld in arrays}
+    ds = HeteroGraphDataset(
+        num_nodes=num_nodes, edges=edges, x=x, target=target,
+        y=labels_to_int(arrays["y"], n, p, "y") if "y" in arrays else None,
+        name=name or p.stem, **splits)
+    try:
+        return ds.validate(p)
+    except DatasetError as exc:  # name the member, not the dataset field
+        member = _hetero_npz_member(exc.field, edges)
+        if member is None:
+            raise
+        raise DatasetError(exc.message, path=p, field=member, fix=exc.fix) from None
+
+
+def _hetero_npz_member(fld: str | None,
+                       edges: Mapping[EdgeType, tuple[np.ndarray, np.ndarray]]) -> str | None:
+    """The ``.npz`` member behind a HeteroGraphDataset error field, if it differs."""
+    sep = HETERO_NPZ_SEP
+    for et in edges:
+        if fld in (edge_type_field(et, "src"), edge_type_field(et, "dst")):
+            return f"edge_index{sep}{sep.join(et)} ({fld.rsplit('.', 1)[1]} row)"
+    if fld is not None and fld.startswith("x[") and fld.endswith("]"):
+        return f"x{sep}{fld[2:-1]}"
+    if fld is not None and fld.startswith("num_nodes[") and fld.endswith("]"):
+        return f"num_nodes{sep}{fld[len('num_nodes['):-1]}"
+    return None
 
 
 def _npz_link(arrays: Mapping[str, np.ndarray], path: Path) -> dict[str, Any]:
@@ -410,8 +562,13 @@ def _read_table(path: Where, field: str, dtype: type) -> np.ndarray:
                                "a .npy file.") from None
 
 
-def with_split_files(dataset: GraphDataset, files: Sequence[Where]) -> GraphDataset:
+def with_split_files(
+    dataset: GraphDataset | HeteroGraphDataset, files: Sequence[Where],
+) -> GraphDataset | HeteroGraphDataset:
     """``dataset`` with its train/val/test replaced by the node ids in three files.
+
+    For a :class:`~gnnpar.datasets.hetero.HeteroGraphDataset` the ids are of its target
+    type.
 
     Each file is a ``.npy`` (ids, or a boolean ``[N]`` mask) or text with one id per line;
     the new splits are checked as :meth:`GraphDataset.validate` checks splits (in range,
@@ -429,7 +586,9 @@ def with_split_files(dataset: GraphDataset, files: Sequence[Where]) -> GraphData
                            path=dataset.name, field="split",
                            fix="give TRAIN,VAL,TEST files of node ids.")
     paths = dict(zip(SPLITS, files, strict=True))
-    train, val, test = (split_to_idx(_read_table(f, fld, np.int64), dataset.num_nodes, f, fld)
+    n = (dataset.num_nodes[dataset.target] if isinstance(dataset, HeteroGraphDataset)
+         else dataset.num_nodes)
+    train, val, test = (split_to_idx(_read_table(f, fld, np.int64), n, f, fld)
                         for fld, f in paths.items())
     try:
         return replace(dataset, train_idx=train, val_idx=val, test_idx=test).validate_splits()

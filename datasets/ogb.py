@@ -10,6 +10,12 @@ keeps gnnpar's own cache next to them::
       raw/ split/<split>/     as downloaded from OGB
       gnnpar-v1/              GraphDataset.save directory, memory-mapped on later loads
 
+A heterogeneous node dataset (``"is hetero": "True"``, e.g. ogbn-mag) is read the same
+way, with ``ogb``'s typed readers (``read_csv_heterograph_raw`` /
+``read_binary_heterograph_raw``, ``read_node_label_hetero``,
+``read_nodesplitidx_split_hetero``), into a
+:class:`~gnnpar.datasets.hetero.HeteroGraphDataset` cached in the same place.
+
 It never goes through ``NodePropPredDataset.pre_process`` (or the link one): ``ogb`` 1.3.6
 caches with ``torch.save`` and then fails to reload that pickle under torch >= 2.6's
 ``weights_only`` default (the second load of a dataset), and it needs a ``processed/``
@@ -40,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.hetero import EdgeType, HeteroGraphDataset
 from gnnpar.datasets.link_split import EDGE_SPLITS, NEG_SPLITS
 from gnnpar.datasets.loaders import (
     edge_features_to_float,
@@ -130,7 +137,10 @@ def _is_inside(base: Path, value: str) -> bool:
     return target == root or root in target.parents
 
 
-def _has_raw(raw: Path, binary: bool) -> bool:
+def _has_raw(raw: Path, binary: bool, hetero: bool = False) -> bool:
+    """Whether ``raw`` holds the file ``NodePropPredDataset.pre_process`` looks for."""
+    if hetero:
+        return (raw / ("edge_index_dict.npz" if binary else "triplet-type-list.csv.gz")).is_file()
     return (raw / ("data.npz" if binary else "edge.csv.gz")).is_file()
 
 
@@ -248,6 +258,8 @@ def _read_raw(
     splits = _read_split(dataset_dir / "split" / meta["split"])
     x = graph["node_feat"]
     num_classes = meta.get("num classes")
+    idx: dict[str, Any] = {fld: split_to_idx(ids, n, dataset_dir / "split", fld)
+                           for fld, ids in splits.items()}
     return GraphDataset(
         num_nodes=n,
         src=np.asarray(graph["edge_index"][0], dtype=np.int64),
@@ -256,7 +268,74 @@ def _read_raw(
         y=labels_to_int(labels, n, raw, "node_label"),
         name=name,
         num_classes=int(num_classes) if num_classes and num_classes.isdigit() else None,
-        **{fld: split_to_idx(idx, n, dataset_dir / "split", fld) for fld, idx in splits.items()},
+        **idx,
+    ).validate(dataset_dir)
+
+
+def _read_hetero_raw(meta: dict[str, str], dataset_dir: Path, name: str) -> HeteroGraphDataset:
+    """A typed node dataset through ogb's typed readers, as ``pre_process`` reads it.
+
+    Node types and relations come in ogb's (sorted) order; the target is the one node
+    type with labels (``raw/node-label/<type>/``); its split is
+    ``split/<split>/<type>/{train,valid,test}.csv.gz``, read as ``get_idx_split`` reads
+    it (``split_dict.pt`` files are pickle and are not read). Edge features and the
+    meta's ``additional node files`` / ``additional edge files`` (ogbn-mag's
+    ``node_year``, ``edge_reltype``) are not read.
+    """
+    from ogb.io.read_graph_raw import (
+        read_binary_heterograph_raw,
+        read_csv_heterograph_raw,
+        read_node_label_hetero,
+        read_nodesplitidx_split_hetero,
+    )
+
+    raw = dataset_dir / "raw"
+    binary = meta["binary"] == "True"
+    with _raw_errors(raw), contextlib.redirect_stdout(sys.stderr):  # ogb prints progress
+        if binary:  # ogb refuses add_inverse_edge here, as pre_process would
+            graph = read_binary_heterograph_raw(
+                str(raw), add_inverse_edge=meta["add_inverse_edge"] == "True")[0]
+            feats = graph.get("node_feat") or {}
+            with np.load(raw / "node-label.npz", allow_pickle=False) as npz:
+                labels = {t: npz[t] for t in npz.files}
+        else:
+            graph = read_csv_heterograph_raw(
+                str(raw), add_inverse_edge=meta["add_inverse_edge"] == "True")[0]
+            feats = graph.get("node_feat_dict") or {}
+            labels = read_node_label_hetero(str(raw))
+    num_nodes = {str(t): int(n) for t, n in graph["num_nodes_dict"].items()}
+    if len(labels) != 1:
+        raise DatasetError(f"node types {', '.join(labels)} have labels; gnnpar trains one "
+                           "target type.", path=raw, field="node-label",
+                           fix="keep the labels of one node type (nodetype-has-label.csv.gz).")
+    target = str(next(iter(labels)))
+    split_dir = dataset_dir / "split" / meta["split"]
+    if not (split_dir / "nodetype-has-split.csv.gz").is_file():
+        raise DatasetError("split file is missing.", path=split_dir / "nodetype-has-split.csv.gz",
+                           field="split", fix="re-download the dataset (split_dict.pt files "
+                           "are pickle and are not read).")
+    with _raw_errors(split_dir):
+        parts = read_nodesplitidx_split_hetero(str(split_dir))
+    if target not in parts[0]:
+        raise DatasetError(f"holds no split of the labelled type {target!r}.", path=split_dir,
+                           field="split", fix="re-download the dataset.")
+    n = num_nodes[target]
+    edges: dict[EdgeType, tuple[np.ndarray, np.ndarray]] = {}
+    for (s, r, d), ei in graph["edge_index_dict"].items():
+        edge_index = np.asarray(ei, dtype=np.int64)
+        edges[str(s), str(r), str(d)] = (edge_index[0], edge_index[1])
+    num_classes = meta.get("num classes")
+    idx: dict[str, Any] = {fld: split_to_idx(part[target], n, split_dir / target, fld)
+                           for fld, part in zip(_SPLIT_FILES.values(), parts, strict=True)}
+    return HeteroGraphDataset(
+        num_nodes=num_nodes, edges=edges,
+        x={t: features_to_float(f, num_nodes[t], raw / "node-feat" / t, "node_feat")
+           for t, f in feats.items()},
+        target=target, y=labels_to_int(labels[target], n, raw / "node-label" / target,
+                                       "node_label"),
+        name=name,
+        num_classes=int(num_classes) if num_classes and num_classes.isdigit() else None,
+        **idx,
     ).validate(dataset_dir)
 
 
@@ -338,7 +417,8 @@ def _split_array(d: dict[str, Any], key: str, path: Path, ndim: int) -> np.ndarr
                 "target_node_neg": "[M, C]"}.get(key, "[M]")
         raise DatasetError(f"is {what}, expected integer node ids {want}.", path=path,
                            field=key, fix="re-download the dataset.")
-    return a.astype(np.int64, copy=False)
+    ids: np.ndarray = np.asarray(a, dtype=np.int64)
+    return ids
 
 
 def _link_supervision(
@@ -451,8 +531,9 @@ def load_ogb(
     name: str,
     root: str | os.PathLike[str] = "data",
     meta_dict: dict[str, Any] | str | os.PathLike[str] | None = None,
-) -> GraphDataset:
-    """Load an OGB node- or link-property dataset (homogeneous) as a GraphDataset.
+    add_reverse: bool = True,
+) -> GraphDataset | HeteroGraphDataset:
+    """Load an OGB node- or link-property dataset as a GraphDataset (typed: see below).
 
     The first load reads ``raw/`` and ``split/`` with ``ogb``'s readers (downloading them
     with ``ogb``'s helpers when they are missing) and writes ``<dataset dir>/gnnpar-v1``;
@@ -460,6 +541,20 @@ def load_ogb(
     nodes in ogbn-papers100M) become int64 ``[N]`` with -1. Edges are as OGB stores them
     (ogbn-arxiv and ogbn-papers100M are directed; call ``to_undirected()``), with the
     reverse of every edge added where the meta's ``add_inverse_edge`` says so.
+
+    A heterogeneous node dataset (``"is hetero": "True"``: ogbn-mag, or any meta_dict
+    saying so) gives a :class:`~gnnpar.datasets.hetero.HeteroGraphDataset`: node types
+    and relations in ogb's order, the features of the types that have them, labels and
+    splits of the one labelled type (ogbn-mag: 4 node types, ``paper`` the target with
+    its 128 features and 349 classes, the others featureless). OGB stores directed
+    relations (ogbn-mag: author-writes-paper, paper-cites-paper, paper-has_topic-
+    field_of_study, author-affiliated_with-institution); with ``add_reverse`` (the
+    default) every relation ``(s, r, d)`` with ``s != d`` gains ``(d, "rev_" + r, s)``
+    and a same-type one (paper-cites-paper) is symmetrised, as PyG's ``ToUndirected``
+    and the PyG / DGL ogbn-mag examples do
+    (:meth:`~gnnpar.datasets.hetero.HeteroGraphDataset.add_reverse`). The cache holds the
+    relations as stored, so both settings share it; the reverse relations are the cached
+    maps swapped (no copy), and a same-type relation is symmetrised in memory.
 
     A link dataset (``ogbl-*``, a meta ``task type`` of ``link prediction``, or a split
     folder of ``.pt`` files) maps ``get_edge_split()`` onto the link fields: the graph
@@ -470,36 +565,41 @@ def load_ogb(
     ``edge_neg`` ``[M', 2]`` ``neg_kind="shared"`` ones. There are no labels (``y`` is
     ``None``) nor node splits, and training negatives (ogbl-vessel) are not read. The
     ``.pt`` split files are read with ``torch.load(weights_only=True)`` (see the module
-    docstring); knowledge-graph datasets (ogbl-wikikg2, -biokg) are refused.
+    docstring); knowledge-graph and typed link datasets (ogbl-wikikg2, -biokg) are
+    refused.
 
     Args:
-        name: ``ogbn-arxiv``, ``ogbn-products``, ``ogbn-papers100M``, ``ogbl-citation2``,
-            ``ogbl-collab``, ``ogbl-ppa``, another homogeneous dataset of ``ogb``'s
+        name: ``ogbn-arxiv``, ``ogbn-products``, ``ogbn-papers100M``, ``ogbn-mag``,
+            ``ogbl-citation2``, ``ogbl-collab``, ``ogbl-ppa``, another dataset of ``ogb``'s
             ``master.csv`` files, or any name when ``meta_dict`` is given.
         root: Directory holding ``<name with _>/`` (ignored with ``meta_dict``).
         meta_dict: OGB meta information (keys as in ``master.csv``, plus ``dir_path``, and
             optionally ``sha256`` of the archive at ``url``), or the path to a JSON file
             of it; a file's ``dir_path`` is relative to the file's folder and must stay
             inside it (a dict's may be any path).
+        add_reverse: Typed datasets only: add the reverse relations (above).
 
     Returns:
         The dataset, memory-mapped from the cache when it could be written.
 
     Raises:
-        DatasetError: Unknown name, heterogeneous, multi-task or knowledge-graph dataset,
+        DatasetError: Unknown name, multi-task, knowledge-graph or typed link dataset,
             data neither on disk nor downloadable, or malformed files (naming the file and
             the field).
 
     Example::
 
         ds = gnnpar.load_ogb("ogbl-collab", root="data")  # ds.val_edges, ds.val_neg
+        mag = gnnpar.load_ogb("ogbn-mag", root="data")    # HeteroGraphDataset, 7 relations
     """
     meta, dataset_dir, source = _meta_info(name, Path(root), meta_dict)
-    if meta["is hetero"] == "True":
-        raise DatasetError(f"{name} is heterogeneous; gnnpar trains homogeneous graphs.",
-                           path=source, field="is hetero",
+    hetero = meta["is hetero"] == "True"
+    if hetero and (name.startswith("ogbl-")
+                   or meta.get("task type") in (*_LINK_TASK_TYPES, "KG completion")):
+        raise DatasetError(f"{name} is a heterogeneous link dataset; gnnpar's link task is "
+                           "homogeneous.", path=source, field="is hetero",
                            fix="convert it to one node type first (e.g. PyG's "
-                               "HeteroData.to_homogeneous) and use from_pyg.")
+                               "HeteroData.to_homogeneous) and use from_pyg_link.")
     if meta.get("task type") == "KG completion":
         raise DatasetError(f"{name} is a knowledge graph (relation-typed edges); gnnpar's link "
                            "task has no relation types.", path=source, field="task type",
@@ -509,12 +609,17 @@ def load_ogb(
         raise DatasetError(f"{name} has {meta['num tasks']} prediction tasks; gnnpar needs one "
                            "class label per node.", path=source, field="num tasks",
                            fix="pick one task and build the dataset with from_pyg / from_npz.")
+    cls: type[GraphDataset] | type[HeteroGraphDataset] = (
+        HeteroGraphDataset if hetero else GraphDataset)
     cache = dataset_dir / CACHE_DIR
     if (cache / "dataset.json").is_file():
-        return GraphDataset.load(cache)
-    if not _has_raw(dataset_dir / "raw", meta["binary"] == "True"):
+        return _with_reverse(cls.load(cache), add_reverse)
+    if not _has_raw(dataset_dir / "raw", meta["binary"] == "True", hetero):
         _download(meta, dataset_dir, name)
-    if _is_link(name, meta, dataset_dir / "split" / meta["split"]):
+    ds: GraphDataset | HeteroGraphDataset
+    if hetero:
+        ds = _read_hetero_raw(meta, dataset_dir, name)  # validated
+    elif _is_link(name, meta, dataset_dir / "split" / meta["split"]):
         ds = _read_link_raw(meta, dataset_dir, name)  # validated
     else:
         ds = _read_raw(meta, dataset_dir, name)  # validated
@@ -523,9 +628,15 @@ def load_ogb(
     except OSError as exc:
         warnings.warn(f"{cache}: cannot write gnnpar's cache ({exc}); the next load reads "
                       "the raw files again.", stacklevel=2)
-        return ds
+        return _with_reverse(ds, add_reverse)
     except DatasetError:
         if not (cache / "dataset.json").is_file():  # not a concurrent writer's result
             raise
-        return GraphDataset.load(cache)  # another process's cache: check it
-    return GraphDataset.load(cache, validate=False)
+        return _with_reverse(cls.load(cache), add_reverse)  # another process's: check it
+    return _with_reverse(cls.load(cache, validate=False), add_reverse)
+
+
+def _with_reverse(ds: GraphDataset | HeteroGraphDataset,
+                  add_reverse: bool) -> GraphDataset | HeteroGraphDataset:
+    """A typed dataset with its reverse relations when ``add_reverse``; anything else as is."""
+    return ds.add_reverse() if add_reverse and isinstance(ds, HeteroGraphDataset) else ds

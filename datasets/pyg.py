@@ -1,10 +1,12 @@
-"""Converters from in-memory graphs: PyG ``Data`` (node and link tasks) and DGL graphs.
+"""Converters from in-memory graphs: PyG ``Data`` / ``HeteroData`` and DGL graphs.
 
 :func:`from_pyg` and :func:`from_dgl` read node-classification graphs with the field names
 and checks of the file loaders (:data:`~gnnpar.datasets.loaders.FIELD_NAMES`,
 :func:`~gnnpar.datasets.loaders.build_dataset`); :func:`from_pyg_link` reads PyG's
-``RandomLinkSplit`` output (training, validation and test ``Data``) as a link task.
-Every converter returns a validated :class:`GraphDataset`.
+``RandomLinkSplit`` output (training, validation and test ``Data``) as a link task;
+:func:`from_pyg_hetero` reads a typed ``HeteroData`` (which :func:`from_pyg` hands it).
+Every converter returns a validated :class:`GraphDataset` (or
+:class:`~gnnpar.datasets.hetero.HeteroGraphDataset`).
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ from typing import Any
 import numpy as np
 
 from gnnpar.datasets.graph import SPLITS, TRAIN_SPLIT_FIX, GraphDataset
+from gnnpar.datasets.hetero import EdgeType, HeteroGraphDataset, edge_type_field
 from gnnpar.datasets.link_split import empty_pairs
 from gnnpar.datasets.loaders import (
     FIELD_NAMES,
     Where,
     build_dataset,
     edge_features_to_float,
+    features_to_float,
+    labels_to_int,
     pick_field,
+    split_to_idx,
     to_numpy,
 )
 from gnnpar.errors import DatasetError
@@ -43,8 +49,17 @@ def _edge_index(data: Any, name: str, fix: str) -> np.ndarray:
     return edge_index
 
 
-def from_pyg(data: Any, name: str = "pyg") -> GraphDataset:
+def _is_hetero(data: Any) -> bool:
+    from torch_geometric.data import HeteroData
+
+    return isinstance(data, HeteroData)
+
+
+def from_pyg(data: Any, name: str = "pyg") -> GraphDataset | HeteroGraphDataset:
     """Convert a PyG ``Data`` (``x``, ``edge_index``, ``y``, masks or ``*_idx``).
+
+    A ``HeteroData`` is handed to :func:`from_pyg_hetero` (target: the one node type with
+    ``y``) and gives a :class:`~gnnpar.datasets.hetero.HeteroGraphDataset`.
 
     Args:
         data: A ``torch_geometric.data.Data``; ``y`` may be ``[N]`` or ``[N, 1]`` with -1
@@ -65,6 +80,8 @@ def from_pyg(data: Any, name: str = "pyg") -> GraphDataset:
         ds = gnnpar.from_pyg(Planetoid("data", "Cora")[0], name="cora")
         gnnpar.partition_graph(ds, 2, "parts/cora-2")
     """
+    if _is_hetero(data):
+        return from_pyg_hetero(data, name=name)
     edge_index = _edge_index(data, name, "give a Data with edge_index [2, E].")
     fields = {k: to_numpy(data[k]) for k in data.keys()}
     if "edge_label_index" in fields or "pos_edge_label_index" in fields:
@@ -75,6 +92,88 @@ def from_pyg(data: Any, name: str = "pyg") -> GraphDataset:
         log.warning("%s: %s has no train/val/test split (looked for %s); the dataset has "
                     "empty splits. Fix: %s", name, _short_repr(data), names, TRAIN_SPLIT_FIX)
     return build_dataset(int(data.num_nodes), edge_index[0], edge_index[1], fields, name, name)
+
+
+def from_pyg_hetero(data: Any, target: str | None = None,
+                    name: str = "pyg") -> HeteroGraphDataset:
+    """Convert a PyG ``HeteroData`` into a typed dataset.
+
+    Node types and relations keep ``data.node_types`` / ``data.edge_types`` order. Per
+    node type: ``num_nodes``, and ``x`` (or ``feat``, as :data:`FIELD_NAMES`) when
+    present; per relation: ``edge_index`` ``[2, E]``. On the target type: ``y`` (``[n]``
+    or ``[n, 1]``, -1 = unlabelled) and the splits as :func:`from_pyg` reads them
+    (``train_mask`` / ``val_mask`` (or ``valid_mask``) / ``test_mask``, or ``*_idx`` ids);
+    other types' labels and masks are not read. Edge features are not read.
+
+    Args:
+        data: A ``torch_geometric.data.HeteroData``.
+        target: The node type with labels and splits; default: the only type with ``y``.
+        name: Dataset name, also named in errors.
+
+    Returns:
+        The validated dataset (its arrays may share memory with CPU tensors).
+
+    Raises:
+        DatasetError: No or several labelled types and no ``target``, an unknown target,
+            or malformed arrays (naming the type or relation).
+
+    Example::
+
+        from torch_geometric.datasets import OGB_MAG
+        ds = gnnpar.from_pyg_hetero(OGB_MAG("data")[0], name="mag")  # target "paper"
+    """
+    node_types: list[str] = list(data.node_types)
+    if target is None:
+        labelled = [t for t in node_types if getattr(data[t], "y", None) is not None]
+        if len(labelled) != 1:
+            raise DatasetError(
+                f"{'no node type has' if not labelled else 'node types ' + ', '.join(labelled)}"
+                f"{'' if not labelled else ' have'} labels (y); the target type is ambiguous.",
+                path=name, field="target",
+                fix="pass target=<the node type with labels and splits>.")
+        target = labelled[0]
+    if target not in node_types:
+        raise DatasetError(f"{target!r} is not a node type (types: {', '.join(node_types)}).",
+                           path=name, field="target", fix="pass one of the node types.")
+    num_nodes: dict[str, int] = {}
+    x: dict[str, np.ndarray] = {}
+    for t in node_types:
+        store = data[t]
+        if store.num_nodes is None:
+            raise DatasetError("has no num_nodes (nor x).", path=name, field=f"num_nodes[{t}]",
+                               fix=f"set data[{t!r}].num_nodes.")
+        num_nodes[t] = int(store.num_nodes)
+        key, feat = pick_field({k: to_numpy(store[k]) for k in store.keys()}, "x")
+        if feat is not None:
+            x[t] = features_to_float(feat, num_nodes[t], name, f"x[{t}]")
+    edges: dict[EdgeType, tuple[np.ndarray, np.ndarray]] = {}
+    for et in data.edge_types:
+        s, r, d = (str(p) for p in et)
+        try:
+            ei = _edge_index(data[et], name, "give every relation an edge_index [2, E].")
+        except DatasetError as exc:
+            raise DatasetError(exc.message, path=name, field=edge_type_field((s, r, d)),
+                               fix=exc.fix) from None
+        if not np.issubdtype(ei.dtype, np.integer):
+            raise DatasetError(f"has dtype {ei.dtype}, expected integer node ids.", path=name,
+                               field=edge_type_field((s, r, d)), fix="store int64 node ids.")
+        edges[s, r, d] = (ei[0].astype(np.int64, copy=False), ei[1].astype(np.int64, copy=False))
+    store = data[target]
+    fields = {k: to_numpy(store[k]) for k in store.keys()}
+    n = num_nodes[target]
+    yk, y = pick_field(fields, "y")
+    splits: dict[str, Any] = {}
+    for fld in SPLITS:
+        key, value = pick_field(fields, fld)
+        if value is not None:
+            splits[fld] = split_to_idx(value, n, name, key or fld)
+    if not splits:
+        log.warning("%s: the target type %r has no train/val/test split; the dataset has "
+                    "empty splits. Fix: %s", name, target, TRAIN_SPLIT_FIX)
+    return HeteroGraphDataset(
+        num_nodes=num_nodes, edges=edges, x=x, target=target,
+        y=None if y is None else labels_to_int(y, n, name, yk or "y"), name=name, **splits,
+    ).validate(name)
 
 
 def _pyg_pairs(value: Any, where: Where, field: str) -> np.ndarray:

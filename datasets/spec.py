@@ -6,9 +6,12 @@ Accepted forms (tried in this order)::
     synthetic:sbm?nodes=100000&avg_degree=15&classes=16&feat_dim=128&seed=1
     synthetic:sbm?task=link                           the SBM as a link-prediction task
     synthetic:rmat?nodes=1000000&avg_degree=10&a=0.6
+    synthetic:typed?papers=2000&authors=1000&venues=40   a typed graph (HeteroGraphDataset)
     ogbn-arxiv | ogbn-products | ogbn-papers100M      an OGB dataset under ROOT
     ogbl-citation2 | ogbl-collab | ogbl-ppa           an OGB link dataset under ROOT
-    path/to/saved-dataset/                            a GraphDataset.save directory
+    ogbn-mag                                          a typed OGB dataset (reverse relations added)
+    path/to/saved-dataset/                            a GraphDataset.save directory (or a
+                                                      HeteroGraphDataset.save one)
     path/to/meta_dict.json                            an OGB-layout dataset described by JSON
     path/to/graph.npz                                 see from_npz
     path/to/edges.csv | .tsv | .txt (optionally .gz)  see from_edge_list
@@ -18,6 +21,10 @@ for an edge list, and ``split=``, either ``(train, val, test)`` fractions (a ran
 of the labelled nodes, seeded by ``split_seed``) or three files of node ids;
 :func:`parse_split` reads the command-line form of ``split`` (``--split 0.6,0.2,0.2`` or
 ``--split TRAIN,VAL,TEST``).
+
+Typed graphs (``synthetic:typed``, ogbn-mag, a typed ``.npz`` or saved directory) load as
+a :class:`~gnnpar.datasets.hetero.HeteroGraphDataset`; there ``split`` applies to the
+target node type (fractions of its labelled nodes, or files of its ids).
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from gnnpar.datasets.graph import FORMAT, GraphDataset
+from gnnpar.datasets.hetero import KIND as HETERO_KIND
+from gnnpar.datasets.hetero import HeteroGraphDataset
 from gnnpar.datasets.loaders import (
     EDGE_LIST_SUFFIXES,
     from_edge_list,
@@ -41,19 +50,22 @@ from gnnpar.datasets.loaders import (
 )
 from gnnpar.datasets.ogb import load_ogb
 from gnnpar.datasets.splits import check_split_fractions
-from gnnpar.datasets.synthetic import rmat, sbm
+from gnnpar.datasets.synthetic import rmat, sbm, typed
 from gnnpar.errors import DatasetError
 from gnnpar.io import read_json
 
 DEFAULT_SPEC = "synthetic:sbm"
 SYNTHETIC_PREFIX = "synthetic:"
-GENERATORS: dict[str, Callable[..., GraphDataset]] = {"sbm": sbm, "rmat": rmat}
+GENERATORS: dict[str, Callable[..., GraphDataset | HeteroGraphDataset]] = {
+    "sbm": sbm, "rmat": rmat, "typed": typed}
 # Short spec keys for the generators' keyword names; the long names work too.
-KEY_ALIASES = {"nodes": "num_nodes", "classes": "num_classes"}
+KEY_ALIASES = {"nodes": "num_nodes", "classes": "num_classes", "papers": "num_papers",
+               "authors": "num_authors", "venues": "num_venues"}
 _OGB_NAME = re.compile(r"ogb[nl]-[A-Za-z0-9_]+")
 _FORMS = (
-    "'synthetic:sbm[?key=value&...]', 'synthetic:rmat[?...]', an OGB name such as "
-    "'ogbn-arxiv', a GraphDataset directory (with dataset.json), an OGB meta_dict .json, "
+    "'synthetic:sbm[?key=value&...]', 'synthetic:rmat[?...]', 'synthetic:typed[?...]', an "
+    "OGB name such as 'ogbn-arxiv', a dataset directory (with dataset.json), an OGB "
+    "meta_dict .json, "
     f"a .npz, or an edge list ({', '.join(EDGE_LIST_SUFFIXES)})"
 )
 SPLIT_ARG_FIX = ("give three fractions train,val,test such as 0.6,0.2,0.2 (each in [0, 1], "
@@ -208,8 +220,11 @@ def load_dataset(
     labels: Where | None = None,
     split: Sequence[float] | Sequence[Where] | str | None = None,
     split_seed: int = 0,
-) -> GraphDataset:
+) -> GraphDataset | HeteroGraphDataset:
     """Turn a dataset spec string into a :class:`GraphDataset` (see the module docstring).
+
+    A typed spec gives a :class:`~gnnpar.datasets.hetero.HeteroGraphDataset`, whose
+    target type ``split`` applies to.
 
     Args:
         spec: The spec string.
@@ -256,7 +271,8 @@ def load_dataset(
     return ds
 
 
-def _log_replaced(old: GraphDataset, spec: str, what: str, new: GraphDataset | None = None,
+def _log_replaced(old: GraphDataset | HeteroGraphDataset, spec: str, what: str,
+                  new: GraphDataset | HeteroGraphDataset | None = None,
                   always: bool = False) -> None:
     """Log at INFO the split now in use, and the one it replaced, if any."""
     sizes = [len(getattr(old, f)) for f in ("train_idx", "val_idx", "test_idx")]
@@ -269,10 +285,21 @@ def _log_replaced(old: GraphDataset, spec: str, what: str, new: GraphDataset | N
         log.info("%s: %s%s.", spec, what, now)
 
 
+def load_saved(path: Where) -> GraphDataset | HeteroGraphDataset:
+    """A directory written by :meth:`GraphDataset.save` or :meth:`HeteroGraphDataset.save`.
+
+    ``dataset.json``'s ``kind`` (absent: homogeneous) picks the class.
+    """
+    meta = read_json(Path(path) / "dataset.json", DatasetError)
+    if isinstance(meta, dict) and meta.get("kind") == HETERO_KIND:
+        return HeteroGraphDataset.load(path)
+    return GraphDataset.load(path)
+
+
 def _open(
     spec: str, root: str | os.PathLike[str], features: Where | None, labels: Where | None,
     split_files: tuple[Where, Where, Where] | None,
-) -> tuple[GraphDataset, bool]:
+) -> tuple[GraphDataset | HeteroGraphDataset, bool]:
     """Load the validated dataset ``spec`` names; ``(dataset, whether it is an edge list)``."""
 
     def not_an_edge_list(form: str) -> None:
@@ -295,8 +322,8 @@ def _open(
         return load_ogb(spec, root), False
     if path.is_dir():
         if (path / "dataset.json").is_file():
-            not_an_edge_list("a GraphDataset directory")
-            return GraphDataset.load(path), False
+            not_an_edge_list("a dataset directory")
+            return load_saved(path), False
         raise DatasetError("directory holds no dataset.json.", path=path, field="spec",
                            fix=f"pass a directory written by GraphDataset.save, or {_FORMS}.")
     if path.is_file():
@@ -304,8 +331,8 @@ def _open(
         if name.endswith(".json"):
             meta = read_json(path, DatasetError)
             if isinstance(meta, dict) and meta.get("format") == FORMAT:
-                not_an_edge_list("a GraphDataset directory")
-                return GraphDataset.load(path.parent), False
+                not_an_edge_list("a dataset directory")
+                return load_saved(path.parent), False
             not_an_edge_list("an OGB dataset")
             stem = meta.get("name", path.stem) if isinstance(meta, dict) else path.stem
             return load_ogb(str(stem), root, meta_dict=path), False

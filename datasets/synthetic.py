@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from gnnpar.datasets.graph import GraphDataset, symmetrise, unique_sorted
+from gnnpar.datasets.hetero import HeteroGraphDataset
 from gnnpar.datasets.link_split import random_link_split
 from gnnpar.errors import DatasetError
 
@@ -35,14 +36,17 @@ LINK_NUM_NEG = 100
 """Candidate destinations per validation/test edge in ``sbm(task="link")``."""
 
 
+def _bad(name: str, value: object, need: str) -> DatasetError:
+    """The error of a generator argument ``name`` that does not meet ``need``."""
+    return DatasetError(f"got {value!r}; it {need}.", field=name,
+                        fix=f"pass {name} {need.removeprefix('must be ')}.")
+
+
 def _check_args(
     num_nodes: int, avg_degree: float, num_classes: int, feat_dim: int,
     feature_noise: float, split: Sequence[float], **probs: float,
 ) -> None:
-    def bad(name: str, value: object, need: str) -> DatasetError:
-        return DatasetError(f"got {value!r}; it {need}.", field=name,
-                            fix=f"pass {name} {need.removeprefix('must be ')}.")
-
+    bad = _bad
     if num_nodes < 2:
         raise bad("num_nodes", num_nodes, "must be >= 2")
     if not 0 < avg_degree <= num_nodes - 1:
@@ -331,3 +335,130 @@ def rmat(
     edges = _undirected_edges(num_nodes, int(num_nodes * avg_degree) // 2, draw, rng)
     return _dataset("rmat", num_nodes, edges, y, num_classes, feat_dim, feature_noise, split,
                     rng)
+
+
+def _pick(rng: np.random.Generator, cls: np.ndarray, homophily: float, members: np.ndarray,
+          starts: np.ndarray, sizes: np.ndarray, n: int) -> np.ndarray:
+    """Per entry of ``cls``: w.p. ``homophily`` a uniform member of that class, else any id.
+
+    ``members`` lists the ids grouped by class (``starts`` / ``sizes`` per class, every
+    class non-empty); the fallback is uniform over ``[0, n)``.
+    """
+    k = len(cls)
+    same = members[starts[cls] + (rng.random(k) * sizes[cls]).astype(np.int64)]
+    return np.where(rng.random(k) < homophily, same, rng.integers(0, n, size=k))
+
+
+def _groups(y: np.ndarray, num_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(ids sorted by class, first position of each class, size of each class)``."""
+    sizes = np.bincount(y, minlength=num_classes)
+    return (np.argsort(y, kind="stable"), np.concatenate([[0], np.cumsum(sizes)[:-1]]),
+            sizes)
+
+
+def typed(
+    num_papers: int = 3000,
+    num_authors: int = 1500,
+    num_venues: int = 60,
+    num_classes: int = 6,
+    feat_dim: int = 32,
+    seed: int = 0,
+    venue_homophily: float = 0.9,
+    author_homophily: float = 0.8,
+    papers_per_author: int = 3,
+    citations: int = 8,
+    cite_homophily: float = 0.1,
+    feature_noise: float = 5.0,
+    split: Sequence[float] = (0.6, 0.2, 0.2),
+) -> HeteroGraphDataset:
+    """A typed citation graph whose labels are readable through one relation type.
+
+    Node types ``paper`` (features, labels: the target), ``author`` and ``venue``
+    (featureless). Papers get uniformly random classes ``0 .. C-1``; venue ``v`` has class
+    ``v % C``; authors get uniformly random classes. Relations, in this order:
+
+    - ``(author, writes, paper)``: each author writes ``papers_per_author`` papers, each
+      w.p. ``author_homophily`` a uniformly random paper of the author's class, else any
+      paper (duplicates dropped);
+    - ``(paper, published_in, venue)``: each paper in one venue, w.p. ``venue_homophily``
+      a uniformly random venue of its class, else any venue;
+    - ``(paper, cites, paper)``: ``citations`` draws per paper, the cited paper w.p.
+      ``cite_homophily`` of the same class, else any (mostly noise), self-loops dropped,
+      then symmetrised (both directions, duplicates dropped);
+    - ``(paper, rev_writes, author)`` and ``(venue, rev_published_in, paper)``: the
+      reverses (:meth:`~gnnpar.datasets.hetero.HeteroGraphDataset.add_reverse`).
+
+    Paper features are the class centre plus Gaussian noise as in :func:`sbm`
+    (``feature_noise``); the split is ``random_split(split, seed)`` of the papers.
+
+    The graph is built so that *typing* matters: the label sits in the venue (and author)
+    relations, which a homogeneous mean aggregator drowns in ~16 mostly random citation
+    neighbours (and whose featureless nodes it treats like papers), while
+    relation-specific weights read it directly. Measured on the defaults (PyG, full
+    batch, 2 layers, hidden 32, Adam lr 0.01, 80 epochs, CPU; the featureless types get
+    all-zero input features in both graph models; test accuracy after the last epoch),
+    seed 0: features-only 2-layer MLP **41.3%**, homogeneous GraphSAGE (mean) on
+    ``to_homogeneous().to_pyg()`` **58.8%**, ``to_hetero(GraphSAGE, metadata,
+    aggr="sum")`` on ``to_pyg()`` **86.5%**; seeds 1 and 2 (100 epochs): homogeneous
+    57.8% / 60.2%, typed 87.7% / 86.8%. So the typed model beats the homogeneous one by
+    ~27 points (``tests/datasets/test_datasets_hetero.py`` asserts typed > 0.8 and typed >
+    homogeneous + 0.05). Generates in ~10 ms at the defaults.
+
+    Args:
+        num_papers: Papers (target nodes).
+        num_authors: Authors.
+        num_venues: Venues, at least ``num_classes`` (so every class has one).
+        num_classes: Number of classes ``C``.
+        feat_dim: Paper feature width ``F``.
+        seed: Random seed; the same arguments give the same graph and split.
+        venue_homophily: Probability that a paper's venue is of its class.
+        author_homophily: Probability that an author's paper is of the author's class.
+        papers_per_author: Papers drawn per author.
+        citations: Citation draws per paper (before symmetrising).
+        cite_homophily: Probability that a citation stays inside the class.
+        feature_noise: Norm of the feature noise relative to the class-centre norm.
+        split: ``(train, val, test)`` fractions of the papers.
+
+    Returns:
+        A :class:`~gnnpar.datasets.hetero.HeteroGraphDataset` named ``"typed"``.
+
+    Example::
+
+        ds = typed(num_papers=2000)  # "synthetic:typed?papers=2000"
+        ds.edge_types[-1]             # ('venue', 'rev_published_in', 'paper')
+    """
+    _check_args(num_papers, 1.0, num_classes, feat_dim, feature_noise, split,  # no degree
+                venue_homophily=venue_homophily, author_homophily=author_homophily,
+                cite_homophily=cite_homophily)
+    for fld, value, low in (("num_authors", num_authors, 1), ("num_venues", num_venues,
+                            num_classes), ("papers_per_author", papers_per_author, 1),
+                            ("citations", citations, 0)):
+        if value < low:
+            raise _bad(fld, value, f"must be >= {low}")
+    rng = np.random.default_rng(seed)
+    # Uniform classes, each present at least once (the first C papers, before a shuffle).
+    y = rng.integers(0, num_classes, size=num_papers, dtype=np.int64)
+    y[:num_classes] = np.arange(num_classes)
+    rng.shuffle(y)
+    papers = _groups(y, num_classes)
+    venues = _groups(np.arange(num_venues, dtype=np.int64) % num_classes, num_classes)
+    author_cls = rng.integers(0, num_classes, size=num_authors, dtype=np.int64)
+
+    writer = np.repeat(np.arange(num_authors, dtype=np.int64), papers_per_author)
+    written = _pick(rng, author_cls[writer], author_homophily, *papers, num_papers)
+    key = unique_sorted(writer * num_papers + written)
+    venue = _pick(rng, y, venue_homophily, *venues, num_venues)
+    citing = np.repeat(np.arange(num_papers, dtype=np.int64), citations)
+    cited = _pick(rng, y[citing], cite_homophily, *papers, num_papers)
+    keep = citing != cited
+    ds = HeteroGraphDataset(
+        num_nodes={"paper": num_papers, "author": num_authors, "venue": num_venues},
+        edges={
+            ("author", "writes", "paper"): (key // num_papers, key % num_papers),
+            ("paper", "published_in", "venue"): (np.arange(num_papers, dtype=np.int64), venue),
+            ("paper", "cites", "paper"): (citing[keep], cited[keep]),  # symmetrised below
+        },
+        x={"paper": _features(y, num_classes, feat_dim, feature_noise, rng)},
+        target="paper", y=y, name="typed", num_classes=num_classes,
+    ).add_reverse()
+    return ds.random_split(split, seed)

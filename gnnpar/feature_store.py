@@ -114,6 +114,10 @@ class DistFeatureStore:
         arrays: Per-node arrays of the owned nodes by name, ``[num_owned, ...]`` each
             (default: ``x``, the part's features, and ``y``, its labels).  Must name the
             same arrays, of the same dtypes and widths, on every rank.
+        types: Typed graphs: the arrays hold rows of the owned nodes of these node types
+            only (e.g. one type's features, or the embeddings of the featureless types),
+            in local-id order; every gathered id must be of one of them.
+        kind: Counter kind of gathered rows (and ``{kind}_ids`` of their requests).
 
     Attributes:
         placement: Where owned rows live: ``"device"``, ``"pinned"`` or ``"mmap"``.
@@ -137,6 +141,8 @@ class DistFeatureStore:
         device_budget_bytes: int | None = None,
         stats: CommStats | None = None,
         arrays: Mapping[str, np.ndarray | Tensor] | None = None,
+        types: tuple[int, ...] | None = None,
+        kind: str = "feature",
     ) -> None:
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
             raise ConfigError(f"got {cache_bytes!r}; the cache budget is a byte count >= 0.",
@@ -147,11 +153,14 @@ class DistFeatureStore:
         self.stats = stats
         if arrays is None:
             arrays = {"x": graph.features(), "y": graph.part.label}
+        self.types = types
+        self.kind = kind
+        self._shift, num_rows = self._row_shift(types)
         for name, a in arrays.items():
-            if len(a) != graph.num_owned:
+            if len(a) != num_rows:
                 raise ConfigError(f"array {name!r} has {len(a)} rows, this rank owns "
-                                  f"{graph.num_owned} nodes.", field="arrays",
-                                  fix="pass one row per owned node.")
+                                  f"{num_rows} nodes{' of these types' if types else ''}.",
+                                  field="arrays", fix="pass one row per owned node.")
         self.placement, self._owned = self._place(dict(arrays), device_budget_bytes)
         self.row_bytes = _row_layout(self._owned)[1]
         self.cache_gids = self._choose_cache(cache_bytes // max(self.row_bytes, 1))
@@ -172,6 +181,36 @@ class DistFeatureStore:
             return "device", {k: v.to(self.device) for k, v in owned.items()}
         return "pinned", {k: v.pin_memory() for k, v in owned.items()}
 
+    def _row_shift(self, types: tuple[int, ...] | None) -> tuple[Tensor | None, int]:
+        """Per node type, what to subtract from a local id for its row; the row count.
+
+        ``None`` (all owned nodes, row = local id) without ``types``; else the types not
+        held get a shift that sends their rows out of range.
+        """
+        g = self.graph
+        if types is None:
+            return None, g.num_owned
+        book = g.meta.types
+        if book is None:
+            raise ConfigError("types= needs a typed partition.", field="types",
+                              fix="drop types=, or partition a typed graph.")
+        counts = book.counts[g.rank]
+        shift, held = [], 0
+        for t, start in enumerate(book.part_bounds(g.rank)[:-1].tolist()):
+            shift.append(start - held if t in types else 1 << 62)
+            held += counts[t] if t in types else 0
+        assert g.type_bounds is not None
+        self._bounds = g.type_bounds.to(self.device)
+        return torch.tensor(shift, device=self.device), held
+
+    def _rows(self, gids: Tensor) -> Tensor:
+        """Row of each owned global id in the held arrays."""
+        local = gids - self.graph.first_gid
+        if self._shift is None:
+            return local
+        seg = torch.searchsorted(self._bounds, gids, right=True) - 1
+        return local - self._shift.index_select(0, seg - self.graph.rank * self._shift.numel())
+
     def _choose_cache(self, capacity: int) -> Tensor:
         """Up to ``capacity`` halo ids, most referenced first.
 
@@ -188,8 +227,16 @@ class DistFeatureStore:
         n_owned_edges = int(g.indptr[g.num_owned])
         one_hop, deeper = refs(g.indices[:n_owned_edges]), refs(g.indices[n_owned_edges:])
         score = one_hop * (int(deeper.max()) + 1) + deeper
+        if self.types is not None:  # only the held types' rows
+            held = torch.isin(g.node_type(g.halo_gids), torch.tensor(self.types))
+            score = torch.where(held, score, -1)
+            capacity = min(capacity, int(held.sum()))
         top = torch.argsort(score, descending=True, stable=True)[:capacity]
         return torch.sort(g.halo_gids[top]).values
+
+    def array(self, name: str) -> Tensor:
+        """The held rows of array ``name`` (the store's own tensor: writes show in gathers)."""
+        return self._owned[name]
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -215,11 +262,11 @@ class DistFeatureStore:
 
     def owned_rows(self, name: str, gids: Tensor) -> Tensor:
         """Rows of array ``name`` for global ids this rank owns (local, not collective)."""
-        return self._owned_rows(name, gids.to(self.device) - self.graph.first_gid)
+        return self._owned_rows(name, self._rows(gids.to(self.device)))
 
     def _serve(self, ids: Tensor, names: tuple[str, ...]) -> Tensor:
         """The rows peers asked for: one array as it is, several packed into byte rows."""
-        local = ids - self.graph.first_gid
+        local = self._rows(ids)
         if len(names) == 1:
             return self._owned_rows(names[0], local)
         layout, width = _row_layout({n: self._owned[n] for n in names})
@@ -237,7 +284,7 @@ class DistFeatureStore:
                   names: tuple[str, ...], kind: str) -> PendingExchange:
         """Send ``ids`` (grouped by owner), serve the peers' requests, start the rows back."""
         req = start_all_to_all_v(self.ctx, ids, send_counts, recv_counts, stats=self.stats,
-                                 kind="feature_ids").wait()
+                                 kind=f"{self.kind}_ids").wait()
         return start_all_to_all_v(self.ctx, self._serve(req, names), recv_counts,
                                   send_counts, stats=self.stats, kind=kind)
 
@@ -324,13 +371,13 @@ class DistFeatureStore:
             ctx, count(key, ctx.world_size + 1)[:ctx.world_size])
         misses, hits = order[:sum(send_counts)], order[sum(send_counts):]
         pending = self._exchange(remote.index_select(0, misses), send_counts, recv_counts,
-                                 names, "feature")
+                                 names, self.kind)
         for n in names:  # owned and cached rows while the remote ones travel
             for lo, hi in slices:
-                self._owned_rows(n, gids[lo:hi] - g.first_gid, out=out[n][lo:hi])
+                self._owned_rows(n, self._rows(gids[lo:hi]), out=out[n][lo:hi])
             if own_pos is not None:
                 out[n].index_copy_(0, own_pos, self._owned_rows(
-                    n, gids.index_select(0, own_pos) - g.first_gid))
+                    n, self._rows(gids.index_select(0, own_pos))))
             if hits.numel():
                 rows = self._cache[n].index_select(0, slot.index_select(0, hits))
                 _place(out[n], rem_pos, hits, inverse, rows, remote.numel())

@@ -22,7 +22,7 @@ from gnnpar.distributed import DistContext, check_world_matches_parts
 from gnnpar.errors import PartitionError
 from gnnpar.io import copy_rows
 from gnnpar.ops import from_mmap
-from gnnpar.partition.format import Partition, PartitionMeta, load_partition
+from gnnpar.partition.format import META_FILE, Partition, PartitionMeta, load_partition
 
 SPLITS = ("train", "val", "test")
 """Node splits of a partition, each stored per part as ``part-K/{split}_idx.npy``."""
@@ -46,6 +46,11 @@ class DistGraph:
         halo_gids: int64 ``[n_halo]`` sorted global ids of halo nodes.
         in_degree: int64 ``[n_owned + n_halo]`` global in-degrees.
         adj_complete: bool ``[n_owned + n_halo]`` whether a node's in-edges are all stored.
+        etype: Typed graphs: int16 ``[nnz]`` relation of each in-edge (each row's in-edges
+            sorted by relation), else ``None``.
+        type_bounds: Typed graphs: int64 ``[K * T + 1]`` global-id boundaries of every
+            part's node types (:meth:`~gnnpar.partition.typed.TypeBook.bounds`), else
+            ``None``.
 
     Example::
 
@@ -61,6 +66,8 @@ class DistGraph:
     halo_gids: torch.Tensor
     in_degree: torch.Tensor
     adj_complete: torch.Tensor
+    etype: torch.Tensor | None = None
+    type_bounds: torch.Tensor | None = None
     _copies: dict[torch.device, DistGraph] = field(default_factory=dict, repr=False,
                                                    compare=False)
 
@@ -81,7 +88,11 @@ class DistGraph:
     @classmethod
     def from_partition(cls, part: Partition) -> DistGraph:
         """Wrap an already loaded part."""
+        types = part.meta.types
         return cls(
+            etype=None if part.etype is None else _tensor(part.etype, torch.int16),
+            type_bounds=None if types is None else torch.from_numpy(
+                types.bounds(part.meta.offsets)),
             part=part,
             offsets=torch.tensor(part.meta.offsets, dtype=torch.int64),
             indptr=_tensor(part.indptr),
@@ -108,7 +119,8 @@ class DistGraph:
         if dev not in copies:
             copies[dev] = replace(self, _copies=copies, **{
                 name: getattr(self, name).to(dev) for name in (
-                    "offsets", "indptr", "indices", "halo_gids", "in_degree", "adj_complete")})
+                    "offsets", "indptr", "indices", "halo_gids", "in_degree", "adj_complete",
+                    "etype", "type_bounds") if getattr(self, name) is not None})
         return copies[dev]
 
     @cached_property
@@ -140,6 +152,14 @@ class DistGraph:
         x = from_mmap(self.part.feat)
         return x.view(torch.bfloat16) if self.meta.feat_dtype == "bf16" else x
 
+    def type_features(self, node_type: int) -> torch.Tensor:
+        """Typed graphs: ``[n, F_t]`` features of the owned nodes of one type (no copy).
+
+        Rows in local-id order, in the stored dtype, as :meth:`features`.
+        """
+        x: torch.Tensor = from_mmap(self.part.type_feat[node_type])
+        return x.view(torch.bfloat16) if self.meta.feat_dtype == "bf16" else x
+
     @property
     def meta(self) -> PartitionMeta:
         """Metadata of the whole partition."""
@@ -164,6 +184,16 @@ class DistGraph:
     def first_gid(self) -> int:
         """Global id of this rank's first owned node."""
         return int(self.meta.offsets[self.rank])
+
+    def node_type(self, gids: torch.Tensor) -> torch.Tensor:
+        """Node type index of each global id of a typed graph (one ``searchsorted``)."""
+        if self.type_bounds is None:
+            raise PartitionError("the partition is of a homogeneous graph; it has no node "
+                                 "types.", path=META_FILE, field="hetero",
+                                 fix="partition a typed graph (HeteroGraphDataset).")
+        num_types = (self.type_bounds.numel() - 1) // self.meta.num_parts
+        seg = torch.searchsorted(self.type_bounds, gids, right=True) - 1
+        return torch.remainder(seg, num_types)
 
     def owner(self, gids: torch.Tensor) -> torch.Tensor:
         """Owning rank of each global id."""

@@ -66,7 +66,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from gnnpar.comm import all_gather_ints, all_to_all_v
+from gnnpar.comm import CommStats, all_gather_ints, all_to_all_v
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.feature_store import DistFeatureStore, PendingGather
@@ -389,7 +389,7 @@ class DistNeighborLoader(SeedSchedule):
         self,
         graph: DistGraph,
         features: DistFeatureStore,
-        fanouts: list[int],
+        fanouts: Any,
         seeds: str | Tensor = "train",
         batch_size: int = 1024,
         shuffle: bool = True,
@@ -402,7 +402,6 @@ class DistNeighborLoader(SeedSchedule):
         seed_split: str = "even",
         with_edges: bool | None = None,
     ) -> None:
-        fanouts = check_fanouts(fanouts)
         if seed_split not in SEED_SPLITS:
             raise ConfigError(f"unknown seed_split {seed_split!r}.", field="seed_split",
                               fix=f"pass one of {', '.join(SEED_SPLITS)}.")
@@ -422,8 +421,8 @@ class DistNeighborLoader(SeedSchedule):
         self.seconds: defaultdict[str, float] = defaultdict(float)
         if with_edges is None:
             with_edges = graph.meta.edge_dim > 0
-        self.sampler = DistNeighborSampler(graph, ctx, fanouts, replace, seed, features.stats,
-                                           with_edges=with_edges)
+        self.sampler = self._build_sampler(graph, ctx, fanouts, replace, seed, features.stats,
+                                           with_edges)
         own = _local_seeds(graph, seeds).to(features.device)
         owned_counts = self._agree(own.numel(), fanouts, replace, seed_split)
         self.seed_gids, self.num_own_seeds, self.seed_counts = own, own.numel(), owned_counts
@@ -434,7 +433,14 @@ class DistNeighborLoader(SeedSchedule):
                                                   self.seed_gids.device)
         self._init_schedule()
 
-    def _agree(self, num_owned: int, fanouts: list[int], replace: bool,
+    def _build_sampler(self, graph: DistGraph, ctx: DistContext, fanouts: Any, replace: bool,
+                       seed: int, stats: CommStats | None,
+                       with_edges: bool) -> DistNeighborSampler:
+        """The batches' sampler (validates ``fanouts``)."""
+        return DistNeighborSampler(graph, ctx, check_fanouts(fanouts), replace, seed, stats,
+                                   with_edges=with_edges)
+
+    def _agree(self, num_owned: int, fanouts: Any, replace: bool,
                seed_split: str) -> list[int]:
         """Check that the ranks agree on the settings; the seeds each rank owns.
 

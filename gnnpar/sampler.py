@@ -144,10 +144,23 @@ def sample_positions(indptr: Tensor, nodes: Tensor, keys: Tensor, fanout: int,
         ``d <= k``, else a uniform ``k``-subset drawn by Floyd's algorithm), ``k`` with
         replacement (none when ``d = 0``).
     """
-    dev = keys.device
-    n, k = nodes.numel(), fanout
     start = indptr.index_select(0, nodes)
-    deg = indptr.index_select(0, nodes + 1) - start
+    return sample_in_ranges(start, indptr.index_select(0, nodes + 1) - start, keys, fanout,
+                            replace)
+
+
+def sample_in_ranges(start: Tensor, deg: Tensor, keys: Tensor, fanout: int,
+                     replace: bool = False) -> Tensor:
+    """Sample up to ``fanout`` positions of each range ``start .. start + deg``.
+
+    :func:`sample_positions` on ranges given directly (e.g. one relation's in-edges of
+    each node, a sub-range of its row).
+
+    Returns:
+        ``[n, k]`` positions, padded with ``-1``, as :func:`sample_positions`.
+    """
+    dev = keys.device
+    n, k = start.numel(), fanout
     slots = torch.arange(k, device=dev)
     draws = mix(keys[:, None] + (slots + 1) * _signed(_GOLDEN)) & _MASK62
     if replace:
@@ -242,6 +255,7 @@ class SamplerOutput:
         e_id: ``[E]`` the dataset edge id of each edge (``with_edges``), else ``None``.
         edge_attr: ``[E, D]`` float32 features of each edge (``with_edges`` and a
             partition with edge features), else ``None``.
+        edge_type: ``[E]`` the relation of each edge (typed graphs), else ``None``.
 
     Example::
 
@@ -259,6 +273,7 @@ class SamplerOutput:
     num_owned_nodes: list[int] | None = None
     e_id: Tensor | None = None
     edge_attr: Tensor | None = None
+    edge_type: Tensor | None = None
 
     @property
     def edge_index(self) -> Tensor:
@@ -361,16 +376,29 @@ class DistNeighborSampler:
             return fanout
         return 2 * fanout + -(-fanout * self.edge_dim // 2)
 
-    def _sample_rows(self, local: Tensor, gids: Tensor, hop_key: Tensor,
-                     fanout: int) -> Tensor:
-        """``[n, width]`` sampled rows ``local`` (global ids ``gids``).
+    def _positions(self, local: Tensor, gids: Tensor, keys: Tensor, hop: int) -> Tensor:
+        """``[n, fanouts[hop]]`` positions of the sampled in-edges of rows ``local``."""
+        return sample_positions(self.graph.indptr, local, keys, self.fanouts[hop],
+                                self.replace)
 
-        The ``fanout`` sampled global ids, then (``with_edges``) their edge ids and
+    def _edge_types(self, frontier: Tensor, pos: Tensor, hop: int) -> Tensor | None:
+        """The relation of each kept entry (flat positions ``pos`` of a hop's table).
+
+        ``None`` on a homogeneous graph.
+        """
+        return None
+
+    def _sample_rows(self, local: Tensor, gids: Tensor, hop_key: Tensor,
+                     hop: int) -> Tensor:
+        """``[n, width]`` sampled rows ``local`` (global ids ``gids``) at hop ``hop``.
+
+        The ``fanouts[hop]`` sampled global ids, then (``with_edges``) their edge ids and
         features packed as int64 words (:meth:`_unpack`).
         """
         g = self.graph
+        fanout = self.fanouts[hop]
         keys = mix(gids * _signed(_C2) + hop_key)
-        pos = sample_positions(g.indptr, local, keys, fanout, self.replace)
+        pos = self._positions(local, gids, keys, hop)
         at = pos.clamp(min=0).view(-1)
         src = g.indices.index_select(0, at) if g.indices.numel() else at
         nbr = torch.where(pos >= 0, g.local_gids.index_select(0, src).view_as(pos), -1)
@@ -399,7 +427,7 @@ class DistNeighborSampler:
                 if d else None)
         return table[:, :k], table[:, k:2 * k], attr
 
-    def _hop(self, frontier: Tensor, fanout: int, hop_keys: Tensor) -> Tensor:
+    def _hop(self, frontier: Tensor, hop: int, hop_keys: Tensor) -> Tensor:
         """Sample one hop: ``[len(frontier), width]`` rows, ids ``-1``-padded (collective).
 
         The rows are :meth:`_sample_rows`'.
@@ -418,22 +446,22 @@ class DistNeighborSampler:
         send_counts, recv_counts = counts[rank], [row[rank] for row in counts]
         n_away = sum(send_counts)
         away, here = order[:n_away], order[n_away:]
-        table = torch.full((n, self._width(fanout)), -1, dtype=torch.int64,
+        table = torch.full((n, self._width(self.fanouts[hop])), -1, dtype=torch.int64,
                            device=self.device)
         if not any(map(any, counts)):
             table[here] = self._sample_rows(local.index_select(0, here),
                                             frontier.index_select(0, here), hop_keys[rank],
-                                            fanout)
+                                            hop)
             return table
         requests = start_all_to_all_v(ctx, frontier.index_select(0, away), send_counts,
                                       recv_counts, stats=self.stats, kind="sample")
         table[here] = self._sample_rows(local.index_select(0, here),
-                                        frontier.index_select(0, here), hop_keys[rank], fanout)
+                                        frontier.index_select(0, here), hop_keys[rank], hop)
         recv = requests.wait()
         requester = torch.repeat_interleave(self._ranks, counts_dev[:, rank],
                                             output_size=recv.numel())
         served = self._sample_rows(recv - self.graph.first_gid, recv,
-                                   hop_keys.index_select(0, requester), fanout)
+                                   hop_keys.index_select(0, requester), hop)
         replies = start_all_to_all_v(ctx, served, recv_counts, send_counts, stats=self.stats,
                                      kind="sample")
         table[away] = replies.wait()
@@ -464,14 +492,14 @@ class DistNeighborSampler:
         seeds = seeds.to(dev, torch.int64)
         node = seeds
         n_ids = self.graph.meta.num_nodes
-        rows, cols, e_ids, attrs = [], [], [], []
+        rows, cols, e_ids, attrs, etypes = [], [], [], [], []
         num_nodes, num_edges = [seeds.numel()], []
         owned_counts = [seeds.numel() if num_owned_seeds is None else num_owned_seeds]
         frontier_start = 0
         for hop, fanout in enumerate(self.fanouts):
             hop_keys = mix_with(mix_int(self.seed, batch_key, hop), self._ranks)
             frontier = node[frontier_start:]
-            table, e_id, attr = self._unpack(self._hop(frontier, fanout, hop_keys), fanout)
+            table, e_id, attr = self._unpack(self._hop(frontier, hop, hop_keys), fanout)
             if hop == 0 and exclude is not None and exclude.numel():
                 key = table * n_ids + frontier[:, None]
                 at = torch.searchsorted(exclude, key).clamp_(max=exclude.numel() - 1)
@@ -485,6 +513,9 @@ class DistNeighborSampler:
                 e_ids.append(e_id.reshape(-1).index_select(0, pos))
             if attr is not None:
                 attrs.append(attr.index_select(0, pos))
+            etype = self._edge_types(frontier, pos, hop)
+            if etype is not None:
+                etypes.append(etype)
             num_edges.append(src.numel())
             num_nodes.append(new.numel())
             owned_counts.append(n_own)
@@ -496,6 +527,7 @@ class DistNeighborSampler:
             num_owned_nodes=owned_counts if num_owned_seeds is not None else None,
             e_id=torch.cat(e_ids) if self.with_edges else None,
             edge_attr=torch.cat(attrs) if attrs else None,
+            edge_type=torch.cat(etypes) if etypes else None,
         )
 
 

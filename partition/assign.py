@@ -61,14 +61,18 @@ def check_balance(balance: Sequence[str]) -> tuple[str, ...]:
     return out
 
 
-def balance_weights(balance: Sequence[str], in_degree: np.ndarray,
-                    train_idx: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
+def balance_weights(balance: Sequence[str], in_degree: np.ndarray, train_idx: np.ndarray,
+                    node_offsets: Sequence[int] | None = None
+                    ) -> tuple[np.ndarray, tuple[str, ...]]:
     """Vertex weights for the quantities in ``balance``.
 
     Args:
         balance: Quantities to balance (see the module docstring).
         in_degree: int64 ``[N]`` in-degree of every node.
         train_idx: Training node ids (repeats count: the sources of training edges).
+        node_offsets: A typed graph's ``T + 1`` node-type id boundaries: ``"nodes"`` is
+            then one column per type (``nodes:TYPE_INDEX``), so every part gets about
+            ``1/K`` of each type.
 
     Returns:
         ``(weights, used)``: int64 ``[N, ncon]``, one column per quantity kept (those not
@@ -77,7 +81,13 @@ def balance_weights(balance: Sequence[str], in_degree: np.ndarray,
     n = len(in_degree)
     columns: dict[str, np.ndarray] = {}
     for name in check_balance(balance):
-        if name == "nodes":
+        if name == "nodes" and node_offsets is not None:
+            for t, (lo, hi) in enumerate(zip(node_offsets[:-1], node_offsets[1:],
+                                             strict=True)):
+                column = np.zeros(n, dtype=np.int64)
+                column[lo:hi] = 1
+                columns[f"nodes:{t}"] = column
+        elif name == "nodes":
             columns[name] = np.ones(n, dtype=np.int64)
         elif name == "train" and len(train_idx):  # a repeated id weighs more (link sources)
             columns[name] = np.bincount(np.asarray(train_idx), minlength=n).astype(np.int64)
@@ -206,7 +216,8 @@ def check_method(method: str) -> None:
 def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequence[str],
                  seed: int, train_idx: np.ndarray, workdir: Path,
                  assignment: np.ndarray | None = None, budget: int = DEFAULT_BUDGET,
-                 threads: int = 1, compress: bool = False
+                 threads: int = 1, compress: bool = False,
+                 node_offsets: Sequence[int] | None = None
                  ) -> tuple[np.ndarray, dict[str, object]]:
     """The part of every node, by ``method`` or from ``assignment``.
 
@@ -224,6 +235,7 @@ def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequen
         budget: Bytes of working set for building the undirected graph.
         threads: Threads of KaMinPar.
         compress: KaMinPar holds the graph compressed.
+        node_offsets: A typed graph's node-type boundaries (see :func:`balance_weights`).
 
     Returns:
         ``(part, partitioner)``: int64 ``[N]`` and the method with its arguments, for
@@ -237,7 +249,7 @@ def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequen
         return random_assignment(n, num_parts, seed), {"method": method, "seed": seed}
     if method == "contiguous":
         return contiguous_assignment(n, num_parts), {"method": method}
-    weights, used = balance_weights(balance, in_edges.degree(), train_idx)
+    weights, used = balance_weights(balance, in_edges.degree(), train_idx, node_offsets)
     graph = metis_graph(in_edges, workdir, budget)
     if method == "kaminpar":
         from gnnpar.partition.kaminpar import kaminpar_assignment

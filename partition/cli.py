@@ -49,6 +49,7 @@ from gnnpar.partition.stages import StageMeter
 
 if TYPE_CHECKING:
     from gnnpar.datasets.graph import GraphDataset
+    from gnnpar.datasets.hetero import HeteroGraphDataset
 
 PROG = "gnnpar-partition"
 _PARTITION_FLAGS = ("--num-parts", "--out", "-o")
@@ -112,9 +113,9 @@ def _info_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load(data: DataConfig, progress: bool) -> GraphDataset:
+def _load(data: DataConfig, progress: bool) -> GraphDataset | HeteroGraphDataset:
     with tqdm(total=1, desc=f"load {data.dataset}", disable=not progress) as bar:
-        dataset = data.load()
+        dataset = data.load_any()
         bar.update()
     return dataset
 
@@ -169,6 +170,8 @@ def _run_info(argv: Sequence[str]) -> int:
               + (f" ({meta.neg_kind} negatives)" if any(link.values()) else ""))
     if meta.quality:
         print(format_quality(meta.quality, meta.num_edges))
+    if meta.types is not None:
+        print(meta.types.format())
     if args.plot:
         from gnnpar.plot import plot_partition
 

@@ -12,6 +12,7 @@ from gnnpar.partition.format import FEATURE_DTYPES
 
 if TYPE_CHECKING:
     from gnnpar.datasets.graph import GraphDataset
+    from gnnpar.datasets.hetero import HeteroGraphDataset
     from gnnpar.partition.format import PartitionMeta
     from gnnpar.partition.stages import StageMeter
 
@@ -87,7 +88,8 @@ class PartitionConfig:
                 "memory_budget": int(self.memory_budget * 1e9), "workers": self.workers,
                 "threads": self.threads, "compress": self.compress}
 
-    def run(self, dataset: GraphDataset, num_parts: int, out: str, *, task: str = "node",
+    def run(self, dataset: GraphDataset | HeteroGraphDataset, num_parts: int, out: str, *,
+            task: str = "node",
             overwrite: bool = False, progress: bool = False,
             meter: StageMeter | None = None) -> PartitionMeta:
         """Partition a (validated) ``dataset`` into ``num_parts`` parts written to ``out``.

@@ -46,6 +46,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +54,13 @@ import numpy as np
 
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.io import check_json_digest, load_npy, read_json, sha256_file
+from gnnpar.partition.typed import ETYPE_DTYPE, TypeBook, check_typed_part, type_feat_name
 
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 """Version 2 added ``feat_dtype`` (a version-1 directory reads as ``fp32`` features);
-version 3 edge ids, edge features and link supervision (``EDGE_DTYPES``)."""
+version 3 edge ids, edge features and link supervision (``EDGE_DTYPES``); version 4 typed
+graphs (``hetero``, :mod:`~gnnpar.partition.typed`)."""
 META_FILE = "meta.json"
 PARTITION_MARKER = (META_FILE, "a partition directory")
 """What identifies a partition directory (see :func:`gnnpar.io.check_output_dir`)."""
@@ -82,7 +85,8 @@ META_TYPES = {
     "format_version": "int", "name": "str", "num_parts": "int", "num_nodes": "int",
     "num_edges": "int", "feat_dim": "int", "num_classes": "int", "offsets": "list[int]",
     "halo_hops": "int", "partitioner": "dict", "quality": "dict", "parts": "list[dict]",
-    "files": "dict[str, str]", "feat_dtype": "str", "edge_dim": "int", "neg_kind": "str"}
+    "files": "dict[str, str]", "feat_dtype": "str", "edge_dim": "int", "neg_kind": "str",
+    "hetero": "dict"}
 """The JSON type of every ``meta.json`` field."""
 
 
@@ -160,6 +164,8 @@ class PartitionMeta:
         edge_dim: Edge feature width ``D`` (0 without edge features).
         neg_kind: How ``val_neg`` / ``test_neg`` hold negatives: ``per_edge`` or ``shared``
             (see the module docstring).
+        hetero: A typed graph's types (:class:`~gnnpar.partition.typed.TypeBook`'s dict);
+            empty for a homogeneous graph.
     """
 
     format_version: int
@@ -178,6 +184,7 @@ class PartitionMeta:
     feat_dtype: str = "fp32"
     edge_dim: int = 0
     neg_kind: str = "per_edge"
+    hetero: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], path: str | os.PathLike[str]) -> PartitionMeta:
@@ -203,7 +210,8 @@ class PartitionMeta:
         for f in fields(cls):
             if f.name not in d:
                 if f.name == "quality" or (version < 2 and f.name in ("feat_dtype", "parts")) \
-                        or (version < 3 and f.name in ("edge_dim", "neg_kind")):
+                        or (version < 3 and f.name in ("edge_dim", "neg_kind")) \
+                        or (version < 4 and f.name == "hetero"):
                     continue  # optional (in older versions)
                 raise PartitionError("field is missing.", path=path, field=f.name, fix=fix)
             value = d[f.name]
@@ -237,6 +245,8 @@ class PartitionMeta:
         if (meta.parts or version >= 2) and len(meta.parts) != meta.num_parts:
             raise PartitionError(f"has {len(meta.parts)} entries for {meta.num_parts} parts.",
                                  path=path, field="parts", fix=fix)
+        if meta.hetero:
+            meta.types  # noqa: B018 - parse now: a damaged hetero fails here
         expected = {f"{part_dir_name(k)}/{a}.npy" for k in range(meta.num_parts)
                     for a in meta.part_dtypes()}
         if set(meta.files) != expected:
@@ -267,10 +277,23 @@ class PartitionMeta:
                                  f"--out {out_dir}`.")
         return cls.from_dict(read_json(path, PartitionError), path)
 
+    @cached_property
+    def types(self) -> TypeBook | None:
+        """A typed partition's :class:`~gnnpar.partition.typed.TypeBook`, else ``None``."""
+        if not self.hetero:
+            return None
+        return TypeBook.from_dict(self.hetero, self.num_parts,
+                                  [int(p["num_owned"]) for p in self.parts], META_FILE)
+
     def part_dtypes(self) -> dict[str, type[np.generic]]:
         """Every part file's stored dtype: this version's schema, this partition's features."""
         edge = EDGE_DTYPES if self.format_version >= 3 else {}
-        return {**PART_DTYPES, "feat": FEATURE_DTYPES[self.feat_dtype], **edge}
+        typed: dict[str, type[np.generic]] = {}
+        if self.types is not None:
+            feat = FEATURE_DTYPES[self.feat_dtype]
+            typed = {"etype": ETYPE_DTYPE, **{type_feat_name(t): feat for t, f in enumerate(
+                self.types.layout.feat_dims) if f}}
+        return {**PART_DTYPES, "feat": FEATURE_DTYPES[self.feat_dtype], **edge, **typed}
 
     @property
     def has_edge_ids(self) -> bool:
@@ -294,6 +317,8 @@ class Partition:
         e_id: As in the module docstring; ``None`` in a version 1 or 2 partition.
         edge_attr, train_edges, val_edges, test_edges, val_neg, test_neg: As in the module
             docstring (empty in a version 1 or 2 partition).
+        etype: int16 ``[nnz]`` relation of each in-edge (typed partitions, else ``None``).
+        type_feat: Typed partitions: features of the owned nodes of each featured type.
     """
 
     meta: PartitionMeta
@@ -316,6 +341,8 @@ class Partition:
     test_edges: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
     val_neg: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
     test_neg: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    etype: np.ndarray | None = None
+    type_feat: dict[int, np.ndarray] = field(default_factory=dict)
 
     @property
     def num_owned(self) -> int:
@@ -373,8 +400,8 @@ def check_part(d: Path, p: Partition, finite: bool = True) -> None:
     """
     meta, k = p.meta, p.part_id
     for name, dtype in meta.part_dtypes().items():
-        arr = getattr(p, name)
-        ndim = 2 if name in _TWO_DIMENSIONAL else 1
+        arr = p.type_feat[int(name[5:])] if name.startswith("feat_") else getattr(p, name)
+        ndim = 2 if name in _TWO_DIMENSIONAL or name.startswith("feat_") else 1
         if arr.dtype != dtype or arr.ndim != ndim:
             raise _bad(d / f"{name}.npy", name, f"has dtype {arr.dtype} and {arr.ndim} "
                        f"dimensions, expected {np.dtype(dtype)} with {ndim}.")
@@ -429,19 +456,32 @@ def check_part(d: Path, p: Partition, finite: bool = True) -> None:
                        f"owned nodes in [0, {n_owned}).")
     if meta.has_edge_ids:
         _check_edge_arrays(d, p, finite)
-    if finite and meta.feat_dtype != "bf16":  # bf16 bits: checked as float32 below
-        step = max(1, (1 << 24) // max(1, p.feat.shape[1] * p.feat.itemsize))
-        for start in range(0, n_owned, step):
-            if not np.isfinite(p.feat[start:start + step]).all():
-                raise _bad(d / "feat.npy", "feat", f"holds a NaN or infinite value in rows "
-                           f"{start}..{min(start + step, n_owned)}.")
-    elif finite:
-        step = max(1, (1 << 23) // max(1, p.feat.shape[1]))
-        for start in range(0, n_owned, step):
-            bits = np.asarray(p.feat[start:start + step]).astype(np.uint32) << 16
-            if not np.isfinite(bits.view(np.float32)).all():
-                raise _bad(d / "feat.npy", "feat", f"holds a NaN or infinite value in rows "
-                           f"{start}..{min(start + step, n_owned)}.")
+    if meta.types is not None:
+        assert p.etype is not None
+        check_typed_part(d, meta.types, k, meta.offsets, indptr, np.asarray(p.indices),
+                         halo, p.edge_ids(), np.asarray(p.etype), label, p.type_feat)
+    if finite:
+        for name, feat in (("feat", p.feat), *((type_feat_name(t), f)
+                                                for t, f in p.type_feat.items())):
+            _check_finite(d / f"{name}.npy", name, feat, meta.feat_dtype)
+
+
+def _check_finite(path: Path, name: str, feat: np.ndarray, feat_dtype: str) -> None:
+    """Raise naming ``path`` if a stored feature row holds NaN or inf (in row blocks)."""
+    n = len(feat)
+    if feat_dtype != "bf16":
+        step = max(1, (1 << 24) // max(1, feat.shape[1] * feat.itemsize))
+        for start in range(0, n, step):
+            if not np.isfinite(feat[start:start + step]).all():
+                raise _bad(path, name, f"holds a NaN or infinite value in rows "
+                           f"{start}..{min(start + step, n)}.")
+        return
+    step = max(1, (1 << 23) // max(1, feat.shape[1]))  # bf16 bits, checked as float32
+    for start in range(0, n, step):
+        bits = np.asarray(feat[start:start + step]).astype(np.uint32) << 16
+        if not np.isfinite(bits.view(np.float32)).all():
+            raise _bad(path, name, f"holds a NaN or infinite value in rows "
+                       f"{start}..{min(start + step, n)}.")
 
 
 def _check_edge_arrays(d: Path, p: Partition, finite: bool) -> None:
@@ -530,6 +570,8 @@ def load_partition(out_dir: str | os.PathLike[str], part: int, mmap: bool = True
     d = Path(out_dir) / part_dir_name(part)
     arrays = {name: load_npy(d / f"{name}.npy", mmap, PartitionError)
               for name in meta.part_dtypes()}
-    p = Partition(meta=meta, part_id=part, **arrays)
+    type_feat = {t: arrays.pop(type_feat_name(t)) for t in range(
+        meta.types.num_types if meta.types else 0) if type_feat_name(t) in arrays}
+    p = Partition(meta=meta, part_id=part, type_feat=type_feat, **arrays)
     check_part(d, p, finite=verify)
     return p

@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gnnpar.datasets.graph import SPLITS, GraphDataset
+from gnnpar.datasets.hetero import HeteroGraphDataset
 from gnnpar.errors import PartitionError
 from gnnpar.partition.format import (
     Partition,
@@ -30,6 +31,7 @@ from gnnpar.partition.format import (
     part_dir_name,
     store_features,
 )
+from gnnpar.partition.typed import type_feat_name
 
 _FIX = "re-create the partition with gnnpar-partition ... --overwrite."
 _ROWS = 1 << 16  # feature rows compared at a time
@@ -66,8 +68,13 @@ def _fail(path: Path | str, field: str, message: str) -> PartitionError:
 
 
 def verify_partition(out_dir: str | os.PathLike[str],
-                     dataset: GraphDataset | None = None) -> VerifyReport:
+                     dataset: GraphDataset | HeteroGraphDataset | None = None) -> VerifyReport:
     """Check a partition directory; raise :class:`PartitionError` at the first violation.
+
+    A typed partition's parts are also checked type by type (relations sorted and
+    consistent with the edge ids, endpoint types, typed feature shapes: see
+    :func:`~gnnpar.partition.typed.check_typed_part`); with its dataset, the layout and
+    every type's features round-trip too.
 
     Args:
         out_dir: Directory written by ``partition_graph``.
@@ -77,6 +84,9 @@ def verify_partition(out_dir: str | os.PathLike[str],
         The report of what was checked.
     """
     out = Path(out_dir)
+    typed = dataset if isinstance(dataset, HeteroGraphDataset) else None
+    if typed is not None:
+        dataset = typed.to_homogeneous()
     meta = PartitionMeta.load(out)  # the schema, its digest, a checksum for every file
     # Every part's checksums, dtypes, shapes, ranges and finite features (as training
     # loads it), then what only the whole partition shows.
@@ -91,6 +101,15 @@ def verify_partition(out_dir: str | os.PathLike[str],
     checks = ["checksums", "dtypes and shapes", "offsets and sizes", "ownership coverage",
               "local CSC", "in-degrees", f"halo = nodes within {meta.halo_hops} hop(s)",
               "complete halo rows"]
+    if meta.types is not None:
+        checks += ["relations sorted and consistent with edge ids", "endpoint types",
+                   "typed feature shapes"]
+    if (typed is None) != (meta.types is None) and dataset is not None:
+        raise _fail(out / "meta.json", "hetero", "the partition is "
+                    f"{'typed' if meta.types else 'homogeneous'} and the dataset is not.")
+    if typed is not None:
+        _check_typed_round_trip(out, parts, meta, typed)
+        checks += ["node and edge types", "typed features"]
     if dataset is not None:
         _check_round_trip(out, parts, meta, old_of_new, graph, dataset)
         checks += ["features", "labels", "splits", "edges"]
@@ -202,6 +221,28 @@ def _check_round_trip(out: Path, parts: list[Partition], meta: PartitionMeta,
     if (relabelled != source).nnz:
         raise _fail(out, "indices", "the edges stored differ from the dataset's (as a "
                     "multiset of (source, destination) pairs through orig_ids).")
+
+
+def _check_typed_round_trip(out: Path, parts: list[Partition], meta: PartitionMeta,
+                            ds: HeteroGraphDataset) -> None:
+    """The layout is the dataset's and every type's features round-trip through ``orig_ids``."""
+    assert meta.types is not None
+    if meta.types.layout != ds.layout():
+        raise _fail(out / "meta.json", "hetero", "the node and edge types differ from the "
+                    "dataset's: this partition is of another graph.")
+    lay = meta.types.layout
+    for p in parts:
+        bounds = meta.types.part_bounds(p.part_id)
+        orig = np.asarray(p.orig_ids)
+        for t, name in enumerate(lay.node_types):
+            if not lay.feat_dims[t]:
+                continue
+            rows = orig[bounds[t]:bounds[t + 1]] - lay.node_offsets[t]
+            want = store_features(np.asarray(ds.x[name])[rows], meta.feat_dtype)
+            if want.tobytes() != np.asarray(p.type_feat[t]).tobytes():
+                raise _fail(out / part_dir_name(p.part_id) / f"{type_feat_name(t)}.npy",
+                            type_feat_name(t), f"differs from the dataset's {name!r} "
+                            "features.")
 
 
 def _check_edge_round_trip(out: Path, parts: list[Partition], old_of_new: np.ndarray,

@@ -57,14 +57,15 @@ from __future__ import annotations
 import multiprocessing
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from gnnpar.datasets.graph import SPLITS, GraphDataset
+from gnnpar.datasets.hetero import HeteroGraphDataset, HeteroLayout
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.io import (
     atomic_directory,
@@ -86,15 +87,16 @@ from gnnpar.partition.format import (
     part_dir_name,
     store_features,
 )
-from gnnpar.partition.local_graph import Renumbering, build_local_graph, renumber
+from gnnpar.partition.local_graph import LocalGraph, Renumbering, build_local_graph, renumber
 from gnnpar.partition.quality import PartStats, quality_report
 from gnnpar.partition.stages import StageMeter
+from gnnpar.partition.typed import TypeBook, sort_by_relation, type_feat_name
 
 _BLOCK_BYTES = 1 << 24  # feature rows gathered per block
 
 
 def partition_graph(
-    dataset: GraphDataset,
+    dataset: GraphDataset | HeteroGraphDataset,
     num_parts: int,
     out_dir: str | os.PathLike[str],
     method: str = "metis",
@@ -116,7 +118,8 @@ def partition_graph(
     """Partition ``dataset`` into ``num_parts`` parts and write the partition directory.
 
     Args:
-        dataset: The graph.
+        dataset: The graph; a typed graph is partitioned as its homogeneous view, with
+            the types kept (format version 4, :mod:`~gnnpar.partition.typed`).
         num_parts: ``K``, in ``1 .. num_nodes``; every part owns at least one node.
         out_dir: Directory to create (see the module docstring for its layout).
         method: ``"metis"`` (few cut edges, balanced), ``"kaminpar"`` (METIS's quality,
@@ -126,7 +129,7 @@ def partition_graph(
         halo_hops: Halo depth ``>= 1``; halo nodes within ``halo_hops - 1`` hops also
             keep their in-edges.
         balance: Quantities the graph methods balance: any of ``"nodes"``, ``"train"``,
-            ``"edges"``.
+            ``"edges"``; on a typed graph ``"nodes"`` balances each node type's count.
         seed: Seed of the partitioner.
         assignment: A precomputed int ``[N]`` part per node; overrides ``method``.
         feature_dtype: How features are stored and sent: ``"fp32"``, ``"fp16"`` or
@@ -163,13 +166,20 @@ def partition_graph(
     if task not in ("node", "link"):
         raise ConfigError(f"got task={task!r}.", field="task", fix="pass node or link.")
     meter = meter if meter is not None else StageMeter()
+    typed: _Typed | None = None
     with meter.stage("check"):
         if validate:
             dataset.validate()
+        if isinstance(dataset, HeteroGraphDataset):
+            if task != "node":
+                raise ConfigError("link prediction on a typed graph is not supported.",
+                                  field="task", fix="pass task='node' (--task node).")
+            typed = _Typed(dataset.layout(), dataset.x)
+            dataset = dataset.to_homogeneous()
         check_num_parts(num_parts, dataset.num_nodes)
-        if dataset.x is not None:
-            check_feature_range(_feature_blocks(dataset.x, np.arange(dataset.num_nodes)),
-                                feature_dtype)
+        for x in ([dataset.x] if dataset.x is not None else []) + (
+                list(typed.x.values()) if typed is not None else []):
+            check_feature_range(_feature_blocks(x, np.arange(len(x))), feature_dtype)
     hint = "pass overwrite=True (CLI: --overwrite) or choose another --out."
     out = Path(out_dir)
     with (atomic_directory(out, overwrite, PartitionError, hint,
@@ -188,7 +198,8 @@ def partition_graph(
                          else np.asarray(dataset.train_idx))
                 part, partitioner = assign_parts(
                     in_edges, num_parts, method, balance, seed, train, scratch, assignment,
-                    memory_budget, threads, compress)
+                    memory_budget, threads, compress,
+                    None if typed is None else typed.layout.node_offsets)
                 bar.update()
                 ren = renumber(part, num_parts)
                 del part
@@ -197,10 +208,14 @@ def partition_graph(
             job = _PartJob(tmp, dataset, in_edges, ren, in_edges.degree(),
                            {name: np.sort(ren.new_of_old[np.asarray(getattr(dataset, name))])
                             for name in SPLITS}, int(halo_hops), feature_dtype,
-                           _link_arrays(dataset, ren))
+                           _link_arrays(dataset, ren), typed)
             written = list(tqdm(_write_parts(job, num_parts, workers), total=num_parts,
                                 desc="write", unit="part", disable=not progress))
-        files = {name: digest for _, _, part_files in written
+        hetero = {}
+        if typed is not None:
+            hetero = TypeBook(typed.layout, *(tuple(tuple(w[3][key]) for w in written)
+                                              for key in ("counts", "edges", "halo"))).to_dict()
+        files = {name: digest for _, _, part_files, _ in written
                  for name, digest in part_files.items()}
         meta = PartitionMeta(
             format_version=FORMAT_VERSION, name=dataset.name, num_parts=num_parts,
@@ -208,9 +223,10 @@ def partition_graph(
             feat_dim=dataset.feat_dim, num_classes=dataset.num_classes,
             offsets=tuple(int(o) for o in ren.offsets), halo_hops=int(halo_hops),
             partitioner=partitioner,
-            quality=quality_report([st for st, _, _ in written], dataset.num_edges),
-            parts=tuple(size for _, size, _ in written), files=dict(sorted(files.items())),
-            feat_dtype=feature_dtype, edge_dim=dataset.edge_dim, neg_kind=dataset.neg_kind)
+            quality=quality_report([w[0] for w in written], dataset.num_edges),
+            parts=tuple(w[1] for w in written), files=dict(sorted(files.items())),
+            feat_dtype=feature_dtype, edge_dim=dataset.edge_dim, neg_kind=dataset.neg_kind,
+            hetero=hetero)
         write_digested_json(tmp / META_FILE, meta.to_dict())
     return meta
 
@@ -235,6 +251,14 @@ def _check_arguments(halo_hops: int, feature_dtype: str, memory_budget: int, wor
 
 
 @dataclass(frozen=True)
+class _Typed:
+    """What a typed graph adds to a part job: its layout and per-type features."""
+
+    layout: HeteroLayout
+    x: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
 class _PartJob:
     """Everything a part writer reads (shared with forked writers, never copied)."""
 
@@ -248,6 +272,7 @@ class _PartJob:
     feature_dtype: str
     link: dict[str, tuple[np.ndarray, np.ndarray]]
     """Per link array: its rows in new ids grouped by part, and the ``K + 1`` row bounds."""
+    typed: _Typed | None = None
 
 
 def _link_arrays(dataset: GraphDataset,
@@ -275,7 +300,8 @@ def _link_arrays(dataset: GraphDataset,
     return out
 
 
-_Written = tuple[PartStats, dict[str, int], dict[str, str]]
+_Written = tuple[PartStats, dict[str, int], dict[str, str], dict[str, list[int]]]
+"""A written part: its load, sizes, file digests and (typed) per-type figures."""
 _JOB: _PartJob | None = None  # the job of a forked writer
 
 
@@ -316,6 +342,10 @@ def _write_part(job: _PartJob, k: int) -> _Written:
     lo, hi = int(ren.offsets[k]), int(ren.offsets[k + 1])
     owned = ren.owned(k)
     local = build_local_graph(job.in_edges, ren, k, job.halo_hops)
+    figures: dict[str, list[int]] = {}
+    if job.typed is not None:
+        local, figures = _write_typed(job.typed, local, owned, save, files,
+                                      job.tmp / name, job.feature_dtype)
     save("orig_ids", owned)
     save("halo_gids", local.halo_gids)
     save("indptr", local.indptr)
@@ -348,7 +378,41 @@ def _write_part(job: _PartJob, k: int) -> _Written:
     return stats, {"num_owned": len(owned), "num_halo": len(local.halo_gids),
                    "num_edges": len(local.indices),
                    **{f"num_{n}": int(job.link[n][1][k + 1] - job.link[n][1][k])
-                      for n in LINK_ARRAYS[:3]}}, files
+                      for n in LINK_ARRAYS[:3]}}, files, figures
+
+
+def _write_typed(typed: _Typed, local: LocalGraph, owned: np.ndarray,
+                 save: Callable[[str, np.ndarray], None], files: dict[str, str], d: Path,
+                 feature_dtype: str) -> tuple[LocalGraph, dict[str, list[int]]]:
+    """A typed part's extra files; its in-edges sorted by relation, and its type figures.
+
+    Writes ``etype.npy`` and ``feat_{t}.npy`` (:mod:`~gnnpar.partition.typed`); returns the
+    local graph with each row's in-edges in relation order and, per type, the owned
+    nodes and, per relation, the stored in-edges and halo nodes reached.
+    """
+    lay = typed.layout
+    indices, e_id, etype = sort_by_relation(local.indptr, local.indices, local.e_id,
+                                            lay.edge_offsets)
+    local = replace(local, indices=indices, e_id=e_id)
+    save("etype", etype)
+    ntype = np.searchsorted(np.asarray(lay.node_offsets), owned, side="right") - 1
+    counts = np.bincount(ntype, minlength=len(lay.node_types))
+    n_owned, r = len(owned), len(lay.edge_types)
+    halo = [0] * r
+    src_halo = indices >= n_owned
+    for rel in range(r):
+        halo[rel] = len(np.unique(indices[src_halo & (etype == rel)]))
+    for t, width in enumerate(lay.feat_dims):
+        if width == 0:
+            continue
+        rows = owned[ntype == t] - lay.node_offsets[t]
+        fname = type_feat_name(t)
+        files[f"{d.name}/{fname}.npy"] = save_npy_blocks(
+            d / f"{fname}.npy", (len(rows), width), FEATURE_DTYPES[feature_dtype],
+            (store_features(b, feature_dtype)
+             for b in _feature_blocks(typed.x[lay.node_types[t]], rows)))
+    return local, {"counts": counts.tolist(),
+                   "edges": np.bincount(etype, minlength=r).tolist(), "halo": halo}
 
 
 def _feature_blocks(x: np.ndarray | None, owned: np.ndarray) -> Iterator[np.ndarray]:

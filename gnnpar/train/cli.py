@@ -256,8 +256,9 @@ def format_summary(record: dict[str, Any]) -> str:
     if sample:
         lines.append(f"sampled edges/s:   {s['sampled_edges_per_s'] / 1e6:.3f} M (all ranks)")
     lines.append("communicated per epoch (all ranks):")
+    width = max([12, *map(len, s["comm_per_epoch"])])
     for kind, v in s["comm_per_epoch"].items():
-        lines.append(f"  {kind:<12} {v['rows']:>14,} rows {_size(v['bytes']):>12}")
+        lines.append(f"  {kind:<{width}} {v['rows']:>14,} rows {_size(v['bytes']):>12}")
     if s["eval"] == "full":
         total = sum(v["bytes"] for v in s["eval_comm"].values())
         lines.append(f"full-neighbour inference: {_size(total)} communicated")

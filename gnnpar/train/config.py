@@ -38,6 +38,7 @@ from gnnpar.partition.config import PartitionConfig
 from gnnpar.train.sync import LocalSGD, parse_groups, parse_sync
 
 MODEL_NAMES = ("sage", "gcn", "gat")
+SPARSE_OPTIMIZERS = ("adam", "adagrad")
 MODES = ("sample", "full")
 GCN_NORMS = ("global", "sampled")
 PRECISIONS = ("fp32", "bf16")
@@ -66,11 +67,16 @@ class ModelConfig:
     heads: int = 4
     """Attention heads (gat only); must divide --hidden."""
 
+    embed_dim: int = 0
+    """Typed graphs: width of the learnable embeddings of featureless node types,
+    sharded by owner (0: --hidden)."""
+
     def validate(self) -> ModelConfig:
         """Check every value; return ``self`` or raise :class:`ConfigError`."""
         check_choice(ModelConfig, "model.name", self.name, MODEL_NAMES)
         for name in ("hidden", "layers", "heads"):
             check_int(ModelConfig, f"model.{name}", getattr(self, name), 1)
+        check_int(ModelConfig, "model.embed_dim", self.embed_dim, 0)
         check_number(ModelConfig, "model.dropout", self.dropout, 0.0)
         if self.dropout >= 1.0:
             raise config_error(ModelConfig, "model.dropout", self.dropout,
@@ -98,6 +104,13 @@ class TrainConfig:
 
     weight_decay: float = 0.0
     """Adam weight decay."""
+
+    sparse_optimizer: str = "adam"
+    """Typed graphs: optimiser of the learnable embeddings, adam (torch's SparseAdam)
+    or adagrad; only the rows a step touched are updated."""
+
+    sparse_lr: float = 0.01
+    """Learning rate of the learnable embeddings."""
 
     seed: int = 0
     """Seed of the initial weights, the shuffle, the sampler and dropout."""
@@ -149,6 +162,9 @@ class TrainConfig:
             check_int(TrainConfig, f"train.{name}", getattr(self, name), 1)
         check_number(TrainConfig, "train.lr", self.lr, 0.0, strict=True)
         check_number(TrainConfig, "train.weight_decay", self.weight_decay, 0.0)
+        check_choice(TrainConfig, "train.sparse_optimizer", self.sparse_optimizer,
+                     SPARSE_OPTIMIZERS)
+        check_number(TrainConfig, "train.sparse_lr", self.sparse_lr, 0.0, strict=True)
         check_int(TrainConfig, "train.seed", self.seed, 0)
         check_int(TrainConfig, "train.sync_warmup", self.sync_warmup, 0)
         period = parse_sync(self.sync)
@@ -171,7 +187,12 @@ class SampleConfig:
     """Minibatch mode (--mode sample): distributed neighbour sampling."""
 
     fanouts: tuple[int, ...] = (10, 10)
-    """Neighbours sampled per hop, seeds' hop first (e.g. 15,10); one per layer."""
+    """Neighbours sampled per hop, seeds' hop first (e.g. 15,10); one per layer (typed
+    graphs: per relation, for every relation --relation-fanouts does not name)."""
+
+    relation_fanouts: str | None = None
+    """Typed graphs: fan-outs of some relations, REL=F1,F2;REL=... with REL as
+    src__rel__dst or, when unique, the relation's name (0 skips a relation at a hop)."""
 
     batch_size: int = 1024
     """Seed nodes per step on each rank."""
@@ -209,12 +230,36 @@ class SampleConfig:
                 "aggregates one sampled hop.", field="sample.fanouts",
                 fix=f"give one fan-out per layer (--fanouts with {model.layers} values) or "
                 f"--layers {len(fan)}.")
+        if self.relation_fanouts is not None:
+            for rel, hops in self.relations().items():
+                if len(hops) != model.layers:
+                    raise config_error(SampleConfig, "sample.relation_fanouts",
+                                       self.relation_fanouts, f"{rel} has {len(hops)} "
+                                       f"fan-outs for {model.layers} layers",
+                                       f"{rel}={','.join(['10'] * model.layers)}")
         for name in ("batch_size", "eval_batch_size"):
             check_int(SampleConfig, f"sample.{name}", getattr(self, name), 1)
         check_number(SampleConfig, "sample.cache_mb", self.cache_mb, 0.0)
         check_choice(SampleConfig, "sample.gcn_norm", self.gcn_norm, GCN_NORMS)
         check_choice(SampleConfig, "sample.seed_split", self.seed_split, SEED_SPLITS)
         return self
+
+
+    def relations(self) -> dict[str, list[int]]:
+        """``relation_fanouts`` parsed: ``{REL: [fan-out per hop]}`` (raises on bad syntax)."""
+        out: dict[str, list[int]] = {}
+        for item in (self.relation_fanouts or "").split(";"):
+            rel, eq, hops = item.strip().partition("=")
+            try:
+                values = [int(v) for v in hops.split(",")] if eq and rel.strip() else []
+            except ValueError:
+                values = []
+            if not values or min(values) < 0 or rel.strip() in out:
+                raise config_error(SampleConfig, "sample.relation_fanouts",
+                                   self.relation_fanouts, "need REL=F1,F2;REL=... with ints "
+                                   ">= 0, each relation once", "cites=5,5;writes=10,5")
+            out[rel.strip()] = values
+        return out
 
 
 @dataclass

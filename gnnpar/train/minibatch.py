@@ -166,6 +166,7 @@ class MinibatchEngine:
                 (loss * (ctx.world_size / global_count)).backward()  # type: ignore[no-untyped-call]
             t3 = time.perf_counter()
             optimizer.step()
+            self.after_step()
             if sync.averages_after(global_step):
                 average_model(ddp, optimizer if sync.optimizer_state else None, ctx,
                               self.features.stats)
@@ -178,7 +179,7 @@ class MinibatchEngine:
             loss_sum += loss.detach()
             correct += right
             seeds += count
-            acc["edges"] += sum(batch.num_sampled_edges)
+            acc["edges"] += self.batch_edges(batch)
             bar.update()
             if not bar.disable and (step + 1) % POSTFIX_EVERY == 0:
                 bar.set_postfix(loss=f"{float(loss_sum) / max(seeds, 1):.4f}")
@@ -189,16 +190,27 @@ class MinibatchEngine:
         bar.close()
         return totals(t0)
 
+    def after_step(self) -> None:
+        """Called after each optimizer step (collective where a subclass makes it so)."""
+
+    def batch_edges(self, batch: Data) -> int:
+        """Sampled edges of a batch (the record's ``sampled_edges``)."""
+        return sum(batch.num_sampled_edges)
+
+    def logits(self, module: nn.Module, batch: Data) -> tuple[Tensor, Tensor]:
+        """The seeds' logits and labels (call under :func:`autocast`)."""
+        return (forward_batch(module, batch, self.cfg.train.precision),
+                batch.y[: batch.batch_size])
+
     def loss(self, ddp: nn.Module, batch: Data) -> tuple[Tensor, Tensor, int, int]:
         """A batch's summed loss, correct predictions, items and items of all ranks.
 
         The cross-entropy of the seeds' logits, summed; the step divides it by the
         global item count (``global_batch_size``) times the world size DDP divides by.
         """
-        y = batch.y[: batch.batch_size]
-        logits = forward_batch(ddp, batch, self.cfg.train.precision)
+        logits, y = self.logits(ddp, batch)
         loss = F.cross_entropy(logits, y, reduction="sum")
-        return loss, (logits.argmax(-1) == y).sum(), batch.batch_size, batch.global_batch_size
+        return loss, (logits.argmax(-1) == y).sum(), y.numel(), batch.global_batch_size
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, Any]:
@@ -219,10 +231,9 @@ class MinibatchEngine:
             for batch in loader:
                 batch = batch.to(dev)
                 with autocast(dev, self.cfg.train.precision):
-                    pred = forward_batch(self.module, batch, self.cfg.train.precision)
-                pred = pred.argmax(-1)
-                counts[2 * i] += (pred == batch.y[: batch.batch_size]).sum()
-                counts[2 * i + 1] += batch.batch_size
+                    logits, y = self.logits(self.module, batch)
+                counts[2 * i] += (logits.argmax(-1) == y).sum()
+                counts[2 * i + 1] += y.numel()
         counts = all_reduce_sum(self.ctx, counts).cpu()
         return {f"{s}_acc": float(counts[2 * i] / counts[2 * i + 1])
                 if counts[2 * i + 1] else float("nan") for i, s in enumerate(splits)}

@@ -104,6 +104,8 @@ def check_world_size(cfg: Config, world_size: int) -> None:
                 f"{meta.num_parts}), or re-partition with `gnnpar-partition DATASET "
                 f"--num-parts {world_size} --out DIR`.")
         check_partition_settings(cfg, meta)
+        if meta.types is not None:
+            check_typed_settings(cfg, cfg.data.dataset)
 
 
 def check_partition_settings(cfg: Config, meta: PartitionMeta) -> None:
@@ -131,6 +133,22 @@ def check_partition_settings(cfg: Config, meta: PartitionMeta) -> None:
                 field=f"partition.{name}",
                 fix=f"drop {flag}, or re-partition: `gnnpar-partition DATASET --num-parts "
                 f"{meta.num_parts} {flag} {shown} --out DIR`.")
+
+
+def check_typed_settings(cfg: Config, where: str) -> None:
+    """Refuse what typed graphs do not train: full mode, link prediction, full-graph eval."""
+    t = cfg.train
+    for bad, fld, fix in ((t.mode != "sample", "train.mode", "pass --mode sample"),
+                          (cfg.data.task != "node", "data.task", "pass --task node"),
+                          (t.eval == "full", "train.eval",
+                           "pass --eval sampled (or none): typed graphs evaluate on sampled "
+                           "neighbourhoods"),
+                          (cfg.model.name != "sage", "model.name", "pass --model sage")):
+        if bad:
+            raise ConfigError("typed graphs train node classification on sampled "
+                              "minibatches with relation-wise GraphSAGE, evaluated on "
+                              "sampled neighbourhoods.", path=where, field=fld,
+                              fix=fix + ".")
 
 
 def check_device(cfg: Config, local_world_size: int) -> None:
@@ -214,7 +232,7 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
             fix=f"partition it first: `{partition_command(cfg, world_size, out)}`, then "
             "run this command again (or pass that --out as the dataset); gnnpar-train "
             f"--nproc {world_size} partitions before it starts the workers.")
-    dataset = cfg.data.load()  # a link task is checked there
+    dataset = cfg.data.load_any()  # a link task is checked there
     if cfg.data.task == "node":
         dataset.require_node_task(cfg.data.dataset)
     try:

@@ -76,9 +76,11 @@ from gnnpar.train.checkpoint import load_checkpoint, read_state, save_checkpoint
 from gnnpar.train.config import Config
 from gnnpar.train.fullgraph import FullGraphEngine, full_neighbour_accuracy
 from gnnpar.train.grid import GridEngine
+from gnnpar.train.hetero import HeteroEngine, build_hetero_model
 from gnnpar.train.link import LinkEngine, LinkModule
 from gnnpar.train.minibatch import PHASES, SUMS, MinibatchEngine, StepHook
 from gnnpar.train.models import build_model
+from gnnpar.train.prepare import check_typed_settings
 from gnnpar.train.record import RECORD_FILE, RunRecord
 from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE, check_resume
 from gnnpar.train.sync import LocalSGD, average_model
@@ -208,9 +210,14 @@ class Trainer:
         meta = graph.meta
         torch.manual_seed(cfg.train.seed)  # the same initial weights on every rank
         out = cfg.model.hidden if self.link else meta.num_classes
-        self.model = build_model(cfg.model, meta.feat_dim, out).to(ctx.device)
         engine_cls: type[Any] = MinibatchEngine if cfg.train.mode == "sample" else (
             FullGraphEngine if cfg.full.grid is None else GridEngine)
+        if meta.types is not None:
+            check_typed_settings(cfg, self.part_dir)
+            self.model = build_hetero_model(cfg.model, graph, out).to(ctx.device)
+            engine_cls = HeteroEngine
+        else:
+            self.model = build_model(cfg.model, meta.feat_dim, out).to(ctx.device)
         self.trained: nn.Module = self.model  # what the optimizer steps and checkpoints hold
         if self.link:
             self.trained = LinkModule(self.model, LinkDecoder(
@@ -234,7 +241,9 @@ class Trainer:
                        "num_nodes": meta.num_nodes, "num_edges": meta.num_edges,
                        "feat_dim": meta.feat_dim, "feat_dtype": meta.feat_dtype,
                        "num_classes": meta.num_classes,
-                       "partitioner": meta.partitioner.get("method")},
+                       "partitioner": meta.partitioner.get("method"),
+                       "node_types": list(meta.types.layout.node_types) if meta.types
+                       else None},
             env=RunRecord.environment(ctx.world_size, ctx.backend, str(ctx.device)))
         self._next_epoch = 0
         self._started = False  # whether this run has written its record yet
@@ -268,9 +277,10 @@ class Trainer:
             rows[ctx.rank] = torch.tensor([partial[k] for k in SUMS], dtype=torch.float64)
             per_rank = [dict(zip(SUMS, r, strict=True))
                         for r in all_reduce_sum(ctx, rows).cpu().tolist()]
+        engine = self.engine.extra_state() if isinstance(self.engine, HeteroEngine) else {}
         save_checkpoint(self.checkpoint_dir, ctx, self.trained, self.optimizer, extra={
             "position": self._position(), "partial": per_rank, "epochs": self.record.epochs,
-            "config": self.cfg.to_dict()})
+            "config": self.cfg.to_dict(), "engine": engine})
 
     def _resume(self) -> dict[str, float]:
         """Restore the newest checkpoint; return the unfinished epoch's sums."""
@@ -288,6 +298,8 @@ class Trainer:
 
         agreed(self.ctx, check)
         extra = load_checkpoint(self.checkpoint_dir, self.ctx, self.trained, self.optimizer)
+        if isinstance(self.engine, HeteroEngine):
+            self.engine.load_extra_state(extra.get("engine", {}))
         pos = extra["position"]
         if isinstance(self.engine, MinibatchEngine):
             self.engine.loader.load_state_dict({**pos, "num_steps": len(self.engine.loader),

@@ -147,8 +147,7 @@ def test_failed_download_is_one_clear_error(tmp_path: Path) -> None:
     assert url in str(exc.value) and str(tmp_path / "t" / "raw") in str(exc.value)
 
 
-@pytest.mark.parametrize(("name", "field"), [("ogbn-mag", "is hetero"),
-                                             ("ogbn-proteins", "num tasks"),
+@pytest.mark.parametrize(("name", "field"), [("ogbn-proteins", "num tasks"),
                                              ("ogbn-nope", "name")])
 def test_unsupported_ogb_datasets(tmp_path: Path, name: str, field: str) -> None:
     with pytest.raises(DatasetError) as exc:

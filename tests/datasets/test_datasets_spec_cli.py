@@ -44,7 +44,7 @@ def test_synthetic_specs_equal_the_generator_calls() -> None:
     ("synthetic:sbm?seed=1&seed=2", "seed", "once"),
     ("synthetic:sbm?nodes", "query", "key=value"),
     ("synthetic:ba?nodes=5", "generator", "rmat"),
-    ("ogbn-mag", "is hetero", "homogeneous"),
+    ("synthetic:typed?venues=2", "num_venues", ">= 6"),
 ])
 def test_bad_specs(spec: str, field: str, needle: str) -> None:
     with pytest.raises(DatasetError) as exc:

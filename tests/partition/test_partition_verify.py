@@ -82,7 +82,7 @@ def test_version_2_reads_without_edge_ids(out: Path, dataset) -> None:  # type: 
 
 def test_other_format_version(out: Path) -> None:
     meta = json.loads((out / "meta.json").read_text())
-    meta["format_version"] = 4
+    meta["format_version"] = 5
     (out / "meta.json").write_text(json.dumps(meta))
     for call in (lambda: load_partition(out, 0), lambda: verify_partition(out)):
         with pytest.raises(PartitionError) as exc:

@@ -1,0 +1,186 @@
+"""``DistHeteroNeighborLoader``: PyG ``HeteroData`` minibatches of a typed partition.
+
+The typed counterpart of :class:`~gnnpar.loader.DistNeighborLoader` (same seeds, steps,
+shuffle, prefetch and checkpointable position; seeds are nodes of the target type): each
+batch is sampled by :class:`~gnnpar.hetero.sampler.DistHeteroNeighborSampler` and laid
+out like the output of PyG's ``NeighborLoader`` on a ``HeteroData``:
+
+- ``batch[t].n_id`` — the global ids of the batch's nodes of type ``t``, seeds first for
+  the target type, then hop by hop; ``batch[t].x`` their features (types with features);
+  ``batch[t].num_sampled_nodes`` — how many each hop added;
+- ``batch[src, rel, dst].edge_index`` — type-local edges, hop by hop, destinations
+  ascending within a hop; ``batch[src, rel, dst].num_sampled_edges`` per hop;
+- ``batch[target].batch_size``, ``.y`` (the seeds' labels), ``.input_id``, and the
+  batch's ``global_batch_size``;
+
+so ``batch.x_dict``, ``batch.edge_index_dict``, ``batch.num_sampled_nodes_dict`` and
+``batch.num_sampled_edges_dict`` feed ``to_hetero`` models, ``HGTConv``, ``RGCNConv`` (on
+``batch.to_homogeneous()``) and PyG's ``trim_to_layer``.  Featureless types carry only
+their ids; a :class:`~gnnpar.hetero.embedding.DistEmbedding` gives them rows in the step.
+
+Features are gathered per featured type from one
+:class:`~gnnpar.feature_store.DistFeatureStore` each (``types=(t,)``), their requests all
+sent before any rows are awaited; the typing of a batch costs two host reads (the node and
+edge counts per type and hop).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch_geometric.data import HeteroData
+
+from gnnpar.comm import CommStats
+from gnnpar.distributed import DistContext
+from gnnpar.errors import ConfigError
+from gnnpar.feature_store import DistFeatureStore, PendingGather
+from gnnpar.graph import DistGraph
+from gnnpar.hetero.sampler import DistHeteroNeighborSampler, RelationFanouts
+from gnnpar.loader import DistNeighborLoader
+from gnnpar.sampler import SamplerOutput, mix_int
+
+
+def typed_feature_stores(graph: DistGraph, ctx: DistContext, stats: CommStats | None = None,
+                         cache_bytes: int = 0) -> dict[int, DistFeatureStore]:
+    """One feature store per node type with features (``x``: its ``feat_{t}`` rows)."""
+    book = graph.meta.types
+    if book is None:
+        raise ConfigError("the partition is of a homogeneous graph.", field="graph",
+                          fix="use DistFeatureStore, or partition a typed graph.")
+    stores = {}
+    for t, width in enumerate(book.layout.feat_dims):
+        if width:
+            stores[t] = DistFeatureStore(graph, ctx, cache_bytes=cache_bytes, stats=stats,
+                                         arrays={"x": graph.type_features(t)}, types=(t,))
+    return stores
+
+
+class DistHeteroNeighborLoader(DistNeighborLoader):
+    """Iterate over typed minibatches (``HeteroData``), in lockstep on every rank.
+
+    Args:
+        graph: This rank's part of a typed partition.
+        features: The store of the labels (``y`` over the owned nodes; serves
+            ``seed_attrs``); its context and counters serve the sampler too.
+        type_features: Per featured node type, its store (:func:`typed_feature_stores`).
+        fanouts: Per hop for every relation, or per relation (:data:`RelationFanouts`).
+        seeds, batch_size, shuffle, drop_last, seed, replace, prefetch, seed_attrs,
+            seed_split: As :class:`~gnnpar.loader.DistNeighborLoader`'s (seeds are
+            nodes of the target type).
+
+    Example::
+
+        loader = DistHeteroNeighborLoader(graph, labels, typed_feature_stores(graph, ctx),
+                                          [10, 5], "train", batch_size=512)
+        for batch in loader:
+            out = model(batch.x_dict, batch.edge_index_dict)
+    """
+
+    def __init__(self, graph: DistGraph, features: DistFeatureStore,
+                 type_features: dict[int, DistFeatureStore], fanouts: RelationFanouts,
+                 seeds: str | Tensor = "train", batch_size: int = 1024, shuffle: bool = True,
+                 drop_last: bool = False, seed: int = 0, replace: bool = False,
+                 prefetch: bool = False, seed_attrs: tuple[str, ...] = ("y",),
+                 seed_split: str = "even") -> None:
+        self.type_features = dict(sorted(type_features.items()))
+        super().__init__(graph, features, fanouts, seeds, batch_size, shuffle, drop_last,
+                         seed, replace, prefetch, (), seed_attrs, seed_split, False)
+        assert isinstance(self.sampler, DistHeteroNeighborSampler)
+        self.layout = self.sampler.layout
+
+    def _build_sampler(self, graph: DistGraph, ctx: DistContext, fanouts: Any, replace: bool,
+                       seed: int, stats: CommStats | None,
+                       with_edges: bool) -> DistHeteroNeighborSampler:
+        """The typed sampler (validates the fan-outs per relation)."""
+        return DistHeteroNeighborSampler(graph, ctx, fanouts, replace, seed, stats)
+
+    def _start(self, epoch: int, step: int) -> tuple[Any, ...]:
+        """Sample batch ``step``, type its nodes and send every type's feature requests."""
+        t0 = time.perf_counter()
+        idx, n_own = self._batch_index(epoch, step)
+        out = self.sampler.sample(self.seed_gids.index_select(0, idx), mix_int(epoch, step),
+                                  num_owned_seeds=n_own)
+        typed = _TypedBatch(self.graph, out, len(self.layout.node_types),
+                            len(self.layout.edge_types))
+        t1 = time.perf_counter()
+        gathers = {t: store.start_gather(typed.gids[t], ("x",))
+                   for t, store in self.type_features.items()}
+        self.seconds["sample"] += t1 - t0
+        self.seconds["fetch"] += time.perf_counter() - t1
+        return idx, n_own, out, typed, gathers
+
+    def _finish(self, step: int, started: tuple[Any, ...]) -> HeteroData:
+        """Wait for batch ``step``'s feature rows; the ``HeteroData`` batch."""
+        t0 = time.perf_counter()
+        idx, n_own, out, typed, gathers = started
+        gathers_: dict[int, PendingGather] = gathers
+        lay = self.layout
+        data = HeteroData()
+        for t, name in enumerate(lay.node_types):
+            store = data[name]
+            store.n_id = typed.gids[t]
+            store.num_sampled_nodes = typed.node_counts[t]
+            if t in gathers_:
+                store.x = gathers_[t].finish()["x"]
+        seeds = out.node[: out.batch_size]
+        target = data[lay.target]
+        for n in self.seed_attrs:
+            target[n] = self._seed_rows(n, idx, n_own, seeds)
+        target.batch_size = out.batch_size
+        target.input_id = idx
+        for r, rel in enumerate(lay.edge_types):
+            data[rel].edge_index = typed.edge_index[r]
+            data[rel].num_sampled_edges = typed.edge_counts[r]
+        data.global_batch_size = self.global_batch_size(step)
+        self.seconds["fetch"] += time.perf_counter() - t0
+        return data
+
+
+class _TypedBatch:
+    """A sampled batch split by type: ids per node type, type-local edges per relation.
+
+    Attributes:
+        gids: Per node type, its nodes' global ids in batch order.
+        node_counts: ``[T][L + 1]`` nodes of each type added by each hop.
+        edge_index: Per relation, ``[2, E_r]`` type-local edges in batch order.
+        edge_counts: ``[R][L]`` edges of each relation sampled at each hop.
+    """
+
+    def __init__(self, graph: DistGraph, out: SamplerOutput, num_types: int,
+                 num_relations: int) -> None:
+        assert out.edge_type is not None
+        node, dev = out.node, out.node.device
+        hops = len(out.num_sampled_edges)
+        ntype = graph.node_type(node)
+        node_hop = torch.repeat_interleave(torch.arange(hops + 1, device=dev),
+                                           torch.tensor(out.num_sampled_nodes, device=dev),
+                                           output_size=node.numel())
+        edge_hop = torch.repeat_interleave(torch.arange(hops, device=dev),
+                                           torch.tensor(out.num_sampled_edges, device=dev),
+                                           output_size=out.row.numel())
+        table = torch.cat([
+            torch.bincount(node_hop * num_types + ntype, minlength=(hops + 1) * num_types),
+            torch.bincount(edge_hop * num_relations + out.edge_type,
+                           minlength=hops * num_relations)]).tolist()  # one host read
+        per_hop = [table[h * num_types:(h + 1) * num_types] for h in range(hops + 1)]
+        self.node_counts = [[row[t] for row in per_hop] for t in range(num_types)]
+        rest = table[(hops + 1) * num_types:]
+        self.edge_counts = [[rest[h * num_relations + r] for h in range(hops)]
+                            for r in range(num_relations)]
+        order = torch.argsort(ntype, stable=True)  # each type's nodes, in batch order
+        sizes = [sum(c) for c in self.node_counts]
+        starts = [sum(sizes[:t]) for t in range(num_types)]
+        within = torch.empty_like(order)
+        within[order] = torch.arange(node.numel(), device=dev) - torch.repeat_interleave(
+            torch.tensor(starts, device=dev), torch.tensor(sizes, device=dev),
+            output_size=node.numel())
+        self.gids = [node.index_select(0, order[a:a + n]) for a, n in zip(starts, sizes,
+                                                                          strict=True)]
+        e_order = torch.argsort(out.edge_type, stable=True)  # each relation's, in order
+        e_sizes = [sum(c) for c in self.edge_counts]
+        src = within.index_select(0, out.row.index_select(0, e_order))
+        dst = within.index_select(0, out.col.index_select(0, e_order))
+        self.edge_index = list(torch.split(torch.stack([src, dst]), e_sizes, dim=1))

@@ -1,0 +1,145 @@
+"""Typed graphs in sample mode: typed minibatches, relation-wise GraphSAGE, sharded embeddings.
+
+:class:`HeteroEngine` is the :class:`~gnnpar.train.minibatch.MinibatchEngine` of a typed
+partition: the loaders are :class:`~gnnpar.hetero.loader.DistHeteroNeighborLoader` s (fan-outs
+``--fanouts`` for every relation, ``--relation-fanouts`` for some), the model a
+:class:`~gnnpar.hetero.model.HeteroSAGE` (what ``to_hetero(GraphSAGE)`` computes), node
+types with features read them from their feature store, and the featureless types learn a
+row each in one :class:`~gnnpar.hetero.embedding.DistEmbedding` (``--embed-dim``), updated
+by a sparse optimiser (``--sparse-optimizer``, ``--sparse-lr``) after every step.  Loss
+scaling, steps, local SGD, checkpoints (the embedding table and its optimiser state
+included) and the run record are the minibatch engine's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+from torch_geometric.data import HeteroData
+
+from gnnpar.comm import CommStats
+from gnnpar.distributed import DistContext
+from gnnpar.errors import ConfigError
+from gnnpar.feature_store import DistFeatureStore
+from gnnpar.graph import SPLITS, DistGraph
+from gnnpar.hetero.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
+from gnnpar.hetero.loader import DistHeteroNeighborLoader, typed_feature_stores
+from gnnpar.hetero.model import HeteroSAGE
+from gnnpar.hetero.sampler import RelationFanouts, resolve_relation
+from gnnpar.train.config import Config, ModelConfig
+from gnnpar.train.minibatch import MinibatchEngine
+from gnnpar.train.models import COMPUTE_DTYPES
+
+
+def build_hetero_model(cfg: ModelConfig, graph: DistGraph, out_channels: int) -> HeteroSAGE:
+    """The typed model of ``cfg`` for a typed partition (``--model sage`` only)."""
+    book = graph.meta.types
+    assert book is not None
+    if cfg.name != "sage":
+        raise ConfigError(f"typed graphs train relation-wise GraphSAGE, not {cfg.name}.",
+                          field="model.name", fix="pass --model sage.")
+    lay = book.layout
+    embed = cfg.embed_dim or cfg.hidden
+    widths = {t: f or embed for t, f in zip(lay.node_types, lay.feat_dims, strict=True)}
+    return HeteroSAGE(lay, widths, cfg.hidden, out_channels, cfg.layers, cfg.dropout)
+
+
+def relation_fanouts(cfg: Config, graph: DistGraph) -> RelationFanouts:
+    """``--fanouts`` for every relation, overridden by ``--relation-fanouts``."""
+    s = cfg.sample
+    if s.relation_fanouts is None:
+        return list(s.fanouts)
+    book = graph.meta.types
+    assert book is not None
+    merged = {r: list(s.fanouts) for r in book.layout.edge_types}
+    for key, hops in s.relations().items():
+        merged[resolve_relation(key, book.layout)] = hops
+    return merged
+
+
+class HeteroEngine(MinibatchEngine):
+    """The loaders, model, embeddings and sparse optimiser of one rank on a typed graph.
+
+    Args:
+        cfg: The run's configuration.
+        graph: This rank's part of a typed partition.
+        ctx: Distributed context.
+        model: The :class:`HeteroSAGE` (:func:`build_hetero_model`).
+        num_global: Global size of each split.
+        stats: Byte counters (kinds ``feature``, ``sample``, ``embedding``,
+            ``embedding_grad``, ...).
+
+    Attributes:
+        embedding: The featureless types' table, or ``None`` when every type has features.
+        sparse: Its optimiser (or ``None``).
+    """
+
+    def __init__(self, cfg: Config, graph: DistGraph, ctx: DistContext, model: nn.Module,
+                 num_global: dict[str, int], stats: CommStats) -> None:
+        s, seed = cfg.sample, cfg.train.seed
+        book = graph.meta.types
+        assert book is not None
+        self.cfg, self.ctx, self.layout = cfg, ctx, book.layout
+        self.module = model
+        labels = DistFeatureStore(graph, ctx, stats=stats, arrays={"y": graph.part.label})
+        self.features = labels
+        self.type_features = typed_feature_stores(graph, ctx, stats,
+                                                  int(s.cache_mb * 2**20))
+        featureless = tuple(t for t, f in enumerate(self.layout.feat_dims) if f == 0)
+        self.embedding: DistEmbedding | None = None
+        self.sparse: SparseOptimizer | None = None
+        if featureless:
+            self.embedding = DistEmbedding(graph, ctx, cfg.model.embed_dim or cfg.model.hidden,
+                                           featureless, seed=seed, stats=stats)
+            self.sparse = SPARSE_OPTIMIZERS[cfg.train.sparse_optimizer](
+                [self.embedding], lr=cfg.train.sparse_lr)
+        fanouts = relation_fanouts(cfg, graph)
+        self.loader = DistHeteroNeighborLoader(
+            graph, labels, self.type_features, fanouts, "train", s.batch_size, shuffle=True,
+            seed=seed, prefetch=s.prefetch, seed_split=s.seed_split)
+        self.eval_loaders = {
+            split: DistHeteroNeighborLoader(graph, labels, self.type_features, fanouts, split,
+                                            s.eval_batch_size, shuffle=False, seed=seed + 1,
+                                            seed_split=s.seed_split)
+            for split in SPLITS[1:] if num_global[split] > 0}
+        self.steps_per_epoch = len(self.loader)
+        self.sync = cfg.train.local_sgd()
+        self.sync_group = self.sync.subgroup(ctx)
+
+    def after_step(self) -> None:
+        """Update the touched embedding rows (collective: gradients to their owners)."""
+        if self.sparse is not None:
+            self.sparse.step()
+
+    def batch_edges(self, batch: HeteroData) -> int:
+        """Sampled edges of a typed batch, all relations."""
+        return sum(sum(v) for v in batch.num_sampled_edges_dict.values())
+
+    def inputs(self, batch: HeteroData) -> dict[str, Tensor]:
+        """Each node type's input rows: features, or embedding rows (collective)."""
+        dtype = COMPUTE_DTYPES[self.cfg.train.precision]
+        x: dict[str, Tensor] = {}
+        for t, name in enumerate(self.layout.node_types):
+            if self.layout.feat_dims[t]:
+                x[name] = batch[name].x.to(dtype)
+            else:
+                assert self.embedding is not None
+                x[name] = self.embedding(batch[name].n_id).to(dtype)
+        return x
+
+    def logits(self, module: nn.Module, batch: HeteroData) -> tuple[Tensor, Tensor]:
+        """The target seeds' logits and labels."""
+        target = batch[self.layout.target]
+        out: Tensor = module(self.inputs(batch), batch.edge_index_dict,
+                             batch.num_sampled_nodes_dict, batch.num_sampled_edges_dict)
+        return out[: target.batch_size], target.y
+
+    def extra_state(self) -> dict[str, Any]:
+        """The embedding table and its optimiser state for a checkpoint (collective)."""
+        return {} if self.sparse is None else {"embeddings": self.sparse.state_dict()}
+
+    def load_extra_state(self, extra: dict[str, Any]) -> None:
+        """Restore what :meth:`extra_state` saved."""
+        if self.sparse is not None:
+            self.sparse.load_state_dict(extra["embeddings"])
