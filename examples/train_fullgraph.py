@@ -24,5 +24,6 @@ from gnnpar.train.cli import main
 
 DEFAULTS = {"train.mode": "full", "train.epochs": 100, "train.lr": 0.01}
 
-sys.exit(main(defaults=DEFAULTS, prog="train_fullgraph.py",
+if __name__ == "__main__":  # --nproc starts workers that import this file
+    sys.exit(main(defaults=DEFAULTS, prog="train_fullgraph.py",
               description=__doc__.split("\n\n")[0]))

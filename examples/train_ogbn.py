@@ -32,5 +32,6 @@ from gnnpar.train.cli import main
 
 DEFAULTS = {"data.dataset": "ogbn-arxiv", "data.undirected": True, "sample.fanouts": (15, 10)}
 
-sys.exit(main(defaults=DEFAULTS, prog="train_ogbn.py",
-              description=__doc__.split("\n\n")[0]))
+if __name__ == "__main__":  # --nproc starts workers that import this file
+    sys.exit(main(defaults=DEFAULTS, prog="train_ogbn.py",
+                  description=__doc__.split("\n\n")[0]))

@@ -29,6 +29,11 @@ name                                what it is
 :class:`DistLinkNeighborLoader`     link prediction: edge-seeded PyG-layout minibatches
 :class:`DistNegativeSampler`        link prediction: negatives, strict across parts
 :func:`ranking_metrics`             MRR / Hits@K across ranks, as OGB's Evaluator
+:class:`HeteroGraphDataset`         a typed graph (node and edge types, per-type features)
+:class:`DistHeteroNeighborLoader`   typed graphs: ``HeteroData`` minibatches, fan-outs per
+                                    relation (:class:`DistHeteroNeighborSampler`)
+:class:`DistEmbedding`              learnable rows of featureless nodes, sharded by owner,
+                                    with :class:`SparseAdam` / :class:`SparseAdagrad`
 ==================================  ====================================================
 """
 
@@ -45,6 +50,9 @@ _LAZY = {
     "CommStats": "gnnpar.comm",
     "Config": "gnnpar.train.config",
     "DistConv": "gnnpar.nn",
+    "DistEmbedding": "gnnpar.hetero",
+    "DistHeteroNeighborLoader": "gnnpar.hetero",
+    "DistHeteroNeighborSampler": "gnnpar.hetero",
     "DistContext": "gnnpar.distributed",
     "DistFeatureStore": "gnnpar.feature_store",
     "DistGraph": "gnnpar.graph",
@@ -55,6 +63,9 @@ _LAZY = {
     "GraphDataset": "gnnpar.datasets",
     "HaloExchange": "gnnpar.nn",
     "HaloGraph": "gnnpar.nn",
+    "HeteroGraphDataset": "gnnpar.datasets",
+    "SparseAdagrad": "gnnpar.hetero",
+    "SparseAdam": "gnnpar.hetero",
     "SamplerOutput": "gnnpar.sampler",
     "Trainer": "gnnpar.train.trainer",
     "distribute_convs": "gnnpar.nn",
@@ -72,10 +83,23 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from gnnpar.comm import CommStats
-    from gnnpar.datasets import GraphDataset, from_pyg, from_pyg_link, load_dataset
+    from gnnpar.datasets import (
+        GraphDataset,
+        HeteroGraphDataset,
+        from_pyg,
+        from_pyg_link,
+        load_dataset,
+    )
     from gnnpar.distributed import DistContext, init, shutdown
     from gnnpar.feature_store import DistFeatureStore
     from gnnpar.graph import DistGraph
+    from gnnpar.hetero import (
+        DistEmbedding,
+        DistHeteroNeighborLoader,
+        DistHeteroNeighborSampler,
+        SparseAdagrad,
+        SparseAdam,
+    )
     from gnnpar.link import (
         DistLinkNeighborLoader,
         DistNegativeSampler,
@@ -111,8 +135,11 @@ __all__ = [
     "DatasetError",
     "DistConv",
     "DistContext",
+    "DistEmbedding",
     "DistFeatureStore",
     "DistGraph",
+    "DistHeteroNeighborLoader",
+    "DistHeteroNeighborSampler",
     "DistLinkNeighborLoader",
     "DistNegativeSampler",
     "DistNeighborLoader",
@@ -122,8 +149,11 @@ __all__ = [
     "GraphDataset",
     "HaloExchange",
     "HaloGraph",
+    "HeteroGraphDataset",
     "PartitionError",
     "SamplerOutput",
+    "SparseAdagrad",
+    "SparseAdam",
     "Trainer",
     "__version__",
     "distribute_convs",

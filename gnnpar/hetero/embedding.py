@@ -95,9 +95,16 @@ class DistEmbedding:
         self.weight = self.store.array("weight")
         self._trace: list[tuple[Tensor, Tensor]] = []
 
-    def __call__(self, gids: Tensor) -> Tensor:
-        """Rows of ``gids`` (collective); with autograd on, their gradients are kept."""
-        rows = self.store.gather_many(gids, ("weight",))["weight"]
+    def __call__(self, gids: Tensor, owned_counts: list[int] | None = None,
+                 block_sizes: list[int] | None = None) -> Tensor:
+        """Rows of ``gids`` (collective); with autograd on, their gradients are kept.
+
+        ``owned_counts`` / ``block_sizes``: a typed batch's own-first runs per hop
+        (``batch[t].num_owned_nodes`` / ``.num_sampled_nodes``), as
+        :meth:`~gnnpar.feature_store.DistFeatureStore.gather_many` takes them.
+        """
+        rows = self.store.gather_many(gids, ("weight",), owned_counts,
+                                      block_sizes)["weight"]
         if torch.is_grad_enabled():
             rows.requires_grad_(True)
             self._trace.append((gids.to(rows.device), rows))

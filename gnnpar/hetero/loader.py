@@ -6,8 +6,10 @@ batch is sampled by :class:`~gnnpar.hetero.sampler.DistHeteroNeighborSampler` an
 out like the output of PyG's ``NeighborLoader`` on a ``HeteroData``:
 
 - ``batch[t].n_id`` — the global ids of the batch's nodes of type ``t``, seeds first for
-  the target type, then hop by hop; ``batch[t].x`` their features (types with features);
-  ``batch[t].num_sampled_nodes`` — how many each hop added;
+  the target type, then hop by hop (within a hop, this rank's own first);
+  ``batch[t].x`` their features (types with features); ``batch[t].num_sampled_nodes`` —
+  how many each hop added, ``batch[t].num_owned_nodes`` — how many of those this rank
+  owns;
 - ``batch[src, rel, dst].edge_index`` — type-local edges, hop by hop, destinations
   ascending within a hop; ``batch[src, rel, dst].num_sampled_edges`` per hop;
 - ``batch[target].batch_size``, ``.y`` (the seeds' labels), ``.input_id``, and the
@@ -20,8 +22,8 @@ their ids; a :class:`~gnnpar.hetero.embedding.DistEmbedding` gives them rows in 
 
 Features are gathered per featured type from one
 :class:`~gnnpar.feature_store.DistFeatureStore` each (``types=(t,)``), their requests all
-sent before any rows are awaited; the typing of a batch costs two host reads (the node and
-edge counts per type and hop).
+sent before any rows are awaited, own rows copied run by run as in a homogeneous batch;
+typing a batch costs one host read (the node and edge counts per type and hop).
 """
 
 from __future__ import annotations
@@ -106,8 +108,9 @@ class DistHeteroNeighborLoader(DistNeighborLoader):
         typed = _TypedBatch(self.graph, out, len(self.layout.node_types),
                             len(self.layout.edge_types))
         t1 = time.perf_counter()
-        gathers = {t: store.start_gather(typed.gids[t], ("x",))
-                   for t, store in self.type_features.items()}
+        gathers = {t: store.start_gather(
+            typed.gids[t], ("x",), typed.owned_counts[t] if typed.owned_counts else None,
+            typed.node_counts[t]) for t, store in self.type_features.items()}
         self.seconds["sample"] += t1 - t0
         self.seconds["fetch"] += time.perf_counter() - t1
         return idx, n_own, out, typed, gathers
@@ -123,6 +126,8 @@ class DistHeteroNeighborLoader(DistNeighborLoader):
             store = data[name]
             store.n_id = typed.gids[t]
             store.num_sampled_nodes = typed.node_counts[t]
+            if typed.owned_counts is not None:
+                store.num_owned_nodes = typed.owned_counts[t]
             if t in gathers_:
                 store.x = gathers_[t].finish()["x"]
         seeds = out.node[: out.batch_size]
@@ -139,12 +144,19 @@ class DistHeteroNeighborLoader(DistNeighborLoader):
         return data
 
 
+def _prefix(sizes: list[int]) -> list[int]:
+    """Start of each block of consecutive blocks of these sizes."""
+    return [sum(sizes[:i]) for i in range(len(sizes))]
+
+
 class _TypedBatch:
     """A sampled batch split by type: ids per node type, type-local edges per relation.
 
     Attributes:
         gids: Per node type, its nodes' global ids in batch order.
         node_counts: ``[T][L + 1]`` nodes of each type added by each hop.
+        owned_counts: ``[T][L + 1]`` how many of them, at the start of each hop's run,
+            this rank owns (``None`` when the sampler does not know).
         edge_index: Per relation, ``[2, E_r]`` type-local edges in batch order.
         edge_counts: ``[R][L]`` edges of each relation sampled at each hop.
     """
@@ -161,23 +173,36 @@ class _TypedBatch:
         edge_hop = torch.repeat_interleave(torch.arange(hops, device=dev),
                                            torch.tensor(out.num_sampled_edges, device=dev),
                                            output_size=out.row.numel())
+        # Within a hop this rank's own nodes come first (the sampler's order), so they do
+        # within each type too: per type and hop, its own nodes are a leading run.
+        own_counts = out.num_owned_nodes or [0] * (hops + 1)
+        starts = torch.repeat_interleave(
+            torch.tensor(_prefix(out.num_sampled_nodes), device=dev),
+            torch.tensor(out.num_sampled_nodes, device=dev), output_size=node.numel())
+        own = (torch.arange(node.numel(), device=dev) - starts) < torch.repeat_interleave(
+            torch.tensor(own_counts, device=dev),
+            torch.tensor(out.num_sampled_nodes, device=dev), output_size=node.numel())
         table = torch.cat([
-            torch.bincount(node_hop * num_types + ntype, minlength=(hops + 1) * num_types),
+            torch.bincount((node_hop * num_types + ntype) * 2 + own,
+                           minlength=(hops + 1) * num_types * 2),
             torch.bincount(edge_hop * num_relations + out.edge_type,
                            minlength=hops * num_relations)]).tolist()  # one host read
-        per_hop = [table[h * num_types:(h + 1) * num_types] for h in range(hops + 1)]
-        self.node_counts = [[row[t] for row in per_hop] for t in range(num_types)]
-        rest = table[(hops + 1) * num_types:]
+        cell = [[table[(h * num_types + t) * 2:(h * num_types + t) * 2 + 2]
+                 for h in range(hops + 1)] for t in range(num_types)]
+        self.node_counts = [[a + b for a, b in rows] for rows in cell]
+        self.owned_counts = ([[b for _, b in rows] for rows in cell]
+                             if out.num_owned_nodes is not None else None)
+        rest = table[(hops + 1) * num_types * 2:]
         self.edge_counts = [[rest[h * num_relations + r] for h in range(hops)]
                             for r in range(num_relations)]
         order = torch.argsort(ntype, stable=True)  # each type's nodes, in batch order
         sizes = [sum(c) for c in self.node_counts]
-        starts = [sum(sizes[:t]) for t in range(num_types)]
+        firsts = _prefix(sizes)
         within = torch.empty_like(order)
         within[order] = torch.arange(node.numel(), device=dev) - torch.repeat_interleave(
-            torch.tensor(starts, device=dev), torch.tensor(sizes, device=dev),
+            torch.tensor(firsts, device=dev), torch.tensor(sizes, device=dev),
             output_size=node.numel())
-        self.gids = [node.index_select(0, order[a:a + n]) for a, n in zip(starts, sizes,
+        self.gids = [node.index_select(0, order[a:a + n]) for a, n in zip(firsts, sizes,
                                                                           strict=True)]
         e_order = torch.argsort(out.edge_type, stable=True)  # each relation's, in order
         e_sizes = [sum(c) for c in self.edge_counts]

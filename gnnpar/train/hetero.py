@@ -125,7 +125,9 @@ class HeteroEngine(MinibatchEngine):
                 x[name] = batch[name].x.to(dtype)
             else:
                 assert self.embedding is not None
-                x[name] = self.embedding(batch[name].n_id).to(dtype)
+                nodes = batch[name]
+                x[name] = self.embedding(nodes.n_id, nodes.get("num_owned_nodes"),
+                                         nodes.num_sampled_nodes).to(dtype)
         return x
 
     def logits(self, module: nn.Module, batch: HeteroData) -> tuple[Tensor, Tensor]:

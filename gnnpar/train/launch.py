@@ -274,6 +274,7 @@ def _stop(procs: list[Any], wait_s: float) -> set[int]:
         if p.is_alive():
             p.kill()
             killed.add(rank)
-        p.join()
+        if p.pid is not None:  # a rank whose start failed was never a process
+            p.join()
     return killed
 

@@ -28,6 +28,7 @@ from gnnpar.train.config import Config
 from gnnpar.train.rundir import check_resume, dataset_slug, prepare_run_dir
 
 if TYPE_CHECKING:
+    from gnnpar.datasets.hetero import HeteroLayout
     from gnnpar.partition.format import PartitionMeta
 
 META_FILE = "meta.json"
@@ -104,8 +105,7 @@ def check_world_size(cfg: Config, world_size: int) -> None:
                 f"{meta.num_parts}), or re-partition with `gnnpar-partition DATASET "
                 f"--num-parts {world_size} --out DIR`.")
         check_partition_settings(cfg, meta)
-        if meta.types is not None:
-            check_typed_settings(cfg, cfg.data.dataset)
+        check_graph_settings(cfg, cfg.data.dataset, meta.types.layout if meta.types else None)
 
 
 def check_partition_settings(cfg: Config, meta: PartitionMeta) -> None:
@@ -135,8 +135,13 @@ def check_partition_settings(cfg: Config, meta: PartitionMeta) -> None:
                 f"{meta.num_parts} {flag} {shown} --out DIR`.")
 
 
-def check_typed_settings(cfg: Config, where: str) -> None:
-    """Refuse what typed graphs do not train: full mode, link prediction, full-graph eval."""
+def check_typed_settings(cfg: Config, where: str, layout: HeteroLayout) -> None:
+    """Refuse what typed graphs do not train, and relations the graph does not have.
+
+    Typed graphs train node classification in sample mode with relation-wise GraphSAGE,
+    evaluated on sampled neighbourhoods; ``--relation-fanouts`` must name relations of
+    ``layout``.
+    """
     t = cfg.train
     for bad, fld, fix in ((t.mode != "sample", "train.mode", "pass --mode sample"),
                           (cfg.data.task != "node", "data.task", "pass --task node"),
@@ -149,6 +154,37 @@ def check_typed_settings(cfg: Config, where: str) -> None:
                               "minibatches with relation-wise GraphSAGE, evaluated on "
                               "sampled neighbourhoods.", path=where, field=fld,
                               fix=fix + ".")
+    if cfg.sample.relation_fanouts is not None:
+        from gnnpar.hetero.sampler import resolve_relation
+
+        for key in cfg.sample.relations():
+            try:
+                resolve_relation(key, layout)
+            except ConfigError as exc:
+                raise ConfigError(f"--relation-fanouts: {exc.message}", path=where,
+                                  field="sample.relation_fanouts", fix=exc.fix) from None
+
+
+TYPED_ONLY = (("sample", "relation_fanouts"), ("model", "embed_dim"),
+              ("train", "sparse_optimizer"), ("train", "sparse_lr"))
+"""Settings that only typed graphs read."""
+
+
+def check_graph_settings(cfg: Config, where: str, layout: HeteroLayout | None) -> None:
+    """The checks of a typed graph (``layout``), or refuse typed-only settings on another."""
+    if layout is not None:
+        check_typed_settings(cfg, where, layout)
+        return
+    from gnnpar.config import flag_of, sections
+
+    secs = sections(Config)
+    given = [(f"{s}.{name}", flag_of(secs[s], name)) for s, name in TYPED_ONLY
+             if getattr(getattr(cfg, s), name) != getattr(type(getattr(cfg, s))(), name)]
+    if given:
+        flags = ", ".join(flag for _, flag in given)
+        raise ConfigError(f"{flags} set, but they apply to typed graphs and this one has a "
+                          "single node type.", path=where, field=given[0][0],
+                          fix=f"drop {flags}.")
 
 
 def check_device(cfg: Config, local_world_size: int) -> None:
@@ -224,6 +260,10 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
         return Path(cfg.data.dataset).expanduser()
     out = partition_cache_dir(cfg, world_size)
     if (out / META_FILE).is_file():
+        from gnnpar.partition.format import PartitionMeta
+
+        types = PartitionMeta.load(out).types
+        check_graph_settings(cfg, cfg.data.dataset, types.layout if types else None)
         return out
     if not make:
         raise ConfigError(
@@ -233,6 +273,10 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
             "run this command again (or pass that --out as the dataset); gnnpar-train "
             f"--nproc {world_size} partitions before it starts the workers.")
     dataset = cfg.data.load_any()  # a link task is checked there
+    from gnnpar.datasets.hetero import HeteroGraphDataset
+
+    check_graph_settings(cfg, cfg.data.dataset, dataset.layout() if isinstance(
+        dataset, HeteroGraphDataset) else None)  # before partitioning
     if cfg.data.task == "node":
         dataset.require_node_task(cfg.data.dataset)
     try:

@@ -80,7 +80,7 @@ from gnnpar.train.hetero import HeteroEngine, build_hetero_model
 from gnnpar.train.link import LinkEngine, LinkModule
 from gnnpar.train.minibatch import PHASES, SUMS, MinibatchEngine, StepHook
 from gnnpar.train.models import build_model
-from gnnpar.train.prepare import check_typed_settings
+from gnnpar.train.prepare import check_graph_settings
 from gnnpar.train.record import RECORD_FILE, RunRecord
 from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE, check_resume
 from gnnpar.train.sync import LocalSGD, average_model
@@ -212,8 +212,8 @@ class Trainer:
         out = cfg.model.hidden if self.link else meta.num_classes
         engine_cls: type[Any] = MinibatchEngine if cfg.train.mode == "sample" else (
             FullGraphEngine if cfg.full.grid is None else GridEngine)
+        check_graph_settings(cfg, self.part_dir, meta.types.layout if meta.types else None)
         if meta.types is not None:
-            check_typed_settings(cfg, self.part_dir)
             self.model = build_hetero_model(cfg.model, graph, out).to(ctx.device)
             engine_cls = HeteroEngine
         else:

@@ -111,6 +111,57 @@ def _grid_worker(part_dir: str) -> dict[str, Any]:
     return out
 
 
+def _typed_worker(part_dir: str) -> dict[str, Any]:
+    """Typed batches (features gathered per type) and two SparseAdam steps of embeddings."""
+    import torch
+
+    import gnnpar
+    from gnnpar.hetero.embedding import DistEmbedding, SparseAdam
+    from gnnpar.hetero.loader import DistHeteroNeighborLoader, typed_feature_stores
+
+    ctx = gnnpar.init()
+    graph = gnnpar.DistGraph.load(part_dir, ctx)
+    labels = gnnpar.DistFeatureStore(graph, ctx, arrays={"y": graph.part.label})
+    loader = DistHeteroNeighborLoader(graph, labels, typed_feature_stores(graph, ctx),
+                                      {"cites": [4, 2], "writes": [3, 2], "rev_writes": [2, 2],
+                                       "published_in": [1, 1], "rev_published_in": [3, 0]},
+                                      "train", batch_size=64, prefetch=True)
+    emb = DistEmbedding(graph, ctx, 8, (1, 2))
+    opt = SparseAdam([emb], lr=0.1)
+    batches = []
+    for i, b in enumerate(loader):
+        batches.append({**{f"n_id/{t}": _np(b[t].n_id) for t in b.node_types},
+                        **{f"ei/{'__'.join(r)}": _np(b[r].edge_index) for r in b.edge_types},
+                        "x": _np(b["paper"].x), "y": _np(b["paper"].y)})
+        if i < 2:
+            rows = emb(b["author"].n_id, b["author"].num_owned_nodes,
+                       b["author"].num_sampled_nodes)
+            (rows.sum(1) * torch.arange(rows.shape[0], device=rows.device)).sum().backward()
+            opt.step()
+        if i == 3:
+            break
+    out = {"device": str(ctx.device), "batches": batches, "weight": _np(emb.weight)}
+    gnnpar.shutdown()
+    return out
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_cuda_typed_batches_and_embeddings_equal_cpu(tmp_path: Path, world: int) -> None:
+    from gnnpar.datasets.synthetic import typed
+
+    partition_graph(typed(num_papers=2000, num_authors=1000, num_venues=40), world,
+                    tmp_path / "typed")
+    cpu = run_multiproc(_typed_worker, world, str(tmp_path / "typed"), device="cpu")
+    cuda = run_multiproc(_typed_worker, world, str(tmp_path / "typed"), device="cuda")
+    for r in range(world):
+        assert cuda[r]["device"] == f"cuda:{r}"
+        for a, b in zip(cpu[r]["batches"], cuda[r]["batches"], strict=True):
+            assert a.keys() == b.keys()
+            for key in a:
+                assert np.array_equal(a[key], b[key]), key
+        np.testing.assert_allclose(cuda[r]["weight"], cpu[r]["weight"], rtol=1e-5, atol=1e-6)
+
+
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
     root = tmp_path_factory.mktemp("gpu")

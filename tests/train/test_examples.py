@@ -72,3 +72,16 @@ def test_dnn_hybrid_parallel_example_writes_the_run_record(tmp_path: Path) -> No
     losses = [e["train_loss"] for e in record["epochs"]]
     assert len(losses) == 3 and losses[-1] < losses[0]
     assert record["epochs"][1]["comm"]  # tensor parallelism communicates every step
+
+
+def test_typed_example_with_nproc(tmp_path: Path) -> None:
+    # --nproc: the example itself starts the workers, which import it (its main guard).
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "train_typed.py"),
+         "synthetic:typed?papers=1000&authors=500&venues=20", "--nproc", "2", "--epochs", "3",
+         "--no-progress", "--root", str(tmp_path / "data"), "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "record.json").read_text())["summary"]
+    assert summary["eval"] == "sampled" and summary["test_acc"] > 0.5  # 6 classes
+    assert summary["comm_per_epoch"]["embedding_grad"]["bytes"] > 0

@@ -1,0 +1,24 @@
+"""Typed (heterogeneous) graphs at train time: sampling, batches, embeddings, the model.
+
+- :class:`DistHeteroNeighborSampler` — fan-outs per relation, one exchange per hop;
+- :class:`DistHeteroNeighborLoader` — PyG ``HeteroData`` minibatches
+  (:func:`typed_feature_stores` holds each featured type's rows);
+- :class:`DistEmbedding` with :class:`SparseAdam` / :class:`SparseAdagrad` — learnable
+  rows of featureless nodes, sharded by owner, updated where touched;
+- :class:`HeteroSAGE` — relation-wise GraphSAGE (``to_hetero``'s), trimmed per hop.
+"""
+
+from gnnpar.hetero.embedding import DistEmbedding, SparseAdagrad, SparseAdam
+from gnnpar.hetero.loader import DistHeteroNeighborLoader, typed_feature_stores
+from gnnpar.hetero.model import HeteroSAGE
+from gnnpar.hetero.sampler import DistHeteroNeighborSampler
+
+__all__ = [
+    "DistEmbedding",
+    "DistHeteroNeighborLoader",
+    "DistHeteroNeighborSampler",
+    "HeteroSAGE",
+    "SparseAdagrad",
+    "SparseAdam",
+    "typed_feature_stores",
+]
