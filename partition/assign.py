@@ -61,8 +61,14 @@ def check_balance(balance: Sequence[str]) -> tuple[str, ...]:
     return out
 
 
+TYPE_COLUMN_MIN = 64
+"""A node type gets its own balance column from this many nodes per part on; a smaller
+one is counted in the largest type's column (METIS cannot hold a handful of nodes per
+part within its 3 % tolerance, and trying unbalances every other constraint)."""
+
+
 def balance_weights(balance: Sequence[str], in_degree: np.ndarray, train_idx: np.ndarray,
-                    node_offsets: Sequence[int] | None = None
+                    node_offsets: Sequence[int] | None = None, num_parts: int = 1
                     ) -> tuple[np.ndarray, tuple[str, ...]]:
     """Vertex weights for the quantities in ``balance``.
 
@@ -72,7 +78,9 @@ def balance_weights(balance: Sequence[str], in_degree: np.ndarray, train_idx: np
         train_idx: Training node ids (repeats count: the sources of training edges).
         node_offsets: A typed graph's ``T + 1`` node-type id boundaries: ``"nodes"`` is
             then one column per type (``nodes:TYPE_INDEX``), so every part gets about
-            ``1/K`` of each type.
+            ``1/K`` of each type (a type with fewer than :data:`TYPE_COLUMN_MIN` nodes per
+            part counts in the largest type's column).
+        num_parts: ``K`` (for the typed columns).
 
     Returns:
         ``(weights, used)``: int64 ``[N, ncon]``, one column per quantity kept (those not
@@ -82,11 +90,14 @@ def balance_weights(balance: Sequence[str], in_degree: np.ndarray, train_idx: np
     columns: dict[str, np.ndarray] = {}
     for name in check_balance(balance):
         if name == "nodes" and node_offsets is not None:
+            sizes = np.diff(np.asarray(node_offsets))
+            largest = int(np.argmax(sizes))
             for t, (lo, hi) in enumerate(zip(node_offsets[:-1], node_offsets[1:],
                                              strict=True)):
-                column = np.zeros(n, dtype=np.int64)
+                own = sizes[t] >= TYPE_COLUMN_MIN * num_parts or t == largest
+                column = columns.setdefault(f"nodes:{t if own else largest}",
+                                            np.zeros(n, dtype=np.int64))
                 column[lo:hi] = 1
-                columns[f"nodes:{t}"] = column
         elif name == "nodes":
             columns[name] = np.ones(n, dtype=np.int64)
         elif name == "train" and len(train_idx):  # a repeated id weighs more (link sources)
@@ -249,7 +260,8 @@ def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequen
         return random_assignment(n, num_parts, seed), {"method": method, "seed": seed}
     if method == "contiguous":
         return contiguous_assignment(n, num_parts), {"method": method}
-    weights, used = balance_weights(balance, in_edges.degree(), train_idx, node_offsets)
+    weights, used = balance_weights(balance, in_edges.degree(), train_idx, node_offsets,
+                                    num_parts)
     graph = metis_graph(in_edges, workdir, budget)
     if method == "kaminpar":
         from gnnpar.partition.kaminpar import kaminpar_assignment

@@ -130,6 +130,10 @@ class TypeBook:
                  "part".rjust(8) + "".join(t.rjust(width) for t in lay.node_types)]
         lines += [str(p).rjust(8) + "".join(f"{v:,}".rjust(width) for v in row)
                   for p, row in enumerate(self.counts)]
+        per_type = np.asarray(self.counts, dtype=np.float64)
+        lines.append("max/mean".rjust(8) + "".join(
+            f"{mx / mu:.3f}".rjust(width) for mx, mu in zip(per_type.max(0), per_type.mean(0),
+                                                              strict=True)))
         names = ["-".join(r) for r in lay.edge_types]
         first = max(len(n) for n in names) + 2
         lines += ["stored in-edges / halo sources per relation:",

@@ -29,6 +29,7 @@ typing a batch costs one host read (the node and edge counts per type and hop).
 from __future__ import annotations
 
 import time
+from itertools import accumulate
 from typing import Any
 
 import torch
@@ -38,7 +39,7 @@ from torch_geometric.data import HeteroData
 from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.feature_store import DistFeatureStore, PendingGather
+from gnnpar.feature_store import DistFeatureStore
 from gnnpar.graph import DistGraph
 from gnnpar.hetero.sampler import DistHeteroNeighborSampler, RelationFanouts
 from gnnpar.loader import DistNeighborLoader
@@ -119,7 +120,6 @@ class DistHeteroNeighborLoader(DistNeighborLoader):
         """Wait for batch ``step``'s feature rows; the ``HeteroData`` batch."""
         t0 = time.perf_counter()
         idx, n_own, out, typed, gathers = started
-        gathers_: dict[int, PendingGather] = gathers
         lay = self.layout
         data = HeteroData()
         for t, name in enumerate(lay.node_types):
@@ -128,8 +128,8 @@ class DistHeteroNeighborLoader(DistNeighborLoader):
             store.num_sampled_nodes = typed.node_counts[t]
             if typed.owned_counts is not None:
                 store.num_owned_nodes = typed.owned_counts[t]
-            if t in gathers_:
-                store.x = gathers_[t].finish()["x"]
+            if t in gathers:
+                store.x = gathers[t].finish()["x"]
         seeds = out.node[: out.batch_size]
         target = data[lay.target]
         for n in self.seed_attrs:
@@ -146,7 +146,7 @@ class DistHeteroNeighborLoader(DistNeighborLoader):
 
 def _prefix(sizes: list[int]) -> list[int]:
     """Start of each block of consecutive blocks of these sizes."""
-    return [sum(sizes[:i]) for i in range(len(sizes))]
+    return list(accumulate(sizes[:-1], initial=0))
 
 
 class _TypedBatch:
