@@ -488,15 +488,20 @@ class DistNeighborLoader(SeedSchedule):
                               for name in self.seed_attrs}
         self.num_own_seeds = keep
 
-    def _start(self, epoch: int, step: int) -> tuple[Tensor, int, SamplerOutput, PendingGather]:
-        """Sample batch ``step`` and send its feature requests (collective)."""
+    def _start(self, epoch: int, step: int
+               ) -> tuple[Tensor, int, SamplerOutput, PendingGather | None]:
+        """Sample batch ``step`` and send its feature requests (collective).
+
+        Without ``node_attrs`` no rows are gathered (no exchange).
+        """
         t0 = time.perf_counter()
         idx, n_own = self._batch_index(epoch, step)
         out = self.sampler.sample(self.seed_gids.index_select(0, idx), mix_int(epoch, step),
                                   num_owned_seeds=n_own)
         t1 = time.perf_counter()
-        gather = self.features.start_gather(out.node, self.node_attrs, out.num_owned_nodes,
-                                            out.num_sampled_nodes)
+        gather = self.features.start_gather(
+            out.node, self.node_attrs, out.num_owned_nodes,
+            out.num_sampled_nodes) if self.node_attrs else None
         self.seconds["sample"] += t1 - t0
         self.seconds["fetch"] += time.perf_counter() - t1
         return idx, n_own, out, gather
@@ -510,11 +515,11 @@ class DistNeighborLoader(SeedSchedule):
         return torch.cat([rows, others])
 
     def _finish(self, step: int,
-                started: tuple[Tensor, int, SamplerOutput, PendingGather]) -> Data:
+                started: tuple[Tensor, int, SamplerOutput, PendingGather | None]) -> Data:
         """Wait for batch ``step``'s remote rows; the batch."""
         t0 = time.perf_counter()
         idx, n_own, out, gather = started
-        rows = gather.finish()
+        rows = gather.finish() if gather is not None else {}
         seeds = out.node[: out.batch_size]
         rows.update({n: self._seed_rows(n, idx, n_own, seeds) for n in self.seed_attrs})
         self.seconds["fetch"] += time.perf_counter() - t0

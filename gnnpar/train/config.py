@@ -68,8 +68,9 @@ class ModelConfig:
     """Attention heads (gat only); must divide --hidden."""
 
     embed_dim: int = 0
-    """Typed graphs: width of the learnable embeddings of featureless node types,
-    sharded by owner (0: --hidden)."""
+    """Width of the learnable embeddings, sharded by owner, of featureless nodes (of a
+    typed graph's featureless types, or of every node of a graph without features;
+    0: --hidden)."""
 
     def validate(self) -> ModelConfig:
         """Check every value; return ``self`` or raise :class:`ConfigError`."""
@@ -86,6 +87,10 @@ class ModelConfig:
                                f"GAT needs hidden divisible by heads={self.heads}",
                                str(self.heads * max(1, self.hidden // self.heads)))
         return self
+
+    def embedding_width(self) -> int:
+        """Width of the learnable rows of featureless nodes (``embed_dim``, else ``hidden``)."""
+        return self.embed_dim or self.hidden
 
 
 @dataclass
@@ -106,8 +111,8 @@ class TrainConfig:
     """Adam weight decay."""
 
     sparse_optimizer: str = "adam"
-    """Typed graphs: optimiser of the learnable embeddings, adam (torch's SparseAdam)
-    or adagrad; only the rows a step touched are updated."""
+    """Optimiser of the learnable embeddings of featureless nodes, adam (torch's
+    SparseAdam) or adagrad; only the rows a step touched are updated."""
 
     sparse_lr: float = 0.01
     """Learning rate of the learnable embeddings."""

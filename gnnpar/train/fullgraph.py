@@ -113,16 +113,18 @@ def exact_accuracy(model: nn.Module, halo: HaloGraph, data: NodeData, ctx: DistC
 def full_neighbour_accuracy(model: BasicGNN, graph: DistGraph, ctx: DistContext,
                             num_global: dict[str, int], stats: CommStats | None = None,
                             precision: str = "fp32", budget_bytes: int = 256 * 2**20,
-                            plan: HaloPlan | None = None) -> dict[str, float]:
+                            plan: HaloPlan | None = None,
+                            x: Tensor | None = None) -> dict[str, float]:
     """Exact accuracy of a trained replicated model on the whole partitioned graph.
 
     Layer by layer, each layer in chunks of owned nodes of at most ``budget_bytes``
     (:func:`~gnnpar.nn.inference.layerwise_inference`), so the result equals the PyG
     model on the whole graph while no ``[E, F]`` tensor over the part's edges exists.
     The features are read from the partition where they are stored (no copy when stored
-    in the compute dtype on a CPU); ``plan``: the halo routing, if already built.
+    in the compute dtype on a CPU), unless ``x`` gives the owned nodes' input rows
+    (learnable embeddings); ``plan``: the halo routing, if already built.
     """
-    x = graph.features().to(ctx.device, COMPUTE_DTYPES[precision])
+    x = (graph.features() if x is None else x).to(ctx.device, COMPUTE_DTYPES[precision])
     with autocast(ctx.device, precision):
         logits = layerwise_inference(model, graph, ctx, x, budget_bytes, stats, plan)
         pred = logits.argmax(-1)

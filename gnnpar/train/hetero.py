@@ -13,8 +13,6 @@ included) and the run record are the minibatch engine's.
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import Tensor, nn
 from torch_geometric.data import HeteroData
 
@@ -40,8 +38,8 @@ def build_hetero_model(cfg: ModelConfig, graph: DistGraph, out_channels: int) ->
         raise ConfigError(f"typed graphs train relation-wise GraphSAGE, not {cfg.name}.",
                           field="model.name", fix="pass --model sage.")
     lay = book.layout
-    embed = cfg.embed_dim or cfg.hidden
-    widths = {t: f or embed for t, f in zip(lay.node_types, lay.feat_dims, strict=True)}
+    widths = {t: f or cfg.embedding_width()
+              for t, f in zip(lay.node_types, lay.feat_dims, strict=True)}
     return HeteroSAGE(lay, widths, cfg.hidden, out_channels, cfg.layers, cfg.dropout)
 
 
@@ -90,7 +88,7 @@ class HeteroEngine(MinibatchEngine):
         self.embedding: DistEmbedding | None = None
         self.sparse: SparseOptimizer | None = None
         if featureless:
-            self.embedding = DistEmbedding(graph, ctx, cfg.model.embed_dim or cfg.model.hidden,
+            self.embedding = DistEmbedding(graph, ctx, cfg.model.embedding_width(),
                                            featureless, seed=seed, stats=stats)
             self.sparse = SPARSE_OPTIMIZERS[cfg.train.sparse_optimizer](
                 [self.embedding], lr=cfg.train.sparse_lr)
@@ -106,11 +104,6 @@ class HeteroEngine(MinibatchEngine):
         self.steps_per_epoch = len(self.loader)
         self.sync = cfg.train.local_sgd()
         self.sync_group = self.sync.subgroup(ctx)
-
-    def after_step(self) -> None:
-        """Update the touched embedding rows (collective: gradients to their owners)."""
-        if self.sparse is not None:
-            self.sparse.step()
 
     def batch_edges(self, batch: HeteroData) -> int:
         """Sampled edges of a typed batch, all relations."""
@@ -136,12 +129,3 @@ class HeteroEngine(MinibatchEngine):
         out: Tensor = module(self.inputs(batch), batch.edge_index_dict,
                              batch.num_sampled_nodes_dict, batch.num_sampled_edges_dict)
         return out[: target.batch_size], target.y
-
-    def extra_state(self) -> dict[str, Any]:
-        """The embedding table and its optimiser state for a checkpoint (collective)."""
-        return {} if self.sparse is None else {"embeddings": self.sparse.state_dict()}
-
-    def load_extra_state(self, extra: dict[str, Any]) -> None:
-        """Restore what :meth:`extra_state` saved."""
-        if self.sparse is not None:
-            self.sparse.load_state_dict(extra["embeddings"])

@@ -29,6 +29,7 @@ from gnnpar.comm import CommStats, all_reduce_sum
 from gnnpar.distributed import DistContext
 from gnnpar.feature_store import DistFeatureStore
 from gnnpar.graph import SPLITS, DistGraph
+from gnnpar.hetero.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
 from gnnpar.loader import DistNeighborLoader, SeedSchedule
 from gnnpar.train.config import Config
 from gnnpar.train.models import SampledGNN, autocast, forward_batch
@@ -75,7 +76,14 @@ class MinibatchEngine:
         loader: The training loader (its position is part of every checkpoint).
         eval_loaders: Loaders of the non-empty validation and test splits.
         module: The sampled model (what DDP wraps).
+        embedding: A graph without features: every node's learnable input row
+            (:class:`~gnnpar.hetero.embedding.DistEmbedding`, ``--embed-dim``), else
+            ``None``.
+        sparse: Its optimiser (``--sparse-optimizer``), stepped after every step.
     """
+
+    embedding: DistEmbedding | None = None
+    sparse: SparseOptimizer | None = None
 
     def __init__(self, cfg: Config, graph: DistGraph, ctx: DistContext, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
@@ -84,10 +92,15 @@ class MinibatchEngine:
         self.ctx = ctx
         self.module: nn.Module = SampledGNN(model, gcn_norm=s.gcn_norm)
         arrays: dict[str, Any] = {"x": graph.features(), "y": graph.part.label}
-        attrs: tuple[str, ...] = ("x",)
+        attrs: tuple[str, ...] = ("x",) if graph.meta.feat_dim else ()
         if self.module.needs_degrees:
             arrays.update(degree_arrays(graph))
-            attrs = ("x", "in_degree", "self_loops")
+            attrs = (*attrs, "in_degree", "self_loops")
+        if not graph.meta.feat_dim:  # featureless: a learnable row per node
+            self.embedding = DistEmbedding(graph, ctx, cfg.model.embedding_width(),
+                                           seed=seed, stats=stats)
+            self.sparse = SPARSE_OPTIMIZERS[cfg.train.sparse_optimizer](
+                [self.embedding], lr=cfg.train.sparse_lr)
         self.features = DistFeatureStore(graph, ctx, cache_bytes=int(s.cache_mb * 2**20),
                                          stats=stats, arrays=arrays)
         fanouts = list(s.fanouts)
@@ -191,7 +204,18 @@ class MinibatchEngine:
         return totals(t0)
 
     def after_step(self) -> None:
-        """Called after each optimizer step (collective where a subclass makes it so)."""
+        """Update the touched embedding rows, if any (collective: gradients to owners)."""
+        if self.sparse is not None:
+            self.sparse.step()
+
+    def extra_state(self) -> dict[str, Any]:
+        """The embedding table and its optimiser state for a checkpoint (collective)."""
+        return {} if self.sparse is None else {"embeddings": self.sparse.state_dict()}
+
+    def load_extra_state(self, extra: dict[str, Any]) -> None:
+        """Restore what :meth:`extra_state` saved."""
+        if self.sparse is not None:
+            self.sparse.load_state_dict(extra["embeddings"])
 
     def batch_edges(self, batch: Data) -> int:
         """Sampled edges of a batch (the record's ``sampled_edges``)."""
@@ -199,7 +223,8 @@ class MinibatchEngine:
 
     def logits(self, module: nn.Module, batch: Data) -> tuple[Tensor, Tensor]:
         """The seeds' logits and labels (call under :func:`autocast`)."""
-        return (forward_batch(module, batch, self.cfg.train.precision),
+        x = None if self.embedding is None else self.embedding(batch.n_id)
+        return (forward_batch(module, batch, self.cfg.train.precision, x),
                 batch.y[: batch.batch_size])
 
     def loss(self, ddp: nn.Module, batch: Data) -> tuple[Tensor, Tensor, int, int]:

@@ -193,7 +193,8 @@ def autocast(device: torch.device, precision: str) -> torch.autocast:
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
-def forward_batch(model: nn.Module, batch: Data, precision: str = "fp32") -> Tensor:
+def forward_batch(model: nn.Module, batch: Data, precision: str = "fp32",
+                  x: Tensor | None = None) -> Tensor:
     """Logits ``[batch_size, C]`` of a minibatch's seeds (call under :func:`autocast`).
 
     Args:
@@ -201,8 +202,9 @@ def forward_batch(model: nn.Module, batch: Data, precision: str = "fp32") -> Ten
         batch: A ``DistNeighborLoader`` batch (with ``in_degree`` and ``self_loops`` for
             global GCN); its features in any floating dtype (as stored).
         precision: ``fp32`` or ``bf16``: the features are cast to its compute dtype.
+        x: Input rows in place of ``batch.x`` (learnable embeddings).
     """
-    x = batch.x.to(COMPUTE_DTYPES[precision])
+    x = (batch.x if x is None else x).to(COMPUTE_DTYPES[precision])
     out: Tensor = model(x, batch.edge_index, batch.num_sampled_nodes,
                         batch.num_sampled_edges, batch.get("in_degree"),
                         batch.get("self_loops"))

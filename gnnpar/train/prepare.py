@@ -105,7 +105,8 @@ def check_world_size(cfg: Config, world_size: int) -> None:
                 f"{meta.num_parts}), or re-partition with `gnnpar-partition DATASET "
                 f"--num-parts {world_size} --out DIR`.")
         check_partition_settings(cfg, meta)
-        check_graph_settings(cfg, cfg.data.dataset, meta.types.layout if meta.types else None)
+        check_graph_settings(cfg, cfg.data.dataset, meta.types.layout if meta.types else None,
+                             meta.feat_dim)
 
 
 def check_partition_settings(cfg: Config, meta: PartitionMeta) -> None:
@@ -167,24 +168,43 @@ def check_typed_settings(cfg: Config, where: str, layout: HeteroLayout) -> None:
 
 TYPED_ONLY = (("sample", "relation_fanouts"), ("model", "embed_dim"),
               ("train", "sparse_optimizer"), ("train", "sparse_lr"))
-"""Settings that only typed graphs read."""
+"""Settings that only typed graphs read (the last three: and graphs without features)."""
 
 
-def check_graph_settings(cfg: Config, where: str, layout: HeteroLayout | None) -> None:
-    """The checks of a typed graph (``layout``), or refuse typed-only settings on another."""
+def check_graph_settings(cfg: Config, where: str, layout: HeteroLayout | None,
+                         feat_dim: int) -> None:
+    """The checks of a typed graph (``layout``) or of one without features.
+
+    A graph without features learns a row per node, in sample mode (node
+    classification); a graph with features refuses the embedding settings.
+    """
     if layout is not None:
         check_typed_settings(cfg, where, layout)
         return
+    if feat_dim == 0:
+        for bad, fld, fix in ((cfg.train.mode != "sample", "train.mode", "--mode sample"),
+                              (cfg.data.task != "node", "data.task", "--task node")):
+            if bad:
+                raise ConfigError("the graph has no node features: its nodes learn an "
+                                  "embedding each, which trains node classification in "
+                                  "sample mode.", path=where, field=fld,
+                                  fix=f"pass {fix}, or give the graph features "
+                                  "(--features FILE).")
+        given = [(s, name) for s, name in TYPED_ONLY if (s, name) == ("sample",
+                                                                       "relation_fanouts")]
+    else:
+        given = list(TYPED_ONLY)
     from gnnpar.config import flag_of, sections
 
     secs = sections(Config)
-    given = [(f"{s}.{name}", flag_of(secs[s], name)) for s, name in TYPED_ONLY
-             if getattr(getattr(cfg, s), name) != getattr(type(getattr(cfg, s))(), name)]
-    if given:
-        flags = ", ".join(flag for _, flag in given)
-        raise ConfigError(f"{flags} set, but they apply to typed graphs and this one has a "
-                          "single node type.", path=where, field=given[0][0],
-                          fix=f"drop {flags}.")
+    set_ = [(f"{s}.{name}", flag_of(secs[s], name)) for s, name in given
+            if getattr(getattr(cfg, s), name) != getattr(type(getattr(cfg, s))(), name)]
+    if set_:
+        flags = ", ".join(flag for _, flag in set_)
+        raise ConfigError(f"{flags} set, but this graph has one node type"
+                          f"{' and features' if feat_dim else ''}: they apply to typed graphs "
+                          "(the embedding settings also to graphs without features).",
+                          path=where, field=set_[0][0], fix=f"drop {flags}.")
 
 
 def check_device(cfg: Config, local_world_size: int) -> None:
@@ -262,8 +282,9 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
     if (out / META_FILE).is_file():
         from gnnpar.partition.format import PartitionMeta
 
-        types = PartitionMeta.load(out).types
-        check_graph_settings(cfg, cfg.data.dataset, types.layout if types else None)
+        meta = PartitionMeta.load(out)
+        check_graph_settings(cfg, cfg.data.dataset, meta.types.layout if meta.types else None,
+                             meta.feat_dim)
         return out
     if not make:
         raise ConfigError(
@@ -275,8 +296,10 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
     dataset = cfg.data.load_any()  # a link task is checked there
     from gnnpar.datasets.hetero import HeteroGraphDataset
 
-    check_graph_settings(cfg, cfg.data.dataset, dataset.layout() if isinstance(
-        dataset, HeteroGraphDataset) else None)  # before partitioning
+    if isinstance(dataset, HeteroGraphDataset):  # checked before the partitioning
+        check_graph_settings(cfg, cfg.data.dataset, dataset.layout(), 0)
+    else:
+        check_graph_settings(cfg, cfg.data.dataset, None, dataset.feat_dim)
     if cfg.data.task == "node":
         dataset.require_node_task(cfg.data.dataset)
     try:

@@ -212,12 +212,14 @@ class Trainer:
         out = cfg.model.hidden if self.link else meta.num_classes
         engine_cls: type[Any] = MinibatchEngine if cfg.train.mode == "sample" else (
             FullGraphEngine if cfg.full.grid is None else GridEngine)
-        check_graph_settings(cfg, self.part_dir, meta.types.layout if meta.types else None)
+        check_graph_settings(cfg, self.part_dir, meta.types.layout if meta.types else None,
+                             meta.feat_dim)
         if meta.types is not None:
             self.model = build_hetero_model(cfg.model, graph, out).to(ctx.device)
             engine_cls = HeteroEngine
         else:
-            self.model = build_model(cfg.model, meta.feat_dim, out).to(ctx.device)
+            width = meta.feat_dim or cfg.model.embedding_width()  # featureless: embeddings
+            self.model = build_model(cfg.model, width, out).to(ctx.device)
         self.trained: nn.Module = self.model  # what the optimizer steps and checkpoints hold
         if self.link:
             self.trained = LinkModule(self.model, LinkDecoder(
@@ -277,7 +279,8 @@ class Trainer:
             rows[ctx.rank] = torch.tensor([partial[k] for k in SUMS], dtype=torch.float64)
             per_rank = [dict(zip(SUMS, r, strict=True))
                         for r in all_reduce_sum(ctx, rows).cpu().tolist()]
-        engine = self.engine.extra_state() if isinstance(self.engine, HeteroEngine) else {}
+        engine = (self.engine.extra_state() if isinstance(self.engine, MinibatchEngine)
+                  else {})
         save_checkpoint(self.checkpoint_dir, ctx, self.trained, self.optimizer, extra={
             "position": self._position(), "partial": per_rank, "epochs": self.record.epochs,
             "config": self.cfg.to_dict(), "engine": engine})
@@ -298,7 +301,7 @@ class Trainer:
 
         agreed(self.ctx, check)
         extra = load_checkpoint(self.checkpoint_dir, self.ctx, self.trained, self.optimizer)
-        if isinstance(self.engine, HeteroEngine):
+        if isinstance(self.engine, MinibatchEngine):
             self.engine.load_extra_state(extra.get("engine", {}))
         pos = extra["position"]
         if isinstance(self.engine, MinibatchEngine):
@@ -435,9 +438,11 @@ class Trainer:
             return {**final, **engine.accuracy()}
         flush_pipelines(engine.module)  # no stale halo exchange left in flight
         plan = engine.halo.exchange.plan if isinstance(engine, FullGraphEngine) else None
+        embedding = engine.embedding if isinstance(engine, MinibatchEngine) else None
         return {**final, **full_neighbour_accuracy(
             self.model, self.graph, self.ctx, self.split_sizes, self.stats, t.precision,
-            int(t.eval_budget_mb * 2**20), plan)}
+            int(t.eval_budget_mb * 2**20), plan,
+            None if embedding is None else embedding.weight)}
 
     def _log_epoch(self, entry: dict[str, Any]) -> None:
         t = self.cfg.train

@@ -4,7 +4,8 @@
 ``HeteroGraphDataset.to_pyg()``; featureless node types get learnable
 ``torch.nn.Embedding(sparse=True)`` rows (``torch.optim.SparseAdam``) or zeros.
 :func:`homogeneous_accuracy` trains GraphSAGE on ``to_homogeneous()``, the featureless
-nodes' features all zero.
+nodes' features all zero; :func:`featureless_accuracy` GraphSAGE on a learnable row per
+node of a graph without features.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn import SAGEConv, to_hetero
 
+from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.hetero import HeteroGraphDataset
 
 
@@ -100,3 +102,24 @@ def homogeneous_accuracy(ds: HeteroGraphDataset, hidden: int = 32, epochs: int =
         forward()
     return fit(list(model.parameters()), forward, homo.y,
                (homo.train_mask, homo.val_mask, homo.test_mask), epochs, lr)
+
+
+def featureless_accuracy(ds: GraphDataset, hidden: int = 32, epochs: int = 100,
+                         lr: float = 0.01, sparse_lr: float = 0.05, seed: int = 0) -> float:
+    """Test accuracy of full-batch GraphSAGE on learnable ``nn.Embedding`` rows per node."""
+    torch.manual_seed(seed)
+    data = ds.to_pyg()
+    table = torch.nn.Embedding(ds.num_nodes, hidden, sparse=True)
+    model = SAGE(hidden, ds.num_classes)
+    every = torch.arange(ds.num_nodes)
+
+    def forward(train: bool = True) -> torch.Tensor:
+        model.train(train)
+        out: torch.Tensor = model(table(every), data.edge_index)
+        return out
+
+    with torch.no_grad():
+        forward()
+    return fit(list(model.parameters()), forward, data.y,
+               (data.train_mask, data.val_mask, data.test_mask), epochs, lr, [table.weight],
+               sparse_lr)

@@ -60,3 +60,15 @@ def resume_typed(part_dir: str, out: str) -> dict[str, Any]:
     resumed.fit()
     res["resumed"] = _state(resumed)
     return res
+
+
+def train_featureless(part_dir: str, out: str) -> dict[str, Any]:
+    """A graph without features: every node learns its input row (full-neighbour eval)."""
+    from gnnpar.distributed import init
+    from gnnpar.train.trainer import Trainer
+
+    ctx = init()
+    cfg = small_config(out, **{**TYPED, "epochs": 10, "eval": "full"})
+    trainer = Trainer(cfg, part_dir, ctx)
+    return {"summary": trainer.fit(), "rank": ctx.rank,
+            "rows": trainer.engine.embedding.weight.shape[0]}

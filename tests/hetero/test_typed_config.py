@@ -24,16 +24,24 @@ LAYOUT = typed(num_papers=50, num_authors=20, num_venues=6).layout()
 ])
 def test_typed_graph_refuses(cfg: Config, field: str, fix: str) -> None:
     with pytest.raises(ConfigError) as exc:
-        check_graph_settings(cfg.validate(), "DATASET", LAYOUT)
+        check_graph_settings(cfg.validate(), "DATASET", LAYOUT, 0)
     assert exc.value.field == field and fix in exc.value.fix
 
 
 def test_homogeneous_graph_refuses_typed_settings() -> None:
     cfg = Config(model=ModelConfig(embed_dim=8), train=TrainConfig(sparse_lr=0.1)).validate()
     with pytest.raises(ConfigError, match="--embed-dim, --sparse-lr") as exc:
-        check_graph_settings(cfg, "DATASET", None)
+        check_graph_settings(cfg, "DATASET", None, 16)
     assert exc.value.field == "model.embed_dim"
-    check_graph_settings(Config().validate(), "DATASET", None)
+    check_graph_settings(cfg, "DATASET", None, 0)  # featureless: its nodes learn rows
+    check_graph_settings(Config().validate(), "DATASET", None, 16)
+    typed_only = Config(sample=SampleConfig(relation_fanouts="cites=5,5")).validate()
+    with pytest.raises(ConfigError, match="--relation-fanouts"):
+        check_graph_settings(typed_only, "DATASET", None, 0)
+    with pytest.raises(ConfigError, match="no node features") as exc:
+        check_graph_settings(Config(train=TrainConfig(mode="full")).validate(), "DATASET",
+                             None, 0)
+    assert exc.value.field == "train.mode"
 
 
 def test_relation_fanouts_syntax_and_names() -> None:

@@ -11,6 +11,7 @@ beat homogeneous GraphSAGE on the homogeneous view by far.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import _typed_reference as R  # noqa: E402
 import _typed_train as T  # noqa: E402
 
 from gnnpar.datasets.hetero import HeteroGraphDataset  # noqa: E402
-from gnnpar.datasets.synthetic import typed  # noqa: E402
+from gnnpar.datasets.synthetic import sbm, typed  # noqa: E402
 from gnnpar.partition.writer import partition_graph  # noqa: E402
 from gnnpar.testing import run_multiproc  # noqa: E402
 
@@ -74,3 +75,20 @@ def test_resume_restores_model_and_embeddings(runs: Any) -> None:
         assert np.array_equal(full["embedding_ids"], resumed["embedding_ids"])
         for key, value in full.items():
             assert np.array_equal(resumed[key], value), key
+
+
+def test_featureless_graph_learns_embeddings(tmp_path: Path) -> None:
+    """A homogeneous graph without features: a sharded learnable row per node, as PyG's
+    GraphSAGE on ``nn.Embedding`` rows (full batch, SparseAdam) learns them."""
+    ds = replace(sbm(num_nodes=4000, avg_degree=8, num_classes=4, feat_dim=4,
+                     homophily=0.7, seed=0), x=None)
+    partition_graph(ds, 2, tmp_path / "parts")
+    ranks = run_multiproc(T.train_featureless, 2, str(tmp_path / "parts"),
+                          str(tmp_path / "run"))
+    summary = ranks[0]["summary"]
+    pyg = R.featureless_accuracy(ds, hidden=T.TYPED["hidden"], lr=T.TYPED["lr"],
+                                 sparse_lr=T.TYPED["sparse_lr"])
+    print(f"gnnpar 2 ranks {summary['test_acc']:.4f} (full-neighbour), PyG {pyg:.4f}")
+    assert summary["eval"] == "full" and summary["test_acc"] >= pyg - 0.01
+    assert sum(r["rows"] for r in ranks) == ds.num_nodes  # each row held by one rank
+    assert "feature" not in summary["comm_per_epoch"]  # no feature rows to gather
