@@ -20,10 +20,13 @@ same run:
    ``embedding_ids`` (their requests), ``embedding_grad`` (gradients sent to the owners),
    beside ``feature``, ``feature_ids``, ``sample`` and ``grad`` (DDP's all-reduce);
 3. peak resident memory (``VmHWM``, :func:`gnnpar.parallel.measure.peak_rss_bytes`) of
-   each rank of that 2-rank run, and its growth over the rank's resident set after the
-   imports, against the same training run in one process on the 1-part partition, and
-   against one process that loads the whole typed dataset and builds the PyG
-   ``HeteroData`` plus a CSC per relation (what a single-machine sampler holds).
+   each rank of that 2-rank run, as growth over the rank's resident set after the imports
+   once the ``Trainer`` is built, after the last training step (step hook), and at the end
+   (the last epoch's sampled evaluation, batch 1024 as training, and the one checkpoint,
+   ``checkpoint_every`` past the last epoch), against the same training run in one
+   process on the 1-part partition, and against one process that loads the whole typed
+   dataset and builds the PyG ``HeteroData`` plus a CSC per relation (what a
+   single-machine sampler holds).
 
     python benchmarks/bench_typed.py [--small] [--papers N] [--authors N] [--venues N]
                                      [--batches N] [--epochs N] [--json OUT]

@@ -150,11 +150,12 @@ def sample_positions(indptr: Tensor, nodes: Tensor, keys: Tensor, fanout: int,
 
 
 def sample_in_ranges(start: Tensor, deg: Tensor, keys: Tensor, fanout: int,
-                     replace: bool = False) -> Tensor:
+                     replace: bool = False, max_degree: int | None = None) -> Tensor:
     """Sample up to ``fanout`` positions of each range ``start .. start + deg``.
 
     :func:`sample_positions` on ranges given directly (e.g. one relation's in-edges of
-    each node, a sub-range of its row).
+    each node, a sub-range of its row).  ``max_degree``, when known on the host and at
+    most ``fanout``, skips the draws: every range is kept whole (the same result).
 
     Returns:
         ``[n, k]`` positions, padded with ``-1``, as :func:`sample_positions`.
@@ -163,6 +164,8 @@ def sample_in_ranges(start: Tensor, deg: Tensor, keys: Tensor, fanout: int,
     n, k = start.numel(), fanout
     slots = torch.arange(k, device=dev)
     draws = mix(keys[:, None] + (slots + 1) * _signed(_GOLDEN)) & _MASK62
+    if not replace and max_degree is not None and max_degree <= k:
+        return torch.where(slots < deg[:, None], start[:, None] + slots, -1)
     if replace:
         pos = draws % deg.clamp(min=1)[:, None]
         valid = (deg > 0)[:, None].expand(n, k)

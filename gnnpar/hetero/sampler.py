@@ -10,10 +10,14 @@ travel in the same three collectives as a homogeneous hop (never one exchange pe
 
 Each node's in-edges are stored sorted by relation, so relation ``r``'s in-edges of a node
 are a sub-range of its row, found by a vectorised binary search on the part's ``etype``
-(``ceil(log2(max degree + 1))`` whole-tensor steps, no host synchronisation), then sampled
-by :func:`~gnnpar.sampler.sample_in_ranges` exactly as a homogeneous row is: uniformly
-without replacement (all of them when there are at most ``fanout``), with the same
-counter-based keys, salted by the relation.
+(``ceil(log2(max degree + 1))`` whole-tensor steps), then sampled by
+:func:`~gnnpar.sampler.sample_in_ranges` exactly as a homogeneous row is: uniformly
+without replacement (all of them when there are at most ``fanout``; a relation whose
+largest in-degree is at most its fan-out skips the draws), with the same counter-based
+keys, salted by the relation.  The rows are grouped by node type first, so a relation
+costs work on the rows of its destination type only; that grouping is the one host read
+a typed hop adds to a homogeneous one, on each side (the rows sampled here, and those
+served to peers).
 """
 
 from __future__ import annotations
@@ -99,6 +103,29 @@ def lower_bound(values: Tensor, lo: Tensor, hi: Tensor, target: int, steps: int)
     return lo
 
 
+def relation_max_degrees(indptr: Tensor, etype: Tensor, num_relations: int,
+                         chunk_edges: int = 1 << 22) -> list[int]:
+    """The largest number of stored in-edges of each relation into one node.
+
+    One pass over the CSC in chunks of about ``chunk_edges`` edges (the memory bound).
+    """
+    best = torch.zeros(num_relations, dtype=torch.int64)
+    ptr = indptr.cpu()
+    rows = ptr.numel() - 1
+    start = 0
+    while start < rows:
+        stop = int(torch.searchsorted(ptr, ptr[start] + chunk_edges, right=True))
+        stop = min(rows, max(stop - 1, start + 1))
+        lo, hi = int(ptr[start]), int(ptr[stop])
+        row = torch.repeat_interleave(torch.arange(stop - start), ptr[start:stop + 1].diff(),
+                                      output_size=hi - lo)
+        key = row * num_relations + etype[lo:hi].cpu().to(torch.int64)
+        counts = torch.bincount(key, minlength=(stop - start) * num_relations)
+        best = torch.maximum(best, counts.view(-1, num_relations).max(0).values)
+        start = stop
+    return best.tolist()
+
+
 class DistHeteroNeighborSampler(DistNeighborSampler):
     """Multi-hop sampling of a typed graph with fan-outs per relation (collective).
 
@@ -133,8 +160,13 @@ class DistHeteroNeighborSampler(DistNeighborSampler):
         super().__init__(graph, ctx, self._layout_columns(), replace, seed, stats, device)
         assert self.graph.etype is not None
         self._etype = self.graph.etype
+        dst = self.layout.dst_types()
+        self._into = [[r for r in range(len(dst)) if dst[r] == t]  # ascending relation ids
+                      for t in range(len(self.layout.node_types))]
         rows = self.graph.indptr.diff()
         self._steps = int(rows.max()).bit_length() + 1 if rows.numel() else 1
+        self._max_degree = relation_max_degrees(self.graph.indptr, self._etype,
+                                                len(self.layout.edge_types))
 
     def _layout_columns(self) -> list[int]:
         """Set each hop's column runs per relation; return each hop's row width."""
@@ -167,28 +199,43 @@ class DistHeteroNeighborSampler(DistNeighborSampler):
         self._col_rel = [c.to(self.device) for c in self._col_rel]
 
     def _positions(self, local: Tensor, gids: Tensor, keys: Tensor, hop: int) -> Tensor:
-        """``[n, width]`` positions: each relation's sampled in-edges in its columns."""
+        """``[n, width]`` positions: each relation's sampled in-edges in its columns.
+
+        Rows are grouped by node type (one sort and one host read of the counts), and
+        each type's rows are split into its relations' ranges by ``R_t - 1`` binary
+        searches (a row's in-edges start with its first relation's and end with its
+        last's), so a relation's work is over the rows of its destination type only.
+        """
         g, dev = self.graph, self.device
         n = local.numel()
         pos = torch.full((n, self.fanouts[hop]), -1, dtype=torch.int64, device=dev)
         if n == 0 or self._etype.numel() == 0:
             return pos
         ntype = g.node_type(gids)
-        start = g.indptr.index_select(0, local)
-        end = g.indptr.index_select(0, local + 1)
-        dst = self.layout.dst_types()
-        for r, f in enumerate(self.relation_fanouts):
-            k = f[hop]
-            if k == 0:
+        order = torch.argsort(ntype, stable=True)
+        counts = torch.bincount(ntype, minlength=len(self.layout.node_types)).tolist()
+        first = 0
+        for t, size in enumerate(counts):
+            rels = self._into[t]
+            rows = order[first:first + size]
+            first += size
+            if size == 0 or not rels:
                 continue
-            mine = ntype == dst[r]
-            lo = lower_bound(self._etype, start, end, r, self._steps)
-            hi = lower_bound(self._etype, lo, end, r + 1, self._steps)
-            deg = torch.where(mine, hi - lo, 0)
-            drawn = sample_in_ranges(lo, deg, mix(keys ^ _signed((r + 1) * _C1)), k,
-                                     self.replace)
-            cols = slice(self._offset[hop][r], self._offset[hop][r] + k)
-            pos[:, cols] = torch.where(mine[:, None], drawn, pos[:, cols])
+            at = local.index_select(0, rows)
+            lo = g.indptr.index_select(0, at)
+            end = g.indptr.index_select(0, at + 1)
+            row_keys = keys.index_select(0, rows)
+            for i, r in enumerate(rels):
+                hi = end if i + 1 == len(rels) else lower_bound(
+                    self._etype, lo, end, rels[i + 1], self._steps)
+                k = self.relation_fanouts[r][hop]
+                if k:
+                    drawn = sample_in_ranges(lo, hi - lo, mix(row_keys ^ _signed((r + 1) * _C1)),
+                                             k, self.replace, self._max_degree[r])
+                    cols = torch.arange(self._offset[hop][r], self._offset[hop][r] + k,
+                                        device=dev)
+                    pos[rows[:, None], cols] = drawn
+                lo = hi
         return pos
 
     def _edge_types(self, frontier: Tensor, pos: Tensor, hop: int) -> Tensor:
