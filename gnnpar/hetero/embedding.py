@@ -27,6 +27,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -39,11 +40,20 @@ from gnnpar.ops import count
 from gnnpar.sampler import _MASK62, mix, mix_int
 
 
-def hashed_uniform(ids: Tensor, dim: int, seed: int, scale: float) -> Tensor:
-    """``[n, dim]`` float32 rows uniform in ``[-scale, scale)``, a pure function of the ids."""
+def hashed_uniform(ids: Tensor, dim: int, seed: int, scale: float,
+                   chunk_rows: int = 1 << 14) -> Tensor:
+    """``[n, dim]`` float32 rows uniform in ``[-scale, scale)``, a pure function of the ids.
+
+    Made in chunks of ``chunk_rows`` rows, so the temporaries stay a few MiB.
+    """
     cols = torch.arange(dim, dtype=torch.int64)
-    z = mix(ids.to(torch.int64)[:, None] * dim + cols + mix_int(seed, dim))
-    return ((z & _MASK62).to(torch.float64) / 2.0**62 * 2 - 1).mul_(scale).float()
+    salt = mix_int(seed, dim)
+    out = torch.empty((ids.numel(), dim), dtype=torch.float32)
+    for a in range(0, ids.numel(), chunk_rows):
+        z = mix(ids[a:a + chunk_rows].to(torch.int64)[:, None] * dim + cols + salt)
+        out[a:a + chunk_rows] = (z & _MASK62).to(torch.float64).mul_(2.0**-61).sub_(1) \
+            .mul_(scale)
+    return out
 
 
 class DistEmbedding:
@@ -80,7 +90,7 @@ class DistEmbedding:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise ConfigError(f"got dim={dim!r}.", field="dim", fix="pass an int >= 1.")
         self.graph, self.ctx, self.dim, self.name = graph, ctx, dim, name
-        orig = torch.from_numpy(graph.part.orig_ids[:]).to(torch.int64)
+        orig = torch.from_numpy(np.array(graph.part.orig_ids, dtype=np.int64))
         if types is not None:
             book = graph.meta.types
             if book is None:
@@ -215,25 +225,27 @@ class SparseOptimizer:
 def gather_state(emb: DistEmbedding, tensors: dict[str, Tensor]) -> dict[str, Tensor]:
     """Every rank's rows of ``tensors`` on rank 0, sorted by dataset id (collective).
 
+    One exchange per tensor, so rank 0 holds the gathered tables and one in flight.
+
     Returns:
         On rank 0, ``{"ids": [N_rows], name: [N_rows, dim], ...}``; elsewhere ``{}``.
     """
     ctx = emb.ctx
-    world = ctx.world_size
-    rows = torch.cat([emb.orig_ids.to(emb.weight.device)[:, None].view(torch.float32),
-                      *(t.float() for t in tensors.values())], 1)
-    n = rows.shape[0]
-    send = [n if r == 0 else 0 for r in range(world)]
-    sizes = [int(v) for v in exchange_counts(ctx, torch.tensor(send, device=ctx.device))[1]]
-    got, _ = all_to_all_v(ctx, rows, send, sizes)
-    if not ctx.is_main:
-        return {}
-    got = got.cpu()
-    ids = got[:, :2].contiguous().view(torch.int64).squeeze(1)
+    dev = emb.weight.device
+    n = emb.orig_ids.numel()
+    send = [n if r == 0 else 0 for r in range(ctx.world_size)]
+    recv = [int(v) for v in exchange_counts(ctx, torch.tensor(send, device=ctx.device))[1]]
+
+    def to_main(rows: Tensor) -> Tensor:
+        return all_to_all_v(ctx, rows.to(dev), send, recv)[0].cpu()
+
+    ids = to_main(emb.orig_ids)
     order = torch.argsort(ids)
-    out = {"ids": ids[order]}
-    for i, name in enumerate(tensors):
-        out[name] = got[order, 2 + i * emb.dim:2 + (i + 1) * emb.dim].contiguous()
+    out = {"ids": ids[order]} if ctx.is_main else {}
+    for name, t in tensors.items():
+        got = to_main(t)
+        if ctx.is_main:
+            out[name] = got.index_select(0, order)
     return out
 
 
