@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import sys
 import time
@@ -11,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _ogb_files import csv_gz
+from _ogb_files import write_typed_layout
 from torch_geometric.data import HeteroData
 
 from gnnpar.datasets import (
@@ -205,29 +204,9 @@ def test_to_pyg_and_back() -> None:
 
 
 # ---------------------------------------------------------------------- OGB typed layout
-def _csv_header_gz(path: Path, header: list[str], row: list[object]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wt") as f:
-        f.write(",".join(header) + "\n" + ",".join(str(v) for v in row) + "\n")
-
-
 def write_hetero_layout(d: Path, split: str = "time") -> None:
-    """ogbn-mag-style layout, as ogb's read_csv_heterograph_raw reads it."""
-    raw = d / "raw"
-    _csv_header_gz(raw / "num-node-dict.csv.gz", list(NUM_NODES), list(NUM_NODES.values()))
-    csv_gz(raw / "triplet-type-list.csv.gz", np.array([list(et) for et in EDGES]))
-    for et, (s, t) in EDGES.items():
-        rel = raw / "relations" / "___".join(et)
-        csv_gz(rel / "edge.csv.gz", np.stack([s, t], axis=1))
-        csv_gz(rel / "num-edge-list.csv.gz", [len(s)])
-    csv_gz(raw / "node-feat" / "paper" / "node-feat.csv.gz", X_PAPER)
-    csv_gz(raw / "node-feat" / "venue" / "node-feat.csv.gz", X_VENUE)
-    _csv_header_gz(raw / "nodetype-has-label.csv.gz", list(NUM_NODES), [False, True, False])
-    csv_gz(raw / "node-label" / "paper" / "node-label.csv.gz", np.where(Y < 0, 0, Y))
-    _csv_header_gz(d / "split" / split / "nodetype-has-split.csv.gz", list(NUM_NODES),
-                   [False, True, False])
-    for part, fld in (("train", "train_idx"), ("valid", "val_idx"), ("test", "test_idx")):
-        csv_gz(d / "split" / split / "paper" / f"{part}.csv.gz", SPLIT[fld])
+    """The hand-written graph in ogbn-mag's layout."""
+    write_typed_layout(d, small(), split)
 
 
 def test_ogb_typed_layout_through_ogb_twice(tmp_path: Path) -> None:

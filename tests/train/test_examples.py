@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gnnpar.datasets.synthetic import sbm
+from gnnpar.datasets.synthetic import sbm, typed
 from gnnpar.partition import partition_graph
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -74,14 +74,27 @@ def test_dnn_hybrid_parallel_example_writes_the_run_record(tmp_path: Path) -> No
     assert record["epochs"][1]["comm"]  # tensor parallelism communicates every step
 
 
-def test_typed_example_with_nproc(tmp_path: Path) -> None:
-    # --nproc: the example itself starts the workers, which import it (its main guard).
+def test_typed_example_on_an_ogb_typed_layout_with_nproc(tmp_path: Path) -> None:
+    # An ogbn-mag-like dataset in OGB's typed layout (relations stored once; the loader
+    # adds the reverses), through the example's own --nproc (its workers import it).
+    sys.path.insert(0, str(Path(__file__).parents[1] / "datasets"))
+    from _ogb_files import write_typed_layout
+
+    ds = typed(num_papers=1000, num_authors=500, num_venues=20, seed=3)
+    stored = {et: ds.edges[et] for et in ds.edges if not et[1].startswith("rev_")}
+    write_typed_layout(tmp_path / "tinymag", replace(ds, edges=stored))
+    meta = {"dir_path": str(tmp_path / "tinymag"), "split": "time", "num tasks": "1",
+            "num classes": str(ds.num_classes), "add_inverse_edge": "False",
+            "binary": "False", "is hetero": "True", "name": "tinymag"}
+    (tmp_path / "tinymag.json").write_text(json.dumps(meta))
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLES / "train_typed.py"),
-         "synthetic:typed?papers=1000&authors=500&venues=20", "--nproc", "2", "--epochs", "3",
-         "--no-progress", "--root", str(tmp_path / "data"), "--out", str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        [sys.executable, str(EXAMPLES / "train_typed.py"), str(tmp_path / "tinymag.json"),
+         "--nproc", "2", "--epochs", "3", "--no-progress", "--root", str(tmp_path / "data"),
+         "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=600,
+        cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads((tmp_path / "run" / "record.json").read_text())["summary"]
+    record = json.loads((tmp_path / "run" / "record.json").read_text())
+    summary = record["summary"]
     assert summary["eval"] == "sampled" and summary["test_acc"] > 0.5  # 6 classes
     assert summary["comm_per_epoch"]["embedding_grad"]["bytes"] > 0
+    assert sorted(record["partition"]["node_types"]) == ["author", "paper", "venue"]
