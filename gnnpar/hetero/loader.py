@@ -48,17 +48,20 @@ from gnnpar.sampler import SamplerOutput, mix_int
 
 def typed_feature_stores(graph: DistGraph, ctx: DistContext, stats: CommStats | None = None,
                          cache_bytes: int = 0) -> dict[int, DistFeatureStore]:
-    """One feature store per node type with features (``x``: its ``feat_{t}`` rows)."""
+    """One feature store per node type with features (``x``: its ``feat_{t}`` rows).
+
+    ``cache_bytes`` is shared out equally: each store caches the rows of its type's most
+    referenced halo nodes in its share.
+    """
     book = graph.meta.types
     if book is None:
         raise ConfigError("the partition is of a homogeneous graph.", field="graph",
                           fix="use DistFeatureStore, or partition a typed graph.")
-    stores = {}
-    for t, width in enumerate(book.layout.feat_dims):
-        if width:
-            stores[t] = DistFeatureStore(graph, ctx, cache_bytes=cache_bytes, stats=stats,
-                                         arrays={"x": graph.type_features(t)}, types=(t,))
-    return stores
+    featured = [t for t, width in enumerate(book.layout.feat_dims) if width]
+    share = cache_bytes // max(len(featured), 1)
+    return {t: DistFeatureStore(graph, ctx, cache_bytes=share, stats=stats,
+                                arrays={"x": graph.type_features(t)}, types=(t,))
+            for t in featured}
 
 
 class DistHeteroNeighborLoader(DistNeighborLoader):

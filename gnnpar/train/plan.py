@@ -522,7 +522,16 @@ def plan_run(cfg: Config) -> str:
         raise ConfigError("--plan needs the number of ranks.", field="run.nproc",
                           fix="pass --nproc N with --plan (or a partition directory).")
     part_dir = resolve_partition(cfg, world, progress=cfg.run.progress)
-    stats = GraphStats.from_meta(PartitionMeta.load(part_dir))
+    meta = PartitionMeta.load(part_dir)
+    if meta.types is not None or meta.feat_dim == 0:
+        what = "a typed graph" if meta.types is not None else "a graph without features"
+        raise ConfigError(f"the partition is of {what}, which trains in sample mode only "
+                          "(learnable embeddings); there is no strategy to choose, and the "
+                          "planner's model counts neither types nor embeddings.",
+                          path=part_dir, field="run.plan",
+                          fix="drop --plan and train with --mode sample"
+                          + (" --eval sampled." if meta.types is not None else "."))
+    stats = GraphStats.from_meta(meta)
     budget = None if cfg.run.plan_memory_gb is None else int(cfg.run.plan_memory_gb * 2**30)
     chosen = plan(stats, cfg.model, cfg.sample, budget, cfg.run.speeds(),
                   eval_budget=int(cfg.train.eval_budget_mb * 2**20))

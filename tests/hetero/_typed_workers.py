@@ -30,10 +30,11 @@ def _numpy(batch: Any) -> dict[str, Any]:
 
 
 def _models_on(batch: Any, layout: Any) -> dict[str, Any]:
-    """HeteroSAGE (trimmed) vs PyG's to_hetero GraphSAGE (whole batch), same weights; and
-    one training step of PyG's HGTConv and RGCNConv on the batch."""
-    from torch_geometric.nn import HGTConv, RGCNConv, to_hetero
+    """HeteroSAGE (trimmed) vs PyG's to_hetero GraphSAGE (whole batch), same weights; PyG's
+    trim_to_layer on the batch's counts; one step of PyG's HGTConv and RGCNConv."""
+    from torch_geometric.nn import HeteroConv, HGTConv, RGCNConv, SAGEConv, to_hetero
     from torch_geometric.nn.models import GraphSAGE
+    from torch_geometric.utils import trim_to_layer
 
     from gnnpar.hetero.model import HeteroSAGE
 
@@ -48,6 +49,21 @@ def _models_on(batch: Any, layout: Any) -> dict[str, Any]:
                           if k in ours.state_dict()})
     out = ours(x, batch.edge_index_dict, batch.num_sampled_nodes_dict,
                batch.num_sampled_edges_dict)
+    # PyG's own hierarchical trimming (trim_to_layer) on the batch's per-type counts
+    convs = [HeteroConv({r: SAGEConv((-1, -1), 8) for r in meta[1]}, aggr="sum")
+             for _ in range(2)]
+
+    def hierarchical(trim: bool) -> torch.Tensor:
+        xd, ed = dict(x), dict(batch.edge_index_dict)
+        for i, conv in enumerate(convs):
+            if trim:
+                xd, ed, _ = trim_to_layer(i, batch.num_sampled_nodes_dict,
+                                          batch.num_sampled_edges_dict, xd, ed)
+            xd = conv(xd, ed)
+        return xd["paper"][: batch["paper"].batch_size]
+
+    with torch.no_grad():
+        whole, trimmed = hierarchical(False), hierarchical(True)
     hgt = HGTConv({t: v.shape[1] for t, v in x.items()}, 8, meta, heads=2)
     hgt_loss = hgt(x, batch.edge_index_dict)["paper"].square().mean()
     hgt_loss.backward()
@@ -57,6 +73,7 @@ def _models_on(batch: Any, layout: Any) -> dict[str, Any]:
                      homo.edge_type).square().mean()
     rgcn_loss.backward()
     return {"ours": out.detach().numpy(), "to_hetero": ref_out.detach().numpy(),
+            "trim_whole": whole.numpy(), "trim_trimmed": trimmed.numpy(),
             "losses": [float(hgt_loss), float(rgcn_loss)],
             "grads_finite": all(bool(torch.isfinite(p.grad).all())
                                 for m in (hgt, rgcn) for p in m.parameters()
@@ -109,8 +126,9 @@ def sample_and_embed(part_dir: str, steps: list[tuple[np.ndarray, np.ndarray]]
     graph = DistGraph.load(part_dir, ctx)
     stats = CommStats()
     labels = DistFeatureStore(graph, ctx, arrays={"y": graph.part.label}, stats=stats)
-    loader = DistHeteroNeighborLoader(graph, labels, typed_feature_stores(graph, ctx, stats),
-                                      FANOUTS, "train", batch_size=64)
+    # a small cache: some paper rows come from it, and must still be the source's
+    stores = typed_feature_stores(graph, ctx, stats, cache_bytes=2**12)
+    loader = DistHeteroNeighborLoader(graph, labels, stores, FANOUTS, "train", batch_size=64)
     raw = list(loader)
     res: dict[str, Any] = {"batches": [_numpy(b) for b in raw], "rank": ctx.rank,
                            "sample_bytes": stats.counters["sample"].bytes_sent}

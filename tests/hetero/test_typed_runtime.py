@@ -140,6 +140,8 @@ def test_typed_batches_match_the_source(graph: HeteroGraphDataset, runs: Any,
 def test_relation_wise_model_equals_to_hetero(runs: Any) -> None:
     models = runs[1][1][0]["models"]
     np.testing.assert_allclose(models["ours"], models["to_hetero"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(models["trim_trimmed"], models["trim_whole"], rtol=1e-5,
+                               atol=1e-6)
     assert all(np.isfinite(models["losses"])) and models["grads_finite"]
 
 
