@@ -103,29 +103,6 @@ def lower_bound(values: Tensor, lo: Tensor, hi: Tensor, target: int, steps: int)
     return lo
 
 
-def relation_max_degrees(indptr: Tensor, etype: Tensor, num_relations: int,
-                         chunk_edges: int = 1 << 22) -> list[int]:
-    """The largest number of stored in-edges of each relation into one node.
-
-    One pass over the CSC in chunks of about ``chunk_edges`` edges (the memory bound).
-    """
-    best = torch.zeros(num_relations, dtype=torch.int64)
-    ptr = indptr.cpu()
-    rows = ptr.numel() - 1
-    start = 0
-    while start < rows:
-        stop = int(torch.searchsorted(ptr, ptr[start] + chunk_edges, right=True))
-        stop = min(rows, max(stop - 1, start + 1))
-        lo, hi = int(ptr[start]), int(ptr[stop])
-        row = torch.repeat_interleave(torch.arange(stop - start), ptr[start:stop + 1].diff(),
-                                      output_size=hi - lo)
-        key = row * num_relations + etype[lo:hi].cpu().to(torch.int64)
-        counts = torch.bincount(key, minlength=(stop - start) * num_relations)
-        best = torch.maximum(best, counts.view(-1, num_relations).max(0).values)
-        start = stop
-    return best.tolist()
-
-
 class DistHeteroNeighborSampler(DistNeighborSampler):
     """Multi-hop sampling of a typed graph with fan-outs per relation (collective).
 
@@ -165,8 +142,7 @@ class DistHeteroNeighborSampler(DistNeighborSampler):
                       for t in range(len(self.layout.node_types))]
         rows = self.graph.indptr.diff()
         self._steps = int(rows.max()).bit_length() + 1 if rows.numel() else 1
-        self._max_degree = relation_max_degrees(self.graph.indptr, self._etype,
-                                                len(self.layout.edge_types))
+        self._max_degree = graph.relation_max_degrees
 
     def _layout_columns(self) -> list[int]:
         """Set each hop's column runs per relation; return each hop's row width."""
