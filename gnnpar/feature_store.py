@@ -156,6 +156,8 @@ class DistFeatureStore:
         self.types = types
         self.kind = kind
         self._shift, num_rows = self._row_shift(types)
+        self._bounds = None if types is None or graph.type_bounds is None else \
+            graph.type_bounds.to(self.device)
         for name, a in arrays.items():
             if len(a) != num_rows:
                 raise ConfigError(f"array {name!r} has {len(a)} rows, this rank owns "
@@ -199,14 +201,12 @@ class DistFeatureStore:
         for t, start in enumerate(book.part_bounds(g.rank)[:-1].tolist()):
             shift.append(start - held if t in types else 1 << 62)
             held += counts[t] if t in types else 0
-        assert g.type_bounds is not None
-        self._bounds = g.type_bounds.to(self.device)
         return torch.tensor(shift, device=self.device), held
 
-    def _rows(self, gids: Tensor) -> Tensor:
-        """Row of each owned global id in the held arrays."""
+    def rows_of(self, gids: Tensor) -> Tensor:
+        """Row of each owned global id in the held arrays (local, not collective)."""
         local = gids - self.graph.first_gid
-        if self._shift is None:
+        if self._shift is None or self._bounds is None:
             return local
         seg = torch.searchsorted(self._bounds, gids, right=True) - 1
         return local - self._shift.index_select(0, seg - self.graph.rank * self._shift.numel())
@@ -262,11 +262,11 @@ class DistFeatureStore:
 
     def owned_rows(self, name: str, gids: Tensor) -> Tensor:
         """Rows of array ``name`` for global ids this rank owns (local, not collective)."""
-        return self._owned_rows(name, self._rows(gids.to(self.device)))
+        return self._owned_rows(name, self.rows_of(gids.to(self.device)))
 
     def _serve(self, ids: Tensor, names: tuple[str, ...]) -> Tensor:
         """The rows peers asked for: one array as it is, several packed into byte rows."""
-        local = self._rows(ids)
+        local = self.rows_of(ids)
         if len(names) == 1:
             return self._owned_rows(names[0], local)
         layout, width = _row_layout({n: self._owned[n] for n in names})
@@ -374,10 +374,10 @@ class DistFeatureStore:
                                  names, self.kind)
         for n in names:  # owned and cached rows while the remote ones travel
             for lo, hi in slices:
-                self._owned_rows(n, self._rows(gids[lo:hi]), out=out[n][lo:hi])
+                self._owned_rows(n, self.rows_of(gids[lo:hi]), out=out[n][lo:hi])
             if own_pos is not None:
                 out[n].index_copy_(0, own_pos, self._owned_rows(
-                    n, self._rows(gids.index_select(0, own_pos))))
+                    n, self.rows_of(gids.index_select(0, own_pos))))
             if hits.numel():
                 rows = self._cache[n].index_select(0, slot.index_select(0, hits))
                 _place(out[n], rem_pos, hits, inverse, rows, remote.numel())

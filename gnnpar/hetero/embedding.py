@@ -151,7 +151,7 @@ def _to_owners(emb: DistEmbedding, ids: Tensor, grads: Tensor) -> tuple[Tensor, 
     got, _ = all_to_all_v(ctx, packed, send_counts, recv_counts, stats=emb.store.stats,
                           kind="embedding_grad")
     arrived = got[:, emb.dim:].contiguous().view(torch.int64).squeeze(1)
-    rows, where = torch.unique(emb.store._rows(arrived), return_inverse=True)
+    rows, where = torch.unique(emb.store.rows_of(arrived), return_inverse=True)
     total = torch.zeros((rows.numel(), emb.dim), dtype=torch.float32, device=dev)
     total.index_add_(0, where, got[:, :emb.dim])
     return rows, total.div_(ctx.world_size)
