@@ -123,13 +123,12 @@ class DistEmbedding:
     def take_grads(self) -> tuple[Tensor, Tensor]:
         """The ids and gradients of the rows returned since the last step (then forgotten)."""
         dev = self.weight.device
-        ids = [g for g, r in self._trace if r.grad is not None]
-        grads = [r.grad for _, r in self._trace if r.grad is not None]
+        used = [(g, r.grad) for g, r in self._trace if r.grad is not None]
         self._trace.clear()
-        if not ids:
+        if not used:
             return (torch.zeros(0, dtype=torch.int64, device=dev),
                     torch.zeros((0, self.dim), device=dev))
-        return torch.cat(ids), torch.cat([g for g in grads if g is not None])
+        return torch.cat([g for g, _ in used]), torch.cat([grad for _, grad in used])
 
 
 def _to_owners(emb: DistEmbedding, ids: Tensor, grads: Tensor) -> tuple[Tensor, Tensor]:
