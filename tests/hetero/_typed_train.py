@@ -72,3 +72,10 @@ def train_featureless(part_dir: str, out: str) -> dict[str, Any]:
     trainer = Trainer(cfg, part_dir, ctx)
     return {"summary": trainer.fit(), "rank": ctx.rank,
             "rows": trainer.engine.embedding.weight.shape[0]}
+
+
+def two_rank_jobs(typed_dir: str, featureless_dir: str, out: str) -> dict[str, Any]:
+    """The 2-rank runs of the tests on one set of ranks (starting ranks costs most)."""
+    return {"two": train_typed(typed_dir, f"{out}/two"),
+            "resume": resume_typed(typed_dir, f"{out}/resume"),
+            "featureless": train_featureless(featureless_dir, f"{out}/featureless")}

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _typed_reference as R  # noqa: E402
 import _typed_train as T  # noqa: E402
 
+from gnnpar.datasets.graph import GraphDataset  # noqa: E402
 from gnnpar.datasets.hetero import HeteroGraphDataset  # noqa: E402
 from gnnpar.datasets.synthetic import sbm, typed  # noqa: E402
 from gnnpar.partition.writer import partition_graph  # noqa: E402
@@ -35,16 +36,23 @@ def graph() -> HeteroGraphDataset:
 
 
 @pytest.fixture(scope="module")
-def runs(graph: HeteroGraphDataset, tmp_path_factory: pytest.TempPathFactory
-         ) -> dict[str, Any]:
+def featureless() -> GraphDataset:
+    """A homogeneous graph without features (its nodes learn their input rows)."""
+    return replace(sbm(num_nodes=4000, avg_degree=8, num_classes=4, feat_dim=4,
+                       homophily=0.7, seed=0), x=None)
+
+
+@pytest.fixture(scope="module")
+def runs(graph: HeteroGraphDataset, featureless: GraphDataset,
+         tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("typed-train")
     for k in (1, 2):
         partition_graph(graph, k, root / f"k{k}")
-    return {
-        "one": run_multiproc(T.train_typed, 1, str(root / "k1"), str(root / "one"))[0],
-        "two": run_multiproc(T.train_typed, 2, str(root / "k2"), str(root / "two")),
-        "resume": run_multiproc(T.resume_typed, 2, str(root / "k2"), str(root / "resume")),
-    }
+    partition_graph(featureless, 2, root / "featureless")
+    ranks = run_multiproc(T.two_rank_jobs, 2, str(root / "k2"), str(root / "featureless"),
+                          str(root))
+    return {"one": run_multiproc(T.train_typed, 1, str(root / "k1"), str(root / "one"))[0],
+            **{job: [r[job] for r in ranks] for job in ranks[0]}}
 
 
 def test_two_ranks_match_one_rank_and_pyg(graph: HeteroGraphDataset, runs: Any) -> None:
@@ -77,14 +85,10 @@ def test_resume_restores_model_and_embeddings(runs: Any) -> None:
             assert np.array_equal(resumed[key], value), key
 
 
-def test_featureless_graph_learns_embeddings(tmp_path: Path) -> None:
+def test_featureless_graph_learns_embeddings(featureless: GraphDataset, runs: Any) -> None:
     """A homogeneous graph without features: a sharded learnable row per node, as PyG's
     GraphSAGE on ``nn.Embedding`` rows (full batch, SparseAdam) learns them."""
-    ds = replace(sbm(num_nodes=4000, avg_degree=8, num_classes=4, feat_dim=4,
-                     homophily=0.7, seed=0), x=None)
-    partition_graph(ds, 2, tmp_path / "parts")
-    ranks = run_multiproc(T.train_featureless, 2, str(tmp_path / "parts"),
-                          str(tmp_path / "run"))
+    ds, ranks = featureless, runs["featureless"]
     summary = ranks[0]["summary"]
     pyg = R.featureless_accuracy(ds, hidden=T.TYPED["hidden"], lr=T.TYPED["lr"],
                                  sparse_lr=T.TYPED["sparse_lr"])
