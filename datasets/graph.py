@@ -62,6 +62,8 @@ READABLE_VERSIONS = (1, 2)
 KIND_LOADERS = {"homogeneous": "GraphDataset.load", "hetero": "HeteroGraphDataset.load"}
 """``dataset.json``'s ``kind`` (absent: homogeneous) -> the class method that reads it."""
 SPLITS = ("train_idx", "val_idx", "test_idx")
+DATASET_MARKER = ("dataset.json", "a dataset directory")
+"""What identifies a dataset directory, typed or not (see :func:`gnnpar.io.check_output_dir`)."""
 _CHUNK_ROWS = 1 << 16
 LABELS_FIX = "pass --labels FILE (one integer class per node; -1 = unlabelled)"
 TRAIN_SPLIT_FIX = (
@@ -527,8 +529,7 @@ class GraphDataset:
         if validate:
             self.validate()
         out = Path(out_dir)
-        with atomic_directory(out, overwrite, DatasetError, marker=("dataset.json",
-                                                             "a dataset directory")) as tmp:
+        with atomic_directory(out, overwrite, DatasetError, marker=DATASET_MARKER) as tmp:
             save_npy(tmp / "src.npy", np.asarray(self.src, dtype=np.int64))
             save_npy(tmp / "dst.npy", np.asarray(self.dst, dtype=np.int64))
             if self.x is not None:

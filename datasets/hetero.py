@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gnnpar.datasets.graph import (
+    DATASET_MARKER,
     FORMAT,
     SPLITS,
     GraphDataset,
@@ -503,8 +504,7 @@ class HeteroGraphDataset:
             self.validate()
         out = Path(out_dir)
         arrays = []
-        with atomic_directory(out, overwrite, DatasetError, marker=("dataset.json",
-                                                             "a dataset directory")) as tmp:
+        with atomic_directory(out, overwrite, DatasetError, marker=DATASET_MARKER) as tmp:
             for t, name in enumerate(self.num_nodes):
                 if name in self.x:
                     save_npy(tmp / f"x_{t}.npy", np.asarray(self.x[name], dtype=np.float32))
