@@ -40,13 +40,22 @@ Randomness (shuffle and sampling) is a pure function of ``seed``, epoch, step an
 so the loader's position — :meth:`state_dict` holds the epoch and the step — is all a
 checkpoint needs to continue mid-epoch with the same batches.
 
-Prefetch, NCCL-safe by construction.  One thread issues every collective of a rank, in
+Overlap, NCCL-safe by construction.  One thread issues every collective of a rank, in
 the same order on every rank — NCCL's rule, and what makes sharing one process group
-with DDP safe.  With ``prefetch=True`` the loader prepares batch ``i + 1`` before it
-hands out batch ``i``: it samples it and sends its feature requests, and the remote rows
-then travel (on gloo's threads, or the GPU's copy engines) while batch ``i`` trains on
-this thread; taking the next batch only waits for them and puts them in place.  No
-second thread, no second communicator.
+with DDP safe.  On a GPU, batches are sampled and gathered on a side stream
+(:class:`~gnnpar.device.BatchStream`): the host reads a batch needs (the exchanged counts,
+the hop sizes) wait for the side stream only, never for the training queued on the
+compute stream, so batch ``i + 1`` is prepared while batch ``i`` trains; handing a batch
+out makes the compute stream wait for the side stream and records its tensors as used
+there.  With ``prefetch=True`` the loader also prepares batch ``i + 1`` before it hands
+out batch ``i``: it samples it and sends its feature requests, and the remote rows then
+travel (on gloo's threads, or NCCL's stream) while batch ``i`` trains on this thread;
+taking the next batch only waits for them and puts them in place.  No second thread, no
+second communicator.
+
+Host reads per batch (what a CUDA host waits for; :data:`HOST_SYNCS`): two per hop (the
+exchanged request counts and the hop's sizes) and one for the feature exchange's counts
+— 5 for two hops — whatever the feature placement; a training step reads nothing.
 
 Labels (``seed_attrs``) are read for the seeds only, locally: from the feature store for
 this rank's own seeds, from the copy received at construction for the others.  Each
@@ -67,11 +76,26 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from gnnpar.comm import CommStats, all_gather_ints, all_to_all_v
+from gnnpar.device import BatchStream, upload
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.feature_store import DistFeatureStore, PendingGather
 from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.sampler import DistNeighborSampler, SamplerOutput, check_fanouts, mix_int
+
+
+def host_syncs(hops: int) -> int:
+    """Host reads of one node-classification batch of ``hops`` hops (the suite's budget)."""
+    return 2 * hops + 1
+
+
+HOST_SYNCS = host_syncs(2)
+"""The node loader's host reads per 2-hop batch: held by the device-shadow tests."""
+
+
+def batch_tensors(batch: Any) -> list[Tensor]:
+    """Every tensor a ``Data`` / ``HeteroData`` batch holds (what a hand-over covers)."""
+    return [v for store in batch.stores for v in store.values() if isinstance(v, Tensor)]
 
 
 def _local_seeds(graph: DistGraph, seeds: str | Tensor) -> Tensor:
@@ -204,6 +228,7 @@ class SeedSchedule:
 
     def _init_schedule(self) -> None:
         """Count the steps and start at epoch 0, step 0."""
+        self._stream = BatchStream(self.device)
         self.num_steps = self._count_steps()
         self._epoch = 0
         self._step = 0
@@ -282,8 +307,8 @@ class SeedSchedule:
     def _epoch_order(self, epoch: int) -> tuple[int, Tensor, list[int]]:
         """Epoch ``epoch``'s order of seed positions, own seeds first per batch.
 
-        Computed on the host once per epoch (no device read) and moved to the device;
-        also returns how many own seeds each batch starts with.
+        Computed on the host once per epoch (no device read) and moved to the device
+        without waiting; also returns how many own seeds each batch starts with.
         """
         n, k, steps = self.num_seeds, self.num_own_seeds, self.num_steps
         if self.shuffle:
@@ -301,7 +326,7 @@ class SeedSchedule:
         if k < n:  # stable: each batch keeps its seeds, own ones first
             perm = perm[torch.argsort(step_of * 2 + foreign, stable=True)]
         own = torch.bincount(step_of[perm < k], minlength=steps + 1)[:steps].tolist()
-        return epoch, perm.to(self.device), own
+        return epoch, upload(perm, self.device), own
 
     def _batch_index(self, epoch: int, step: int) -> tuple[Tensor, int]:
         """Positions in the seed set of batch ``step``'s seeds, and how many are own."""
@@ -326,10 +351,14 @@ class SeedSchedule:
         self._epoch, self._step = self._position()
         epoch, first = self._epoch, self._step
         started = None
+        stream = self._stream
         for step in range(first, self.num_steps):
-            batch = self._finish(step, started or self._start(epoch, step))
-            started = (self._start(epoch, step + 1)  # its rows travel while this one trains
-                       if self.prefetch and step + 1 < self.num_steps else None)
+            with stream:  # on a GPU: a side stream, so host reads do not wait for training
+                batch = self._finish(step, started or self._start(epoch, step))
+            stream.hand_over(batch_tensors(batch))
+            with stream:  # the next batch's rows travel while this one trains
+                started = (self._start(epoch, step + 1)
+                           if self.prefetch and step + 1 < self.num_steps else None)
             self._step = step + 1
             yield batch
         self._epoch, self._step = epoch + 1, 0
@@ -526,8 +555,8 @@ class DistNeighborLoader(SeedSchedule):
         return Data(
             edge_index=out.edge_index, n_id=out.node, batch_size=out.batch_size,
             num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
-            input_id=idx, global_batch_size=self.global_batch_size(step), **rows,
-            **edge_fields(out),
+            num_owned_nodes=out.num_owned_nodes, input_id=idx,
+            global_batch_size=self.global_batch_size(step), **rows, **edge_fields(out),
         )
 
 

@@ -41,6 +41,10 @@ from gnnpar.train.models import COMPUTE_DTYPES, autocast
 from gnnpar.train.sync import LocalSGD
 
 
+EPOCH_HOST_SYNCS = 2
+"""Host reads of a full-graph epoch (its one step): the loss and the correct count."""
+
+
 def labels_and_splits(graph: DistGraph, device: torch.device
                       ) -> tuple[Tensor, dict[str, Tensor]]:
     """This rank's labels ``[num_owned]`` and split ids (local), read onto ``device``."""

@@ -13,6 +13,7 @@ included) and the run record are the minibatch engine's.
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 from torch_geometric.data import HeteroData
 
@@ -110,17 +111,25 @@ class HeteroEngine(MinibatchEngine):
         return sum(sum(v) for v in batch.num_sampled_edges_dict.values())
 
     def inputs(self, batch: HeteroData) -> dict[str, Tensor]:
-        """Each node type's input rows: features, or embedding rows (collective)."""
+        """Each node type's input rows: features, or embedding rows (collective).
+
+        The featureless types' rows come from one embedding gather for all of them (one
+        exchange, one host read), their own-first runs laid end to end.
+        """
         dtype = COMPUTE_DTYPES[self.cfg.train.precision]
-        x: dict[str, Tensor] = {}
-        for t, name in enumerate(self.layout.node_types):
-            if self.layout.feat_dims[t]:
-                x[name] = batch[name].x.to(dtype)
-            else:
-                assert self.embedding is not None
-                nodes = batch[name]
-                x[name] = self.embedding(nodes.n_id, nodes.get("num_owned_nodes"),
-                                         nodes.num_sampled_nodes).to(dtype)
+        names = self.layout.node_types
+        x = {name: batch[name].x.to(dtype) for t, name in enumerate(names)
+             if self.layout.feat_dims[t]}
+        learnt = [name for t, name in enumerate(names) if not self.layout.feat_dims[t]]
+        if learnt:
+            assert self.embedding is not None
+            stores = [batch[name] for name in learnt]
+            owned = ([c for s in stores for c in s.num_owned_nodes]
+                     if all("num_owned_nodes" in s for s in stores) else None)
+            rows = self.embedding(torch.cat([s.n_id for s in stores]), owned,
+                                  [c for s in stores for c in s.num_sampled_nodes])
+            sizes = [s.n_id.numel() for s in stores]
+            x.update(zip(learnt, (r.to(dtype) for r in rows.split(sizes)), strict=True))
         return x
 
     def logits(self, module: nn.Module, batch: HeteroData) -> tuple[Tensor, Tensor]:

@@ -31,6 +31,7 @@ from gnnpar.feature_store import DistFeatureStore
 from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.hetero.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
 from gnnpar.loader import DistNeighborLoader, SeedSchedule
+from gnnpar.ops import from_mmap
 from gnnpar.train.config import Config
 from gnnpar.train.models import SampledGNN, autocast, forward_batch
 from gnnpar.train.sync import average_model
@@ -43,6 +44,9 @@ PHASES = ("sample", "fetch", "forward", "backward", "optimizer", "wait")
 ``sample`` and ``fetch`` spent blocked in exchanges."""
 SUMS = ("loss", "correct", "seeds", "edges", "time", *(f"t_{p}" for p in PHASES))
 """What an engine's ``train_epoch`` sums on each rank (the trainer all-reduces them)."""
+STEP_HOST_SYNCS = 0
+"""Host reads of a training step (forward, backward, optimiser): none; the epoch's sums
+are read once at its end (and every :data:`POSTFIX_EVERY` steps for a progress bar)."""
 POSTFIX_EVERY = 20
 """Steps between updates of the progress bar's loss (each one waits for the device)."""
 
@@ -50,14 +54,19 @@ POSTFIX_EVERY = 20
 def degree_arrays(graph: DistGraph) -> dict[str, Tensor]:
     """The graph's in-degree and self-loop count of each owned node (global GCN).
 
+    Computed on the host from the part's memory maps: per-node arrays for a feature store
+    to place.
+
     Returns:
-        ``{"in_degree": [num_owned], "self_loops": [num_owned]}``, int64.
+        ``{"in_degree": [num_owned], "self_loops": [num_owned]}``, int64 host tensors.
     """
-    n = graph.num_owned
-    indptr = graph.indptr[: n + 1]
-    dst = torch.repeat_interleave(torch.arange(n), indptr.diff())
-    loops = torch.bincount(dst[graph.indices[: int(indptr[-1])] == dst], minlength=n)
-    return {"in_degree": graph.in_degree[:n].clone(), "self_loops": loops}
+    part, n = graph.part, graph.num_owned
+    indptr = from_mmap(part.indptr[: n + 1]).long()
+    nnz = int(indptr[-1])
+    dst = torch.repeat_interleave(torch.arange(n), indptr.diff(), output_size=nnz)
+    loops = torch.zeros(n, dtype=torch.int64).index_add_(
+        0, dst, (from_mmap(part.indices[:nnz]).long() == dst).long())
+    return {"in_degree": from_mmap(part.in_degree[:n]).long(), "self_loops": loops}
 
 
 class MinibatchEngine:
@@ -223,7 +232,8 @@ class MinibatchEngine:
 
     def logits(self, module: nn.Module, batch: Data) -> tuple[Tensor, Tensor]:
         """The seeds' logits and labels (call under :func:`autocast`)."""
-        x = None if self.embedding is None else self.embedding(batch.n_id)
+        x = None if self.embedding is None else self.embedding(
+            batch.n_id, batch.get("num_owned_nodes"), batch.num_sampled_nodes)
         return (forward_batch(module, batch, self.cfg.train.precision, x),
                 batch.y[: batch.batch_size])
 
