@@ -41,6 +41,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gnnpar.io import release
 from gnnpar.ops import from_mmap
 
 SHADOW_DEVICE = torch.device("cpu", 0)
@@ -100,7 +101,8 @@ def load_rows(array: np.ndarray | Tensor, device: torch.device,
 
     At most :data:`LOAD_CHUNK_BYTES` of it is staged in host memory at a time, so a
     device that holds the array leaves no host copy behind; on the CPU the result is an
-    in-memory copy (the map's pages leave the process once read).
+    in-memory copy.  A memory map's pages leave the process once read
+    (:func:`gnnpar.io.release`), so they are not counted twice.
 
     Args:
         array: ``[n, ...]`` host array or tensor.
@@ -113,6 +115,8 @@ def load_rows(array: np.ndarray | Tensor, device: torch.device,
     step = max(1, LOAD_CHUNK_BYTES // row_bytes)
     for a in range(0, src.shape[0], step):
         out[a:a + step] = src[a:a + step].to(device, out.dtype)
+        if isinstance(array, np.ndarray):
+            release(array)
     return out
 
 
@@ -122,35 +126,30 @@ def device_view(pinned: Tensor, device: torch.device) -> Tensor:
     CUDA's unified virtual addressing: a pinned host buffer has a device address, so
     ``index_select`` on this view runs on the GPU and pulls only the selected rows over
     PCIe/NVLink, without host indices or a host synchronisation (DGL's and GraphBolt's
-    "UVA" feature fetching).  The view keeps ``pinned`` alive.
+    "UVA" feature fetching).  The view keeps ``pinned`` alive; any dtype (the bytes are
+    mapped, then viewed in ``pinned``'s dtype).
 
     Raises:
-        RuntimeError: When the CUDA runtime refuses the address (then gather through the
-            host instead).
+        RuntimeError: When the tensor is not pinned and contiguous, or the CUDA runtime
+            refuses the address (then gather through the host instead).
     """
     if _shadow is not None and device == _shadow.device:
         return _shadow.device_alias(pinned)
-    holder = _PinnedArray(pinned)
-    view: Tensor = torch.as_tensor(holder, device=device)
-    return view
+    if not pinned.is_pinned() or not pinned.is_contiguous():
+        raise RuntimeError("device_view needs a contiguous pinned tensor")
+    raw = pinned.view(torch.uint8).view(-1)
+    mapped: Tensor = torch.as_tensor(_PinnedBytes(pinned, raw), device=device)
+    return mapped.view(pinned.dtype).view(pinned.shape)
 
 
-class _PinnedArray:
-    """``__cuda_array_interface__`` of a pinned host tensor (its UVA address)."""
+class _PinnedBytes:
+    """``__cuda_array_interface__`` of a pinned host buffer's bytes (its UVA address)."""
 
-    _TYPESTR = {torch.float32: "<f4", torch.float16: "<f2", torch.bfloat16: "<V2",
-                torch.float64: "<f8", torch.int64: "<i8", torch.int32: "<i4",
-                torch.int16: "<i2", torch.uint8: "|u1", torch.bool: "|b1"}
-
-    def __init__(self, pinned: Tensor) -> None:
-        if not pinned.is_pinned() or not pinned.is_contiguous():
-            raise RuntimeError("device_view needs a contiguous pinned tensor")
-        if pinned.dtype not in self._TYPESTR:
-            raise RuntimeError(f"device_view does not map {pinned.dtype}")
+    def __init__(self, pinned: Tensor, raw: Tensor) -> None:
         self.pinned = pinned  # keeps the memory alive as long as the view
-        self.__cuda_array_interface__ = {
-            "shape": tuple(pinned.shape), "typestr": self._TYPESTR[pinned.dtype],
-            "data": (pinned.data_ptr(), False), "version": 3, "strides": None}
+        self.__cuda_array_interface__ = {"shape": (raw.numel(),), "typestr": "|u1",
+                                         "data": (raw.data_ptr(), False), "version": 3,
+                                         "strides": None}
 
 
 def pin(t: Tensor) -> Tensor:
@@ -182,9 +181,13 @@ def place(arrays: dict[str, Tensor], device: torch.device,
         return "device", {k: load_rows(v, device) for k, v in arrays.items()}
     pinned = {k: pin(v) for k, v in arrays.items()}
     try:
-        return "pinned", {k: device_view(v, device) for k, v in pinned.items()}
-    except RuntimeError:
+        views = {k: device_view(v, device) for k, v in pinned.items()}
+        for k, v in views.items():  # one row read back: the mapping works (setup only)
+            if v.numel() and not torch.equal(v[:1].cpu(), pinned[k][:1]):
+                raise RuntimeError(f"the device view of {k!r} reads other values")
+    except (RuntimeError, TypeError, ValueError):
         return "pinned-host", pinned
+    return "pinned", views
 
 
 class PlacedRows:
@@ -250,8 +253,9 @@ class BatchStream(AbstractContextManager["BatchStream"]):
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-        self._ctx: AbstractContextManager[Any] = nullcontext()
+        self._stream = (torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+                        if device.type == "cuda" else None)
+        self._ctx: Any = nullcontext()
 
     def __enter__(self) -> BatchStream:
         if self._stream is not None:

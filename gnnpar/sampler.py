@@ -13,9 +13,12 @@ with ``-1``, whose sizes the requester already knows, so no second count exchang
 needed.  Rows stored here are sampled while the requests travel.
 
 Host synchronisation budget (what a CUDA host must wait for): per hop, reading the
-gathered request counts (the exchanges' split sizes) and one read of the hop's sizes
-(edges kept, new nodes, owned new nodes); nothing else reads the device.  Data-dependent
-selections use ``torch.nonzero_static`` with those host-known sizes.
+gathered request counts (the exchanges' split sizes, per destination and group: a typed
+graph's frontier is grouped by node type in the same read) and one read of the hop's
+sizes (edges kept, new nodes, owned new nodes, and on a typed graph the new nodes per type
+and the edges per relation); nothing else reads the device — edge ids and edge features
+are gathered on it.  Data-dependent selections use ``torch.nonzero_static`` with those
+host-known sizes.
 
 New nodes are numbered by one stable sort of the batch's ids together with the hop's
 sampled ids (:func:`relabel`), so a sampler's memory grows with its batches, never with
@@ -211,7 +214,7 @@ class Relabelled(NamedTuple):
 
 
 def relabel(nbr: Tensor, node: Tensor, owned: Tensor | None = None,
-            num_ids: int = 1 << 63, groups: Callable[[Tensor], Tensor] | None = None,
+            num_ids: int = 1 << 63, groups: Callable[[Tensor], Tensor | None] | None = None,
             num_groups: int = 0, extra: Tensor | None = None) -> Relabelled:
     """Number the new nodes of ``nbr`` after the batch's nodes ``node``.
 
@@ -254,6 +257,7 @@ def relabel(nbr: Tensor, node: Tensor, owned: Tensor | None = None,
     sizes = [torch.stack([valid.sum(), new_head.sum(), own.sum()])]
     if groups is not None:
         group = groups(ids.long().clamp(min=0))
+        assert group is not None
         for flags in (new_head, own):
             sizes.append(torch.zeros(num_groups, dtype=torch.int64, device=dev).index_add_(
                 0, group, flags.long()))

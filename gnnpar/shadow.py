@@ -137,7 +137,7 @@ _REPEAT = (torch.repeat_interleave, Tensor.repeat_interleave)
 _INDEXING = (Tensor.__getitem__,)
 _NEW_TENSOR = (torch.tensor, torch.as_tensor)
 _DEVICE_GET = Tensor.device.__get__
-_DATA_SET = Tensor.data.__set__  # Module.to() swaps a parameter's data this way
+_DATA_SET = Tensor.data.__set__  # type: ignore[attr-defined]  # how Module.to() swaps data
 
 
 class DeviceShadow:
@@ -160,7 +160,7 @@ class DeviceShadow:
         self._side_seq = 0
         self._compute_waited = 0
         self._syncs_seen = 0
-        self._modes = (_Functions(self), CollectiveLog(self._collective))
+        self._modes: tuple[Any, ...] = (_Functions(self), CollectiveLog(self._collective))
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> DeviceShadow:
@@ -188,17 +188,6 @@ class DeviceShadow:
             yield w
         finally:
             self._windows.remove(w)
-
-    @contextmanager
-    def paused(self) -> Iterator[None]:
-        """Run the block untracked (e.g. a reference computation inside a test)."""
-        for mode in reversed(self._modes):
-            mode.__exit__(None, None, None)
-        try:
-            yield
-        finally:
-            for mode in self._modes:
-                mode.__enter__()
 
     # ------------------------------------------------------------------ accounting
     def sync(self, what: str, times: int = 1) -> None:
@@ -506,7 +495,7 @@ _SPECIAL: dict[Any, Callable[[DeviceShadow, Any, tuple[Any, ...], dict[str, Any]
     Tensor.to: _to, Tensor.copy_: _copy, Tensor.__setitem__: _setitem}
 
 
-class CollectiveLog(TorchDispatchMode):  # type: ignore[misc]
+class CollectiveLog(TorchDispatchMode):
     """Inside ``with``, every collective (``c10d`` operator): its name, devices and thread.
 
     Used by :class:`DeviceShadow` (which also fails on host tensors) and on its own on a

@@ -40,7 +40,6 @@ from gnnpar.train.minibatch import SUMS, StepHook
 from gnnpar.train.models import COMPUTE_DTYPES, autocast
 from gnnpar.train.sync import LocalSGD
 
-
 EPOCH_HOST_SYNCS = 2
 """Host reads of a full-graph epoch (its one step): the loss and the correct count."""
 

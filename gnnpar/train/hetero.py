@@ -129,7 +129,7 @@ class HeteroEngine(MinibatchEngine):
             rows = self.embedding(torch.cat([s.n_id for s in stores]), owned,
                                   [c for s in stores for c in s.num_sampled_nodes])
             sizes = [s.n_id.numel() for s in stores]
-            x.update(zip(learnt, (r.to(dtype) for r in rows.split(sizes)), strict=True))
+            x.update(zip(learnt, (r.to(dtype) for r in torch.split(rows, sizes)), strict=True))
         return x
 
     def logits(self, module: nn.Module, batch: HeteroData) -> tuple[Tensor, Tensor]:
