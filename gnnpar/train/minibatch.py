@@ -33,6 +33,7 @@ from gnnpar.hetero.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOpti
 from gnnpar.loader import DistNeighborLoader, SeedSchedule
 from gnnpar.ops import from_mmap
 from gnnpar.train.config import Config
+from gnnpar.train.metrics import StepLog
 from gnnpar.train.models import SampledGNN, autocast, forward_batch
 from gnnpar.train.sync import average_model
 
@@ -93,6 +94,8 @@ class MinibatchEngine:
 
     embedding: DistEmbedding | None = None
     sparse: SparseOptimizer | None = None
+    step_log: StepLog | None = None
+    """Rank 0's lines and per-step scalars (set by the trainer)."""
 
     def __init__(self, cfg: Config, graph: DistGraph, ctx: DistContext, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
@@ -201,7 +204,10 @@ class MinibatchEngine:
             loss_sum += loss.detach()
             correct += right
             seeds += count
-            acc["edges"] += self.batch_edges(batch)
+            edges = self.batch_edges(batch)
+            acc["edges"] += edges
+            if self.step_log is not None:
+                self.step_log.step(epoch, step, loss, count, edges)
             bar.update()
             if not bar.disable and (step + 1) % POSTFIX_EVERY == 0:
                 bar.set_postfix(loss=f"{float(loss_sum) / max(seeds, 1):.4f}")
@@ -210,6 +216,8 @@ class MinibatchEngine:
             if hook is not None:
                 hook(epoch, step, batch)
         bar.close()
+        if self.step_log is not None:
+            self.step_log.flush(epoch, len(self.loader) - 1, line=False)
         return totals(t0)
 
     def after_step(self) -> None:
