@@ -47,7 +47,9 @@ SUMS = ("loss", "correct", "seeds", "edges", "time", *(f"t_{p}" for p in PHASES)
 """What an engine's ``train_epoch`` sums on each rank (the trainer all-reduces them)."""
 STEP_HOST_SYNCS = 0
 """Host reads of a training step (forward, backward, optimiser): none; the epoch's sums
-are read once at its end (and every :data:`POSTFIX_EVERY` steps for a progress bar)."""
+are read once at its end (and every :data:`POSTFIX_EVERY` steps for a progress bar, and
+on rank 0 once per log line or scalar flush, :class:`~gnnpar.train.metrics.StepLog`:
+every ``--log-every`` steps, by default about every 10 s)."""
 POSTFIX_EVERY = 20
 """Steps between updates of the progress bar's loss (each one waits for the device)."""
 

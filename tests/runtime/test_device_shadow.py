@@ -197,11 +197,14 @@ def _train(shadow: Any, ctx: Any, part_dir: str, out: str, settings: dict[str, A
     from gnnpar.train.config import Config, ModelConfig
     from gnnpar.train.trainer import Trainer
 
+    # No log line inside a measured step: its one read per interval is outside the step's
+    # budget (gnnpar.train.minibatch.STEP_HOST_SYNCS).
+    quiet = {"log_every": 10**9}
     if settings.get("mode") == "full":
         cfg = configure(Config(model=ModelConfig(hidden=16)),
-                        **{"out": out, "progress": False, "epochs": 2, **settings})
+                        **{"out": out, "progress": False, "epochs": 2, **quiet, **settings})
     else:
-        cfg = small_config(out, **{"hidden": 16, **settings})
+        cfg = small_config(out, **{"hidden": 16, **quiet, **settings})
     trainer = Trainer(cfg, part_dir, ctx)
     epochs: list[int] = []
     engine = trainer.engine
