@@ -119,7 +119,9 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    """Import a public name's module on first use (PEP 562)."""
+    """Import a public name's module on first use (PEP 562); ``gnnpar.nn`` too."""
+    if name == "nn":
+        return importlib.import_module("gnnpar.nn")
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
