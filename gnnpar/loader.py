@@ -86,9 +86,8 @@ from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.sampler import DistNeighborSampler, SamplerOutput, check_fanouts, mix_int
 
 
-class NodeBatch(Data):
-    """A :class:`DistNeighborLoader` batch: PyG ``NeighborLoader``'s layout, plus the step's
-    loss weight.
+class NodeBatch(Data):  # type: ignore[misc]
+    """A :class:`DistNeighborLoader` batch: PyG ``NeighborLoader``'s layout, plus a loss weight.
 
     ``loss_weight`` is ``world_size / global_batch_size``: a loss summed over this rank's
     seeds times it, averaged by DDP over the ranks, is the mean over all ranks' seeds in
@@ -109,7 +108,8 @@ class NodeBatch(Data):
         """
         n = self.batch_size
         summed: Tensor = loss_fn(out[:n], self.y[:n], reduction="sum")
-        return summed * self.loss_weight
+        weighted: Tensor = summed * self.loss_weight
+        return weighted
 
 
 def host_syncs(hops: int) -> int:

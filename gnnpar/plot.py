@@ -43,7 +43,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from gnnpar.config import ArgumentParser
 from gnnpar.errors import ConfigError, GnnparError, PartitionError
@@ -414,9 +414,12 @@ def _line(ax: Axes, epochs: Sequence[int], values: Sequence[float | None], color
 
 
 def _log_scale_if_spread(ax: Axes, decades: float = 1.5) -> None:
-    """A log value axis when the positive values span more than ``decades`` powers of ten,
-    so that small kinds are not piled up at the bottom under large ones."""
-    values = [v for line in ax.lines for v in line.get_ydata() if v > 0]  # type: ignore[union-attr]
+    """A log value axis when the positive values span more than ``decades`` decades.
+
+    So that small kinds are not piled up at the bottom under large ones.
+    """
+    ys = [cast("Sequence[float]", line.get_ydata()) for line in ax.lines]
+    values = [float(v) for y in ys for v in y if float(v) > 0]
     if values and math.log10(max(values) / min(values)) > decades:
         ax.set_yscale("log")
 

@@ -39,7 +39,6 @@ from gnnpar.graph import DistGraph
 from gnnpar.ops import count
 from gnnpar.sampler import _MASK62, mix, mix_int
 
-
 HOST_SYNCS = 4
 """Host reads of one gather of a batch's rows (its exchanged counts) and one optimiser
 update (the distinct ids, the gradients' counts, the owner's distinct rows)."""

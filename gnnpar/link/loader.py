@@ -51,6 +51,7 @@ from gnnpar.loader import SeedSchedule, agree, edge_fields
 from gnnpar.loader import host_syncs as node_host_syncs
 from gnnpar.sampler import DistNeighborSampler, SamplerOutput, check_fanouts, edge_keys, mix_int
 
+
 def host_syncs(hops: int, strict_rounds: int = 0) -> int:
     """Host reads of one link batch of ``hops`` hops (the suite's budget).
 

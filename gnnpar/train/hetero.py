@@ -156,7 +156,7 @@ class HeteroEngine(MinibatchEngine):
         """
         graph, lay = self.graph, self.layout
         t = lay.type_index(lay.target)
-        lo, hi = graph.meta.types.part_bounds(graph.rank)[t:t + 2]  # type: ignore[union-attr]
+        lo, hi = graph.meta.types.part_bounds(graph.rank)[t:t + 2]
         seeds = torch.arange(int(lo), int(hi)) + graph.first_gid
         degrees = all_gather_ints(self.ctx, graph.relation_max_degrees).max(dim=0).values
         every: RelationFanouts = {rel: [max(1, int(k))] * self.cfg.model.layers

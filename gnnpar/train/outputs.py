@@ -109,9 +109,9 @@ def write_typed_outputs(out: Path, cfg: Config, engine: Any, graph: DistGraph,
         ctx: Distributed context.
         source: Recorded in the index.
     """
-    lay = graph.meta.types.layout  # type: ignore[union-attr]
+    lay = graph.meta.types.layout
     t = lay.type_index(lay.target)
-    lo, hi = graph.meta.types.part_bounds(graph.rank)[t:t + 2]  # type: ignore[union-attr]
+    lo, hi = graph.meta.types.part_bounds(graph.rank)[t:t + 2]
     ids = np.asarray(graph.part.orig_ids[int(lo):int(hi)], dtype=np.int64) - \
         lay.node_offsets[t]
     writer = PredictionWriter(out, ctx, ids, "node", lay.target,
