@@ -192,7 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GnnparError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
-    print(f"{args.out}: state_dict of {meta.name}'s model; {meta}: its class and arguments")
+    print(f"{args.out}: the PyG model's state_dict; {meta}: its class and constructor "
+          "arguments (torch.load(weights_only=True) and the class rebuild it)")
     return 0
 
 

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from gnnpar.errors import ConfigError
-from gnnpar.io import read_json, write_json
+from gnnpar.io import write_json
+from gnnpar.train.record import read_format
 
 FORMAT = "gnnpar-predictions"
 FORMAT_VERSION = 1
@@ -191,14 +192,9 @@ def load_predictions(path: str | os.PathLike[str]) -> Predictions:
     """
     index_file = _index_path(Path(path))
     root = index_file.parent
-    index = read_json(index_file, ConfigError)
-    if not isinstance(index, dict) or index.get("format") != FORMAT:
-        raise ConfigError(f"not a {FORMAT} index.", path=index_file, field="format",
-                          fix="pass a directory written by gnnpar-train or gnnpar-predict.")
-    if index.get("format_version") != FORMAT_VERSION:
-        raise ConfigError(f"format_version {index.get('format_version')!r}; this gnnpar "
-                          f"reads {FORMAT_VERSION}.", path=index_file, field="format_version",
-                          fix="read it with the gnnpar version that wrote it.")
+    index = read_format(index_file, FORMAT, FORMAT_VERSION, "index",
+                        "pass a directory written by gnnpar-train or gnnpar-predict.",
+                        "read it with the gnnpar version that wrote it.")
     n = int(index["num_nodes"])
     arrays: dict[str, dict[str, Any]] = index["arrays"]
     tables: dict[str, np.ndarray] = {}

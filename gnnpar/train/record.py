@@ -123,6 +123,24 @@ SUMMARY_FIELDS = {
 }
 
 
+def read_format(path: str | os.PathLike[str], fmt: str, version: int, what: str, fix: str,
+                fix_version: str) -> dict[str, Any]:
+    """A JSON document of format ``fmt`` and ``format_version`` ``version``.
+
+    Raises:
+        ConfigError: Unreadable, another format (``fix``) or another version
+            (``fix_version``), naming the file and the field.
+    """
+    doc = read_json(path, ConfigError)
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        raise ConfigError(f"not a {fmt} {what}.", path=path, field="format", fix=fix)
+    if doc.get("format_version") != version:
+        raise ConfigError(f"format_version {doc.get('format_version')!r}; this gnnpar "
+                          f"reads {version}.", path=path, field="format_version",
+                          fix=fix_version)
+    return doc
+
+
 STARTUP_PHASES = ("check", "load", "partition", "spawn", "setup")
 """The start-up phases, in the order they run (``summary.startup_s``)."""
 
@@ -172,14 +190,9 @@ class RunRecord:
         Raises:
             ConfigError: Not a gnnpar run record of this format version.
         """
-        doc = read_json(path, ConfigError)
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ConfigError(f"not a {FORMAT} record.", path=path, field="format",
-                              fix="pass a run record written by gnnpar-train.")
-        if doc.get("format_version") != FORMAT_VERSION:
-            raise ConfigError(f"format_version {doc.get('format_version')!r}; this gnnpar "
-                              f"reads {FORMAT_VERSION}.", path=path, field="format_version",
-                              fix="re-run with this gnnpar version.")
+        doc = read_format(path, FORMAT, FORMAT_VERSION, "record",
+                          "pass a run record written by gnnpar-train.",
+                          "re-run with this gnnpar version.")
         return cls(config=doc.get("config", {}), partition=doc.get("partition", {}),
                    env=doc.get("env", {}), epochs=list(doc.get("epochs", [])),
                    summary=doc.get("summary", {}), status=doc.get("status", "running"))
