@@ -17,6 +17,7 @@ from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import rmat, sbm
 from gnnpar.errors import ConfigError
 from gnnpar.partition.adjacency import group_in_edges, metis_graph
+from gnnpar.partition.balance import REFINE_SLACK
 from gnnpar.partition.kaminpar import kaminpar_assignment, write_parhip
 
 kaminpar = pytest.importorskip("kaminpar")
@@ -24,6 +25,7 @@ pymetis = pytest.importorskip("pymetis")
 
 ALL = ("nodes", "train", "edges")
 EPSILON = 0.03
+BOUND = 1 + EPSILON + REFINE_SLACK  # every column after refinement (1.045)
 
 
 def edge_list_csr(n: int, u: list[int], v: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -118,7 +120,7 @@ def test_cut_within_5_percent_of_metis(graphs: dict, name: str, workdir: Path) -
                                   ("nodes",), seed=0, threads=1, workdir=workdir)
     metis = pymetis.part_graph(8, pymetis.CSRAdjacency(np.asarray(xadj), np.asarray(adjncy)),
                                options=pymetis.Options(seed=0))
-    assert max_over_mean(part, np.ones(n), 8) <= 1 + EPSILON
+    assert max_over_mean(part, np.ones(n), 8) <= BOUND
     assert cut(xadj, adjncy, part) <= 1.05 * cut(xadj, adjncy, np.asarray(metis.vertex_part))
 
 
@@ -140,15 +142,15 @@ def test_balanced_columns_cut_as_few_edges_as_multi_constraint_metis(graphs: dic
 @pytest.mark.parametrize("k", [4, 16])
 def test_every_column_balanced_after_rebalancing(graphs: dict, name: str, k: int,
                                                  workdir: Path) -> None:
-    # The module docstring's bound: 1 + epsilon, up to 0.003 more where the greedy pass
-    # stops in a local minimum (measured 1.0306 on R-MAT, K = 16). Without the pass the
+    # The module docstring's bound: 1 + epsilon + REFINE_SLACK after refinement, up to
+    # 0.003 more where the greedy pass stops in a local minimum. Without the pass the
     # R-MAT parts hold up to 1.69x (K = 4) and 1.63x (K = 16) the mean nodes.
     xadj, adjncy, weights = graphs[name]
     part, info = kaminpar_assignment(xadj, adjncy, k, weights, ALL, seed=0, threads=1,
                                      workdir=workdir)
     for c, quantity in enumerate(ALL):
         ratio = max_over_mean(part, weights[:, c], k)
-        assert ratio <= 1 + EPSILON + 0.003, quantity
+        assert ratio <= BOUND + 0.003, quantity
         assert info["imbalance"][quantity] == pytest.approx(ratio, abs=1e-6)
     if name == "rmat":
         assert info["rebalanced_moves"] > 0
