@@ -4,9 +4,10 @@ Every method of ``gnnpar-partition`` side by side with a bare METIS call on the 
 on the real hub-heavy graphs of ``benchmarks/real_graphs.py`` beside the synthetic SBM and
 R-MAT graphs of ``gnnpar.datasets.synthetic``::
 
-    python benchmarks/bench_partition_quality.py --cache /work/cache [--graphs debian,pyimports,sbm,rmat]
-        [--parts 2,4,8] [--methods metis,kaminpar-eco,kaminpar-default,kaminpar-strong,stream,random,dgl]
-        [--nodes 100000] [--small] [--json OUT]
+    python benchmarks/bench_partition_quality.py --cache /work/cache \
+        [--graphs debian,pyimports,sbm,rmat] [--parts 2,4,8] [--nodes 100000] \
+        [--methods metis,kaminpar-eco,kaminpar-default,kaminpar-strong,stream,random,dgl] \
+        [--small] [--json OUT]
 
 Per graph, number of parts and method, in a fresh subprocess: the graph is grouped and its
 undirected graph built (not timed), then the assignment is timed (CPU seconds of the

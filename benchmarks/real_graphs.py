@@ -241,7 +241,7 @@ def _module_files(roots: Sequence[Path]) -> dict[str, tuple[Path, Path]]:
 
 
 def _imports(tree: ast.Module, module: str, is_package: bool) -> Iterator[str]:
-    """Dotted names ``module`` imports (relative ones made absolute; ``p.name`` for from-imports)."""
+    """Dotted names ``module`` imports (relative made absolute; ``p.name`` for from-imports)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from (a.name for a in node.names)

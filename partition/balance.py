@@ -21,14 +21,14 @@ adjacency in chunks:
    over a cap whose possible destinations are full in nodes), so callers record the
    max/mean reached in every column.
 2. **Refinement** (:func:`refine`): size-constrained label propagation, as KaMinPar's
-   own refinement, under every column's cap, loosened by ``REFINE_SLACK``. Each round splits the parts into senders
-   and receivers (a seeded hash of the round and the part); every node of a sender part
-   may move to the receiver part holding most of its neighbours, if that saves cut edges
-   and fits every cap. Since receivers' nodes stay put, a move saves at least the edges
-   it counted (senders' nodes that move too only add to it), and the moves into each
-   receiver are taken best first while their weights fit its room in every column. The
-   pass stops after ``_REFINE_ROUNDS`` rounds or when two rounds in a row save fewer than
-   ``_REFINE_MIN_GAIN`` of the edges.
+   own refinement, under every column's cap loosened by ``REFINE_SLACK``. Each round
+   splits the parts into senders and receivers (a seeded hash of the round and the
+   part); every node of a sender part may move to the receiver part holding most of its
+   neighbours, if that saves cut edges and fits every cap. Since receivers' nodes stay
+   put, a move saves at least the edges it counted (senders' nodes that move too only
+   add to it), and the moves into each receiver are taken best first while their
+   weights fit its room in every column. The pass stops after ``_REFINE_ROUNDS`` rounds
+   or when two rounds in a row save fewer than ``_REFINE_MIN_GAIN`` of the edges.
 
 Deterministic: no threads, ties broken by a hash of node and part.
 """
