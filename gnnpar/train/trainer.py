@@ -381,7 +381,7 @@ class Trainer:
                 strict=True))
             ranks = torch.zeros(2, ctx.world_size, dtype=torch.float64, device=ctx.device)
             ranks[:, ctx.rank] = torch.tensor([sums["time"], cpu], dtype=torch.float64)
-            wall, cpus = all_reduce_sum(ctx, ranks).tolist()
+            rank_wall, rank_cpu = all_reduce_sum(ctx, ranks).tolist()
             train = [totals[k] for k in ("loss", "correct", "seeds", "edges", "time")]
             phases = {k: totals[f"t_{k}"] / ctx.world_size for k in PHASES}
             comm = comm_totals(self.stats, ctx)
@@ -404,7 +404,7 @@ class Trainer:
                 "train_acc": train[1] / train[2], **accuracy, "epoch_time_s": epoch_time,
                 "eval_time_s": eval_time, "sampled_edges": int(train[3]) if sample else None,
                 "sampled_edges_per_s": train[3] / epoch_time if sample else None,
-                "step_time_s": phases, "rank_time_s": {"wall": wall, "cpu": cpus},
+                "step_time_s": phases, "rank_time_s": {"wall": rank_wall, "cpu": rank_cpu},
                 "comm": comm, "eval_comm": eval_comm})
             self._write_record()
             if (epoch + 1) % self.cfg.run.checkpoint_every == 0 or epoch + 1 == t.epochs:
