@@ -17,8 +17,8 @@ balanced quantity, so that each part gets about ``1/K`` of every quantity in ``b
   (:mod:`~gnnpar.partition.work`: at most ``f_1 (1 + f_2)`` with fan-outs ``f``), so every
   rank's batches are equally heavy, hubs included;
 - ``"edges"``: a node weighs its in-degree (stored adjacency; the aggregation work of
-  full-graph training, ``--mode full``: balance it there with ``--balance
-  nodes,train,edges``).
+  full-graph training: ``gnnpar-train --mode full`` balances ``nodes, train, edges``
+  where ``--balance`` is left at its default).
 
 The default is ``nodes, train, sampled``: what a sampled minibatch step's time depends
 on. ``edges`` is not in it because on graphs with hubs a part's in-degree sum follows its
@@ -74,8 +74,8 @@ def check_balance(balance: Sequence[str]) -> tuple[str, ...]:
     if bad or not out:
         raise ConfigError(f"got {list(balance)}; each must be one of {list(BALANCE_QUANTITIES)}, "
                           "at least one.", field="balance",
-                          fix="pass e.g. balance=('nodes', 'train', 'edges') "
-                          "(CLI: --balance nodes,train,edges).")
+                          fix="pass e.g. balance=('nodes', 'train', 'sampled') "
+                          "(CLI: --balance nodes,train,sampled).")
     return out
 
 

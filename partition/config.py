@@ -39,7 +39,9 @@ class PartitionConfig:
     deeper sampling hops need no remote adjacency."""
 
     balance: tuple[str, ...] = DEFAULT_BALANCE
-    """Quantities the partitioner balances across parts, of nodes, train, edges."""
+    """Quantities the partitioner balances across parts, of nodes, train, sampled
+    (expected sampled edges of a part's seeds) and edges (stored in-edges); gnnpar-train
+    --mode full balances nodes,train,edges where this is left at its default."""
 
     seed: int = option(0, flag="partition-seed")
     """Seed of the partitioner."""
@@ -77,7 +79,8 @@ class PartitionConfig:
             check_balance(self.balance)
         except ConfigError as exc:
             raise ConfigError(exc.message, field="partition.balance",
-                              fix="pass --balance with some of nodes,train,edges.") from None
+                              fix="pass --balance with some of nodes,train,sampled,edges."
+                              ) from None
         return self
 
     def arguments(self) -> dict[str, Any]:
