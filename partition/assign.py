@@ -55,6 +55,9 @@ METHODS = ("metis", "kaminpar", "stream", "random", "contiguous")
 GRAPH_METHODS = ("metis", "kaminpar", "stream")
 BALANCE_QUANTITIES = ("nodes", "train", "sampled", "edges")
 DEFAULT_BALANCE = ("nodes", "train", "sampled")
+KAMINPAR_REPEATS = 3
+"""KaMinPar runs (seeds) per partition; the one that cuts fewest edges after balancing is
+kept (:func:`~gnnpar.partition.kaminpar.kaminpar_assignment`)."""
 RANDOM_STREAM = 0x5EED_9A27
 """Second seed word of the random partitioner (see :func:`random_assignment`)."""
 
@@ -265,7 +268,7 @@ def check_method(method: str) -> None:
 def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequence[str],
                  seed: int, train_idx: np.ndarray, workdir: Path,
                  assignment: np.ndarray | None = None, budget: int = DEFAULT_BUDGET,
-                 threads: int = 1, compress: bool = False,
+                 threads: int = 1, compress: bool = False, repeats: int = KAMINPAR_REPEATS,
                  node_offsets: Sequence[int] | None = None
                  ) -> tuple[np.ndarray, dict[str, object]]:
     """The part of every node, by ``method`` or from ``assignment``.
@@ -284,6 +287,7 @@ def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequen
         budget: Bytes of working set for building the undirected graph.
         threads: Threads of KaMinPar.
         compress: KaMinPar holds the graph compressed.
+        repeats: KaMinPar runs (seeds), the one that cuts fewest edges kept.
         node_offsets: A typed graph's node-type boundaries (see :func:`balance_weights`).
 
     Returns:
@@ -304,7 +308,8 @@ def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequen
         from gnnpar.partition.kaminpar import kaminpar_assignment
 
         part, extra = kaminpar_assignment(graph.indptr, graph.indices, num_parts, weights,
-                                          used, seed, threads, workdir, compress)
+                                          used, seed, threads, workdir, compress,
+                                          repeats=repeats)
     elif method == "stream":
         from gnnpar.partition.stream import stream_assignment
 
