@@ -230,9 +230,10 @@ def test_missing_kaminpar_names_the_fix(monkeypatch: pytest.MonkeyPatch, workdir
     assert "--partitioner metis" in str(err.value)
 
 
-def test_threads_below_one_is_a_config_error(workdir: Path) -> None:
+@pytest.mark.parametrize("name", ["threads", "repeats"])
+def test_threads_or_repeats_below_one_is_a_config_error(workdir: Path, name: str) -> None:
     xadj, adjncy = edge_list_csr(3, [0, 1], [1, 2])
-    with pytest.raises(ConfigError, match="threads=0") as err:
+    with pytest.raises(ConfigError, match=f"{name}=0") as err:
         kaminpar_assignment(xadj, adjncy, 2, np.ones((3, 1), dtype=np.int64), ("nodes",),
-                            seed=0, threads=0, workdir=workdir)
-    assert err.value.field == "partition.threads"
+                            seed=0, workdir=workdir, **{"threads": 1, "repeats": 1, name: 0})
+    assert err.value.field == f"partition.{name}"

@@ -68,6 +68,10 @@ def test_errors_exit_1_with_the_fix(tmp_path: Path) -> None:
     assert r.returncode == 1 and "--num-parts" in r.stderr
     r = cli(SPEC, "--num-parts", "401", "--out", str(tmp_path / "other"), "--no-progress")
     assert r.returncode == 1 and "num_parts" in r.stderr and "1..400" in r.stderr
+    r = cli(SPEC, "--num-parts", "2", "--out", str(tmp_path / "other"), "--no-progress",
+            "--kaminpar-repeats", "0")
+    assert r.returncode == 1 and "--kaminpar-repeats" in r.stderr, r.stderr
+    assert not (tmp_path / "other").exists()
     r = cli("verify", str(tmp_path / "missing"))
     assert r.returncode == 1 and "does not exist" in r.stderr
 
