@@ -183,9 +183,10 @@ def kaminpar_assignment(xadj: np.ndarray, adjncy: np.ndarray, num_parts: int,
     for run in runs:
         candidate = run.astype(np.int64)
         passes = balance_partition(xadj, adjncy, candidate, weights, num_parts, epsilon)
-        cuts.append(cut_edges(xadj, adjncy, candidate))
-        if cuts[-1] < min(cuts[:-1], default=cuts[-1] + 1):
+        cut = cut_edges(xadj, adjncy, candidate)
+        if not cuts or cut < min(cuts):
             part, moves = candidate, passes
+        cuts.append(cut)
         del candidate
     del runs
     part = fill_empty_parts(part, num_parts)
