@@ -78,6 +78,12 @@ EPOCH_FIELDS = {
                    "their features), forward, backward (DDP's gradient all-reduce overlaps "
                    "it), optimizer, and wait, the part of sample and fetch blocked in "
                    "exchanges. Host seconds: on a GPU a phase's kernels can finish later.",
+    "rank_time_s": "Per rank, in rank order: wall, the seconds of its training steps "
+                   "(about equal on every rank: the steps are collective), and cpu, the "
+                   "CPU seconds its process spent in them, threads included (waiting in "
+                   "a collective costs none): the slowest rank's cpu over the mean is "
+                   "what an unbalanced partition costs every step. {wall: [...], cpu: "
+                   "[...]}.",
     "comm": "Rows and bytes sent by all ranks in the training steps, by kind: "
             "{kind: {rows, bytes}}.",
     "eval_comm": "The same for this epoch's evaluation ({} when none).",

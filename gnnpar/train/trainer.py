@@ -398,8 +398,10 @@ class Trainer:
             if not partial and isinstance(engine, MinibatchEngine):
                 engine.loader.set_epoch(epoch)
             self.stats.reset()
+            cpu = time.process_time()
             sums = engine.train_epoch(self.ddp, self.optimizer, epoch, self._seed_step,
                                       partial, self._save, hook, self.cfg.run.progress)
+            cpu = time.process_time() - cpu
             partial = {}
             self._next_epoch = epoch + 1
             if not engine.sync.synchronous:
@@ -408,6 +410,9 @@ class Trainer:
             totals = dict(zip(SUMS, all_reduce_sum(ctx, torch.tensor(
                 [sums[k] for k in SUMS], dtype=torch.float64, device=ctx.device)).tolist(),
                 strict=True))
+            ranks = torch.zeros(2, ctx.world_size, dtype=torch.float64, device=ctx.device)
+            ranks[:, ctx.rank] = torch.tensor([sums["time"], cpu], dtype=torch.float64)
+            rank_wall, rank_cpu = all_reduce_sum(ctx, ranks).tolist()
             train = [totals[k] for k in ("loss", "correct", "seeds", "edges", "time")]
             phases = {k: totals[f"t_{k}"] / ctx.world_size for k in PHASES}
             comm = comm_totals(self.stats, ctx)
@@ -430,7 +435,8 @@ class Trainer:
                 "train_acc": train[1] / train[2], **accuracy, "epoch_time_s": epoch_time,
                 "eval_time_s": eval_time, "sampled_edges": int(train[3]) if sample else None,
                 "sampled_edges_per_s": train[3] / epoch_time if sample else None,
-                "step_time_s": phases, "comm": comm, "eval_comm": eval_comm})
+                "step_time_s": phases, "rank_time_s": {"wall": rank_wall, "cpu": rank_cpu},
+                "comm": comm, "eval_comm": eval_comm})
             self._write_record()
             if (epoch + 1) % self.cfg.run.checkpoint_every == 0 or epoch + 1 == t.epochs:
                 self._save({})
