@@ -313,6 +313,18 @@ def all_reduce_sum(ctx: DistContext, values: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def per_rank(ctx: DistContext, values: list[float]) -> list[list[float]]:
+    """Every rank's float ``values`` (same length on every rank), one list per value.
+
+    Returns:
+        ``out[i][r]`` is rank ``r``'s ``values[i]`` (one all-reduce of a float64 table).
+    """
+    table = torch.zeros(len(values), ctx.world_size, dtype=torch.float64, device=ctx.device)
+    table[:, ctx.rank] = torch.tensor(values, dtype=torch.float64)
+    out: list[list[float]] = all_reduce_sum(ctx, table).tolist()
+    return out
+
+
 def all_gather_ints(ctx: DistContext, values: list[int]) -> torch.Tensor:
     """Every rank's ``values`` (same length on every rank), for agreement checks.
 

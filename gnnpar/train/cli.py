@@ -46,6 +46,7 @@ from gnnpar.train.record import RECORD_FILE, format_startup
 from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE
 
 PROG = "gnnpar-train"
+PRINTER_GRACE_S = 5.0  # how long a rank that does not print an error waits to exit
 log = logging.getLogger("gnnpar")
 
 
@@ -121,9 +122,9 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
         log_to_stderr()
     ready = spawned if startup is None else started + sum(phases.values())
     phases["spawn"] = time.time() - ready  # the launcher's processes, or init() alone
-    if ctx.is_main:
-        log.info("%d worker%s joined the process group (%.1f s)", ctx.world_size,
-                 "s" if ctx.world_size > 1 else "", phases["spawn"])
+    if ctx.is_main and ctx.world_size > 1:
+        log.info("%d workers joined the process group (%.1f s)", ctx.world_size,
+                 phases["spawn"])
     done = False
     try:
         if part_dir is None:
@@ -351,9 +352,13 @@ def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = No
         record = launch(cfg) if cfg.run.nproc is not None else run_worker(cfg)
     except GnnparError as exc:
         text = str(exc)
+        _report_to_torchrun(text)
         if _printer(exc):
             print(f"{prog}: error: {text}", file=sys.stderr)
-        _report_to_torchrun(text)
+        elif int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            # torchrun stops every rank when the first exits: let the printer go first
+            # (an error every rank raises, such as a bad flag, is printed once).
+            time.sleep(PRINTER_GRACE_S)
         return 1
     except (Interrupted, KeyboardInterrupt) as exc:
         if int(os.environ.get("RANK", "0")) == 0:

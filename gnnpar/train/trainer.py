@@ -62,6 +62,7 @@ from gnnpar.comm import (
     all_gather_ints,
     all_reduce_sum,
     comm_totals,
+    per_rank,
     record_all_reduce,
 )
 from gnnpar.distributed import DistContext
@@ -366,9 +367,9 @@ class Trainer:
 
     def _fit(self, hook: StepHook | None) -> dict[str, Any]:
         ctx, t = self.ctx, self.cfg.train
+        partial = self._resume()
         if ctx.is_main and self.startup:
             log.info("start-up: %s", format_startup(self.startup))
-        partial = self._resume()
         if ctx.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
             # A file that repeats the run: --config OUT/config.json [--resume].
@@ -410,9 +411,7 @@ class Trainer:
             totals = dict(zip(SUMS, all_reduce_sum(ctx, torch.tensor(
                 [sums[k] for k in SUMS], dtype=torch.float64, device=ctx.device)).tolist(),
                 strict=True))
-            ranks = torch.zeros(2, ctx.world_size, dtype=torch.float64, device=ctx.device)
-            ranks[:, ctx.rank] = torch.tensor([sums["time"], cpu], dtype=torch.float64)
-            rank_wall, rank_cpu = all_reduce_sum(ctx, ranks).tolist()
+            rank_wall, rank_cpu = per_rank(ctx, [sums["time"], cpu])
             train = [totals[k] for k in ("loss", "correct", "seeds", "edges", "time")]
             phases = {k: totals[f"t_{k}"] / ctx.world_size for k in PHASES}
             comm = comm_totals(self.stats, ctx)

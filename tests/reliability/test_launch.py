@@ -60,8 +60,9 @@ def test_a_damaged_part_is_one_line_naming_the_rank(parts: Path, tmp_path: Path)
     proc = subprocess.run([*exe(), str(bad), *RUN, "--nproc", "2", "--out",
                            str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if "error" in ln]  # and progress lines
+    assert len(lines) == 1 and proc.stderr.strip().endswith(lines[0]), proc.stderr
     assert lines[0].startswith("gnnpar-train: error: rank 1 of 2: ")
     assert "part-1/feat.npy" in lines[0] and "sha256 differs" in lines[0]
 
