@@ -59,7 +59,8 @@ def test_a_damaged_part_is_one_line_naming_the_rank(parts: Path, tmp_path: Path)
     data[-1] ^= 0xFF
     feat.write_bytes(bytes(data))
     proc = subprocess.run([*exe(), str(bad), *RUN, "--nproc", "2", "--out",
-                           str(tmp_path / "run")], capture_output=True, text=True, timeout=scaled(300))
+                           str(tmp_path / "run")], capture_output=True, text=True,
+                          timeout=scaled(300))
     assert proc.returncode == 1
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, proc.stderr
