@@ -30,6 +30,7 @@ therefore ends the run within ``T + 0.2 T`` and the exits, ``T`` the collective 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -161,10 +162,11 @@ class HeartbeatWatch:
         now = time.monotonic()
         self._seen: dict[int, tuple[int, float]] = {r: (-1, now) for r in ranks}
 
-    def update(self) -> None:
-        """Read every watched count once."""
+    def update(self, ranks: list[int] | None = None) -> None:
+        """Read the counts of ``ranks`` (default: every watched rank) once."""
         now = time.monotonic()
-        for r, (count, _) in list(self._seen.items()):
+        for r in self._seen if ranks is None else ranks:
+            count = self._seen[r][0]
             with contextlib.suppress(Exception):
                 value = int(self.store.add(HEARTBEAT_KEY.format(rank=r), 0))
                 if value != count:
@@ -180,13 +182,13 @@ class HeartbeatWatch:
         return time.monotonic() - self._seen[rank][1]
 
 
-def _beat(addr: str, port: int, key: str, interval_s: float) -> None:
-    """The heartbeat thread: one count every ``interval_s`` while the store answers."""
+def _beat(addr: str, port: int, key: str, interval_s: float, stop: threading.Event) -> None:
+    """The heartbeat thread: one count every ``interval_s`` until ``stop`` (or the store) ends."""
     with contextlib.suppress(Exception):  # the store gone (the run over): the thread ends
-        store = TCPStore(addr, port, is_master=False, timeout=timedelta(seconds=30))
-        while True:
+        store = TCPStore(addr, port, is_master=False, timeout=timedelta(seconds=10))
+        while not stop.is_set():
             store.add(key, 1)
-            time.sleep(interval_s)
+            stop.wait(interval_s)
 
 
 def _process_alive(pid: int) -> bool:
@@ -203,21 +205,39 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-_HEARTBEATS: set[tuple[str, int, int]] = set()
+_HEARTBEATS: dict[tuple[str, int, int], tuple[threading.Thread, threading.Event]] = {}
 """The heartbeats this process counts, by (store address, port, rank)."""
 
 
 def start_heartbeat(addr: str, port: int, rank: int, timeout_s: float) -> None:
     """Count rank ``rank``'s heartbeats in the store at ``addr:port`` (once per process).
 
-    A daemon thread with its own store connection; it ends with the process or the store.
+    A daemon thread with its own store connection, stopped at exit (:func:`stop_heartbeats`)
+    or when the store goes away.
     """
     if (addr, port, rank) in _HEARTBEATS:
         return
-    _HEARTBEATS.add((addr, port, rank))
-    threading.Thread(target=_beat, name=f"gnnpar-heartbeat-{rank}", daemon=True,
-                     args=(addr, port, HEARTBEAT_KEY.format(rank=rank),
-                           heartbeat_interval(timeout_s))).start()
+    if not _HEARTBEATS:
+        atexit.register(stop_heartbeats)
+    stop = threading.Event()
+    thread = threading.Thread(target=_beat, name=f"gnnpar-heartbeat-{rank}", daemon=True,
+                              args=(addr, port, HEARTBEAT_KEY.format(rank=rank),
+                                    heartbeat_interval(timeout_s), stop))
+    _HEARTBEATS[(addr, port, rank)] = (thread, stop)
+    thread.start()
+
+
+def stop_heartbeats() -> None:
+    """Stop this process's heartbeat threads and wait for them (registered at exit).
+
+    A daemon thread still inside a store call when the interpreter finalizes would abort
+    the process ("terminate called without an active exception"), so they end first.
+    """
+    for _, stop in _HEARTBEATS.values():
+        stop.set()
+    for thread, _ in _HEARTBEATS.values():
+        thread.join(timeout=15)
+    _HEARTBEATS.clear()
 
 
 class FailureBoard:
@@ -301,8 +321,9 @@ class FailureBoard:
 
         A rank whose own code raised gets its exception back (it is the cause).  A rank
         whose collective failed waits until a rank has posted an error of its own, a
-        rank of this machine is seen dead, every rank has posted, or :attr:`grace_s` is
-        up, and names what it learned.
+        rank of this machine is seen dead, every rank has posted, the heartbeat of every
+        silent rank has stood still for :attr:`stale_s`, or :attr:`grace_s` is up, and
+        names what it learned.
         """
         self.post(exc)
         if self.store is None or not is_comm_error(exc):
@@ -315,8 +336,8 @@ class FailureBoard:
             notices = self.read()
             causes = sorted((n["seq"], r) for r, n in notices.items() if not n["comm"])
             dead = [r for r in self.dead_here() if r not in notices]
-            watch.update()
             silent = [r for r in range(world) if r not in notices]
+            watch.update([r for r in silent if r != self.ctx.rank])
             stale = [r for r in watch.stale() if r in silent]
             if causes or dead or len(notices) == world or (silent and stale == silent) \
                     or time.monotonic() >= deadline:
