@@ -60,6 +60,7 @@ from gnnpar.io import (
     json_digest,
     load_npy,
     read_json,
+    release,
     sha256_file,
 )
 from gnnpar.partition.typed import ETYPE_DTYPE, TypeBook, check_typed_part, type_feat_name
@@ -506,7 +507,8 @@ def _check_edge_arrays(d: Path, p: Partition, finite: bool) -> None:
         raise _bad(d / "e_id.npy", "e_id", f"must hold {nnz} edge ids in "
                    f"[0, {meta.num_edges}), one per in-edge.")
     if finite and nnz > 1:  # every stored in-edge is another edge: no id twice
-        ids = np.sort(e_id)
+        ids = np.sort(e_id)  # a transient 8 bytes per stored edge, before the adjacency
+        release(e_id)
         twice = np.flatnonzero(ids[1:] == ids[:-1])
         if len(twice):
             raise _bad(d / "e_id.npy", "e_id", f"holds edge id {int(ids[twice[0]])} twice "

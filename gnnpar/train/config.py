@@ -347,7 +347,8 @@ class RunConfig:
     """Continue the run in --out from its newest checkpoint (same settings required)."""
 
     overwrite: bool = False
-    """Replace the run in --out (its record.json, config.json and checkpoint/)."""
+    """Replace the run in --out (its record.json, config.json and checkpoint/; kept aside
+    until the new run's first checkpoint, and put back if the new run fails first)."""
 
     checkpoint_every: int = 1
     """Checkpoint every this many epochs (and after the last)."""

@@ -81,7 +81,7 @@ def old_run(tmp_path: Path) -> tuple[Path, Path, dict[str, bytes]]:
 
 def test_train_overwrite_puts_the_old_run_back_when_the_new_one_fails(
         old_run: tuple[Path, Path, dict[str, bytes]], tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
     one, run, before = old_run
     bad = tmp_path / "bad"
     shutil.copytree(one, bad)
@@ -91,7 +91,8 @@ def test_train_overwrite_puts_the_old_run_back_when_the_new_one_fails(
     assert _train(str(bad), "--mode", "full", "--epochs", "3", "--out", str(run),
                   "--overwrite") == 1
     err = capsys.readouterr().err
-    assert "sha256 differs" in err and "is back in place" in err, err
+    assert "sha256 differs" in err, err
+    assert any("is back in place" in r.getMessage() for r in caplog.records), caplog.text
     assert _snapshot(run) == before  # the old record, config and checkpoint, byte for byte
 
 

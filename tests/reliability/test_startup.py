@@ -55,6 +55,7 @@ def test_a_start_up_step_may_outlast_the_collective_timeout() -> None:
         "ok 3", "ok 3"]
 
 
+@pytest.mark.slow
 def test_past_the_start_up_timeout_every_rank_names_the_slow_one() -> None:
     out = run_multiproc(starting, 2, "slow", 8.0, 2.0, timeout=120)
     assert out[0].startswith("DistributedError: rank 1 of 2 did not load and verify its part "
@@ -63,7 +64,7 @@ def test_past_the_start_up_timeout_every_rank_names_the_slow_one() -> None:
     assert out[1].startswith("DistributedError: rank 1 of 2 did not load"), out
 
 
-@pytest.mark.parametrize("mode", ["raise", "die"])
+@pytest.mark.parametrize("mode", [pytest.param("raise", marks=pytest.mark.slow), "die"])
 def test_a_failed_start_up_step_ends_every_rank(mode: str) -> None:
     outcomes = run_multiproc(starting, 2, mode, 0.0, 60.0, timeout=120, expect_failure=True)
     assert outcomes[0] is not None and outcomes[0][0], outcomes
