@@ -256,7 +256,7 @@ class PartitionMeta:
             raise PartitionError(f"has {len(meta.parts)} entries for {meta.num_parts} parts.",
                                  path=path, field="parts", fix=fix)
         if meta.hetero:
-            meta.types  # noqa: B018 - parse now: a damaged hetero fails here
+            meta.type_book(path)  # parse now: a damaged hetero fails here, naming the file
         expected = {f"{part_dir_name(k)}/{a}.npy" for k in range(meta.num_parts)
                     for a in meta.part_dtypes()}
         if set(meta.files) != expected:
@@ -290,10 +290,12 @@ class PartitionMeta:
     @cached_property
     def types(self) -> TypeBook | None:
         """A typed partition's :class:`~gnnpar.partition.typed.TypeBook`, else ``None``."""
-        if not self.hetero:
-            return None
+        return self.type_book(META_FILE) if self.hetero else None
+
+    def type_book(self, path: str | os.PathLike[str]) -> TypeBook:
+        """Parse ``hetero`` (errors name ``path``)."""
         return TypeBook.from_dict(self.hetero, self.num_parts,
-                                  [int(p["num_owned"]) for p in self.parts], META_FILE)
+                                  [int(p["num_owned"]) for p in self.parts], path)
 
     def part_dtypes(self) -> dict[str, type[np.generic]]:
         """Every part file's stored dtype: this version's schema, this partition's features."""

@@ -104,7 +104,7 @@ def test_typed_node_offsets_must_match_the_type_counts(typed_parts: Path,
     _edit_meta(out, shift)
     with pytest.raises(PartitionError, match="but the parts own") as exc:
         PartitionMeta.load(out)
-    assert exc.value.field == "hetero.node_offsets"
+    assert exc.value.field == "hetero.node_offsets" and exc.value.path == str(out / "meta.json")
 
 
 def test_typed_training_ids_of_another_type_are_refused(typed_parts: Path,
