@@ -221,7 +221,7 @@ def check_method(method: str) -> None:
     """Raise :class:`ConfigError` for an unknown partitioning method."""
     if method not in METHODS:
         raise ConfigError(f"got method={method!r}.", field="method",
-                          fix=f"choose one of {list(METHODS)} (CLI: --method).")
+                          fix=f"choose one of {list(METHODS)} (CLI: --partitioner).")
 
 
 def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequence[str],

@@ -43,10 +43,11 @@ from gnnpar.errors import GnnparError
 from gnnpar.sizes import format_bytes
 from gnnpar.train.config import Config
 from gnnpar.train.launch import Interrupted
-from gnnpar.train.record import RECORD_FILE
+from gnnpar.train.record import RECORD_FILE, format_startup
 from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE
 
 PROG = "gnnpar-train"
+log = logging.getLogger("gnnpar")
 
 
 def build_parser(prog: str = PROG, description: str | None = None) -> argparse.ArgumentParser:
@@ -84,7 +85,8 @@ def parse(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = N
 
 
 # ---------------------------------------------------------------------- workers
-def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None
+def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
+               startup: dict[str, float] | None = None, started: float | None = None
                ) -> dict[str, Any] | None:
     """Train as one rank of the process group in the environment (torchrun's, or none).
 
@@ -94,6 +96,9 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None
             settles the run directory and the partition (it partitions a dataset spec
             when no cached partition exists) and tells the others.
         out: The run directory the launcher prepared (with ``part_dir``).
+        startup: Seconds of the launcher's start-up phases so far.
+        started: When the launcher started (``time.time()``): the run's wall time counts
+            from there.
 
     Returns:
         The run record on rank 0, ``None`` on the other ranks.
@@ -106,11 +111,19 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None
     from gnnpar.distributed import init, shutdown
     from gnnpar.faults import agreed
 
+    spawned = time.time()
+    started = spawned if started is None else started
+    phases = dict(startup or {})
     ctx = init(device=cfg.run.device, timeout=timedelta(seconds=cfg.run.timeout_s))
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     if ctx.is_main:
         log_to_stderr()
+    ready = spawned if startup is None else started + sum(phases.values())
+    phases["spawn"] = time.time() - ready  # the launcher's processes, or init() alone
+    if ctx.is_main:
+        log.info("%d worker%s joined the process group (%.1f s)", ctx.world_size,
+                 "s" if ctx.world_size > 1 else "", phases["spawn"])
     done = False
     try:
         if part_dir is None:
@@ -119,13 +132,13 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None
                     return ""
                 local = int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size))
                 # Under torchrun the other ranks are waiting: never partition there.
-                parts, run_dir = _settle(cfg, ctx.world_size, local,
+                parts, run_dir = _settle(cfg, ctx.world_size, local, phases,
                                          make=ctx.world_size == 1)
-                return json.dumps([str(parts), str(run_dir)])
+                return json.dumps([str(parts), str(run_dir), phases])
 
-            part_dir, out = json.loads(broadcast_text(ctx, agreed(ctx, settle)))
+            part_dir, out, phases = json.loads(broadcast_text(ctx, agreed(ctx, settle)))
         cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, out=out))
-        record = _train(cfg, part_dir, ctx)
+        record = _train(cfg, part_dir, ctx, phases, started)
         done = True
         return record
     except BaseException as exc:
@@ -137,24 +150,32 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None
         shutdown(wait=done)
 
 
-def _settle(cfg: Config, world_size: int, local_world_size: int,
+def _settle(cfg: Config, world_size: int, local_world_size: int, phases: dict[str, float],
             make: bool = True) -> tuple[Path, Path]:
-    """The checks, the run directory and the partition: ``(partition dir, run dir)``."""
+    """The checks, the run directory and the partition: ``(partition dir, run dir)``.
+
+    Their seconds go to ``phases``; a failed partition puts back the run that
+    ``--overwrite`` set aside.
+    """
     from gnnpar.train.prepare import check_before_start, resolve_partition
 
+    t0 = time.time()
     out = check_before_start(cfg, world_size, local_world_size)
+    phases["check"] = time.time() - t0
     try:
-        return resolve_partition(cfg, world_size, progress=cfg.run.progress, make=make), out
+        return resolve_partition(cfg, world_size, progress=cfg.run.progress, make=make,
+                                 phases=phases), out
     except BaseException:
         _restore(out)
         raise
 
 
-def _train(cfg: Config, part_dir: str, ctx: Any) -> dict[str, Any] | None:
+def _train(cfg: Config, part_dir: str, ctx: Any, startup: dict[str, float],
+           started: float) -> dict[str, Any] | None:
     """Fit; the trainer (its DDP reducer holds the process group) is gone on return."""
     from gnnpar.train.trainer import Trainer
 
-    trainer = Trainer(cfg, part_dir, ctx)
+    trainer = Trainer(cfg, part_dir, ctx, startup, started)
     trainer.fit()
     return trainer.record.to_dict() if ctx.is_main else None
 
@@ -172,15 +193,19 @@ def launch(cfg: Config) -> dict[str, Any]:
 
     nproc = cfg.run.nproc
     assert nproc is not None
-    part_dir, out = _settle(cfg, nproc, nproc)
+    started = time.time()
+    phases: dict[str, float] = {}
+    part_dir, out = _settle(cfg, nproc, nproc, phases)
     threads = cfg.run.threads or max(1, (os.cpu_count() or 1) // nproc)
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, threads=threads))
+    log.info("starting %d workers (%d torch threads each)", nproc, threads)
     try:
         # A hung rank: the others' collective times out (T = timeout_s), they find its
         # heartbeat stale within 0.2 T (faults.FailureBoard) and the launcher stops it at
         # once: every rank is reported and stopped within 1.5 T.  A silent rank whose
         # heartbeat still runs gets a quarter of T (the board), then a fifth (here).
-        launch_workers("gnnpar.train.cli:run_worker", (cfg, str(part_dir), str(out)), nproc,
+        launch_workers("gnnpar.train.cli:run_worker", (cfg, str(part_dir), str(out), phases,
+                                                       started), nproc,
                        threads=threads, grace_s=min(10.0, cfg.run.timeout_s / 5),
                        stale_s=stale_after(cfg.run.timeout_s))
     except Interrupted:
@@ -199,7 +224,7 @@ def _restore(out: str | Path | None) -> bool:
 
     if not restore_replaced(out):
         return False
-    logging.getLogger("gnnpar").warning(
+    log.warning(
         "%s: the new run ended before its first checkpoint; the run that --overwrite was "
         "replacing is back in place.", out)
     return True
@@ -290,7 +315,12 @@ def format_summary(record: dict[str, Any]) -> str:
     mem = s["peak_memory_bytes"]
     lines.append(f"peak memory:       {format_bytes(mem['host'])} host (largest rank)" + (
         f", {format_bytes(mem['device'])} GPU" if mem["device"] is not None else ""))
-    lines.append(f"total wall time:   {s['wall_time_s']:.1f} s")
+    startup = s.get("startup_s") or {}
+    lines.append(f"total wall time:   {s['wall_time_s']:.1f} s" + (
+        f" (start-up {format_startup(startup)})" if startup else ""))
+    if s.get("predictions"):
+        lines.append(f"predictions:       {s['predictions']} (gnnpar.load_predictions("
+                     f"{str(Path(s['predictions']).parent)!r}))")
     lines.append(f"run record:        {s['record']}")
     return "\n".join(lines)
 

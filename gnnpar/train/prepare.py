@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shlex
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from gnnpar.partition.format import PartitionMeta
 
 META_FILE = "meta.json"
+log = logging.getLogger("gnnpar")
 
 
 def is_partition_dir(spec: str) -> bool:
@@ -279,7 +282,7 @@ def partition_command(cfg: Config, num_parts: int, out: Path) -> str:
 
 
 def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
-                      make: bool = True) -> Path:
+                      make: bool = True, phases: dict[str, float] | None = None) -> Path:
     """The partition directory to train on, partitioning a dataset spec when needed.
 
     Call it in one process (the launcher): it may partition.
@@ -290,6 +293,8 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
         progress: Show the partitioner's progress bars.
         make: Partition a dataset spec whose partition is not cached yet; ``False``
             (under ``torchrun``, where every rank has started) refuses instead.
+        phases: Gets the seconds of ``load`` and ``partition`` when they run (each also
+            announced and timed in the log).
 
     Returns:
         ``cfg.data.dataset`` when it is a partition directory, else the cache directory
@@ -323,8 +328,17 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
                           f"({exc.strerror or exc}).", path=cfg.data.root, field="data.root",
                           fix="pass --root DIR under a writable directory (every part of "
                           "the path a directory).") from None
+    log.info("loading %s ...", cfg.data.dataset)
+    t0 = time.time()
     dataset = cfg.data.load_any()  # a link task is checked there
     from gnnpar.datasets.hetero import HeteroGraphDataset
+
+    took = time.time() - t0
+    log.info("loaded %s in %.1f s: %s nodes, %s edges", cfg.data.dataset, took,
+             f"{dataset.num_nodes:,}" if isinstance(dataset.num_nodes, int)
+             else f"{sum(dataset.num_nodes.values()):,}", f"{dataset.num_edges:,}")
+    if phases is not None:
+        phases["load"] = took
 
     if isinstance(dataset, HeteroGraphDataset):  # checked before the partitioning
         check_graph_settings(cfg, cfg.data.dataset, dataset.layout(), 0, dataset.num_classes)
@@ -333,10 +347,16 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
                              dataset.num_classes)
     if cfg.data.task == "node":
         dataset.require_node_task(cfg.data.dataset)
+    log.info("partitioning into %d parts (%s) ...", world_size, cfg.partition.partitioner)
+    t0 = time.time()
     try:
         cfg.partition.run(dataset, world_size, str(out), task=cfg.data.task,
                           progress=progress)
     except PartitionError:
         if not (out / META_FILE).is_file():  # not just another run that finished first
             raise
+    took = time.time() - t0
+    log.info("partitioned in %.1f s: %s", took, out)
+    if phases is not None:
+        phases["partition"] = took
     return out

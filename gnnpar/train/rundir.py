@@ -35,11 +35,15 @@ from gnnpar.config import flag_of, sections
 from gnnpar.errors import ConfigError
 from gnnpar.partition.config import HOW_ONLY
 from gnnpar.train.config import Config
+from gnnpar.train.predictions import PREDICTIONS_DIR
 from gnnpar.train.record import RECORD_FILE
 
 CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoint"
-RUN_FILES = (RECORD_FILE, CONFIG_FILE, CHECKPOINT_DIR)
+METRICS_CSV = "metrics.csv"
+TENSORBOARD_DIR = "tensorboard"
+RUN_FILES = (RECORD_FILE, CONFIG_FILE, CHECKPOINT_DIR, METRICS_CSV, TENSORBOARD_DIR,
+             PREDICTIONS_DIR)
 """What a run writes into its directory (and what ``--overwrite`` replaces)."""
 PREVIOUS_RUN = ".previous-run"
 """Where ``--overwrite`` keeps the replaced run until the new one's first checkpoint."""
@@ -100,9 +104,9 @@ def foreign_entry(out: Path) -> Path | None:
     if not _is_run_record(out / RECORD_FILE):
         return out / RECORD_FILE
     for entry in sorted(out.iterdir()):
-        if entry.name in (RECORD_FILE, CONFIG_FILE, PREVIOUS_RUN) or _TEMPORARY.match(
-                entry.name):
-            continue
+        if entry.name in (*RUN_FILES, PREVIOUS_RUN) and entry.name != CHECKPOINT_DIR \
+                or _TEMPORARY.match(entry.name):
+            continue  # a directory of outputs (predictions, tensorboard) is gnnpar's whole
         if entry.name != CHECKPOINT_DIR or not entry.is_dir() or entry.is_symlink():
             return entry
         for inner in sorted(entry.iterdir()):
@@ -165,14 +169,15 @@ def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
             ``OUT/.previous-run/`` until the new run's first checkpoint.
 
     Returns:
-        The directory to write to (created).
+        The directory to write to. It is created when the run writes its first file, so
+        a run refused later (bad data, a failed start) leaves no directory behind.
 
     Raises:
         ConfigError: ``out`` holds a run and neither ``resume`` nor ``overwrite`` was
             given, holds something else, or is a file.
     """
     if out is None:
-        return _mkdir(default_out(name))
+        return _creatable(default_out(name))
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise ConfigError("is a file, not a directory.", path=path, field="run.out",
@@ -202,17 +207,25 @@ def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
         for entry in path.iterdir():
             if _TEMPORARY.match(entry.name):
                 _remove(entry)
-    return _mkdir(path)
+    return _creatable(path)
 
 
-def _mkdir(path: Path) -> Path:
-    """Create the run directory, or raise a :class:`ConfigError` naming why not."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot be created ({exc.strerror or exc}).", path=path,
-                          field="run.out", fix="pass an --out under a writable directory "
-                          "(every part of the path a directory).") from None
+def _creatable(path: Path) -> Path:
+    """``path``, once sure it can be created: its first existing ancestor a writable directory.
+
+    Raises:
+        ConfigError: Naming why it cannot.
+    """
+    ancestor = path
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    why = ("" if ancestor.is_dir() and os.access(ancestor, os.W_OK | os.X_OK) else
+           f"{ancestor} is not a directory" if not ancestor.is_dir() else
+           f"{ancestor} is not writable")
+    if why:
+        raise ConfigError(f"cannot be created ({why}).", path=path, field="run.out",
+                          fix="pass an --out under a writable directory (every part of the "
+                          "path a directory).")
     return path
 
 

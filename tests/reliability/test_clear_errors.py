@@ -53,8 +53,9 @@ def _one_error(main: Callable[[Sequence[str]], int], argv: list[str],
     """Run a command's ``main``; assert it fails with one error line holding ``parts``."""
     capsys.readouterr()
     assert main(argv) != 0
-    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(err) == 1 and "Traceback" not in err[0] and "Fix:" in err[0], err
+    text = capsys.readouterr().err
+    err = [ln for ln in text.splitlines() if "error:" in ln]
+    assert len(err) == 1 and "Traceback" not in text and "Fix:" in err[0], text
     assert all(p in err[0] for p in parts), err
     return err[0]
 

@@ -42,7 +42,7 @@ def test_partition_overwrite_refuses_a_dataset_folder_with_a_meta_json(
     (victim / "raw" / "edge.csv.gz").write_bytes(b"\x1f\x8b years of downloads")
     before = _snapshot(victim)
     assert _partition(victim, "--overwrite") == 1
-    err = capsys.readouterr().err.strip().splitlines()
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
     assert len(err) == 1 and str(victim / "meta.json") in err[0], err
     assert "lists its files" in err[0] and "Fix:" in err[0]
     assert _snapshot(victim) == before
@@ -55,8 +55,9 @@ def test_partition_overwrite_refuses_a_users_file_inside_a_partition(
     (out / "part-1" / "my-notes.txt").write_text("keep me")
     before = _snapshot(out)
     assert _partition(out, "--overwrite", "--partition-seed", "3") == 1
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert str(out / "part-1" / "my-notes.txt") in err and "does not list it" in err, err
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert len(err) == 1 and str(out / "part-1" / "my-notes.txt") in err[0], err
+    assert "does not list it" in err[0]
     assert _snapshot(out) == before
     (out / "part-1" / "my-notes.txt").unlink()  # only gnnpar's files: replaced
     assert _partition(out, "--overwrite", "--partition-seed", "3") == 0

@@ -56,8 +56,11 @@ def _edit_state(run: Path, change: Any) -> None:
 
 
 def _one_error(capsys: pytest.CaptureFixture[str], *parts: str) -> None:
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and all(p in err[0] for p in parts), err
+    """One ``error:`` line holding ``parts`` (beside the log lines), no traceback."""
+    text = capsys.readouterr().err
+    err = [ln for ln in text.splitlines() if "error:" in ln]
+    assert "Traceback" not in text and len(err) == 1, text
+    assert all(p in err[0] for p in parts), err
 
 
 @pytest.fixture

@@ -189,6 +189,8 @@ def test_run_directory_is_never_overwritten_silently(tmp_path: Path, no_spawn: l
     assert (other / "notes.txt").read_text() == "keep me"
     # Without --out, each run gets a new directory.
     first = prepare_run_dir(None, name=str(tmp_path / "auto"))
+    assert not first.exists()  # made by the run when it writes (a refused run leaves none)
+    first.mkdir()
     (first / "record.json").write_text("{}")
     assert prepare_run_dir(None, name=str(tmp_path / "auto")) == tmp_path / "auto-2"
 
