@@ -203,11 +203,13 @@ def launch(cfg: Config) -> dict[str, Any]:
         # A hung rank: the others' collective times out (T = timeout_s), they find its
         # heartbeat stale within 0.2 T (faults.FailureBoard) and the launcher stops it at
         # once: every rank is reported and stopped within 1.5 T.  A silent rank whose
-        # heartbeat still runs gets a quarter of T (the board), then a fifth (here).
+        # heartbeat still runs (a deadlock) gets a quarter of T (the board), then a tenth
+        # (here, at least 2 s for the others to report theirs).
+        t = cfg.run.timeout_s
         launch_workers("gnnpar.train.cli:run_worker", (cfg, str(part_dir), str(out), phases,
                                                        started), nproc,
-                       threads=threads, grace_s=min(10.0, cfg.run.timeout_s / 5),
-                       stale_s=stale_after(cfg.run.timeout_s))
+                       threads=threads, grace_s=min(10.0, max(2.0, t / 10)),
+                       stale_s=stale_after(t))
     except Interrupted:
         if not _restore(out):
             _mark_interrupted(out / RECORD_FILE)
