@@ -21,10 +21,10 @@ peers waiting.  Two mechanisms turn that into an error on every rank:
 Every rank of a board also counts a **heartbeat** in the store from a thread of its own,
 every :func:`heartbeat_interval` (a twentieth of the collective timeout, between 0.25 and
 5 s).  A stopped, hung or dead process stops counting, so a rank whose collective failed
-names a silent peer as soon as its count has stood still for :func:`stale_after` (four
+names a silent peer as soon as its count has stood still for :func:`stale_after` (three
 intervals, at least 1 s) instead of waiting out the grace, and the launcher
 (:func:`gnnpar.train.launch.launch_workers`) stops such a rank at once.  A hung rank
-therefore ends the run within ``T + 0.2 T`` and the exits, ``T`` the collective timeout
+therefore ends the run within ``T + 0.15 T`` and the exits, ``T`` the collective timeout
 (the bound ``gnnpar-train`` documents is ``1.5 T``).
 """
 
@@ -141,7 +141,7 @@ def heartbeat_interval(timeout_s: float) -> float:
 
 def stale_after(timeout_s: float) -> float:
     """Seconds a heartbeat count must stand still before its process counts as not running."""
-    return max(1.0, 4 * heartbeat_interval(timeout_s))
+    return max(1.0, 3 * heartbeat_interval(timeout_s))
 
 
 class HeartbeatWatch:

@@ -201,7 +201,7 @@ def launch(cfg: Config) -> dict[str, Any]:
     log.info("starting %d workers (%d torch threads each)", nproc, threads)
     try:
         # A hung rank: the others' collective times out (T = timeout_s), they find its
-        # heartbeat stale within 0.2 T (faults.FailureBoard) and the launcher stops it at
+        # heartbeat stale within 0.15 T (faults.FailureBoard) and the launcher stops it at
         # once: every rank is reported and stopped within 1.5 T.  A silent rank whose
         # heartbeat still runs (a deadlock) gets a quarter of T (the board), then a tenth
         # (here, at least 2 s for the others to report theirs).
