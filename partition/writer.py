@@ -1,6 +1,6 @@
 """``partition_graph``: split a :class:`GraphDataset` into K parts and write the directory.
 
-The directory is format version 3 of :mod:`gnnpar.partition.format` (whose docstring is
+The directory is format version 4 of :mod:`gnnpar.partition.format` (whose docstring is
 the contract every reader relies on)::
 
     OUT/
