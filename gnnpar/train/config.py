@@ -29,7 +29,9 @@ from gnnpar.config import (
     check_number,
     config_error,
     flag_of,
+    resolve_task_defaults,
     sections,
+    task_default,
     to_dict,
 )
 from gnnpar.datasets.config import DataConfig
@@ -61,7 +63,7 @@ class ModelConfig:
     layers: int = 2
     """Message-passing layers (in sample mode, one fan-out per layer)."""
 
-    dropout: float = 0.5
+    dropout: float = task_default(0.5, link=0.0)
     """Dropout probability after each hidden layer."""
 
     heads: int = 4
@@ -459,11 +461,16 @@ class Config:
     """Run directory, processes, device."""
 
     def validate(self) -> Config:
-        """Check every value and their combinations; return ``self`` or raise.
+        """Check every value and their combinations; return the configuration to run.
 
-        A setting of the other mode's section that differs from its default is refused
-        rather than silently ignored.
+        The configuration returned is a copy with the defaults of the run's task in place
+        (:func:`~gnnpar.config.task_default`: e.g. ``model.dropout``); raises
+        :class:`ConfigError` on the first bad value.  A setting of the other mode's section
+        that differs from its default is refused rather than silently ignored.
         """
+        return resolve_task_defaults(self, self.data.task)._check()
+
+    def _check(self) -> Config:
         self.data.validate()
         self.partition.validate()
         self.model.validate()
