@@ -72,16 +72,24 @@ ABLATIONS: dict[str, list[str]] = {
 """Values of each ablated setting (the others at :data:`BASE`)."""
 
 
-def configs() -> dict[str, list[str]]:
-    """``{name: gnnpar-train flags}``: ``default`` (no flags) and the one-setting ablations."""
-    out: dict[str, list[str]] = {"default": []}
+def configs(base: dict[str, str] | None = None) -> dict[str, list[str]]:
+    """``{name: gnnpar-train flags}``: ``default`` (no flags), ``base`` (default
+    :data:`BASE`) with another seed (the run-to-run noise) and the one-setting ablations."""
+    base = base or BASE
+    flags = [a for k, v in base.items() for a in (f"--{k}", v)]
+    out: dict[str, list[str]] = {"default": [], "seed=1": [*flags, "--seed", "1"]}
     for key, values in ABLATIONS.items():
         for value in values:
-            if value == BASE[key]:
-                continue
-            flags = [a for k, v in BASE.items() for a in (f"--{k}", value if k == key else v)]
-            out[f"{key}={value}"] = flags
+            if value != base[key]:
+                out[f"{key}={value}"] = [a for k, v in base.items()
+                                         for a in (f"--{k}", value if k == key else v)]
     return out
+
+
+def run_name(flags: Sequence[str], epochs: int) -> str:
+    """The cache directory of a run: its flags (``default`` for none) and its epochs."""
+    text = "_".join(a.lstrip("-").replace(",", "-") for a in flags) or "default"
+    return f"{text}-e{epochs}"
 
 
 def load_avg() -> list[float]:
@@ -201,7 +209,7 @@ def bench_graph(name: str, args: argparse.Namespace) -> dict[str, Any]:
     dataset = link_dataset(name, work, args.graphs_cache)
     print(f"\n== {name}: {dataset} (load average {load_avg()})", flush=True)
     res: dict[str, Any] = {"reference": {}, "gnnpar": {}}
-    for encoder in ("sage", "mlp"):
+    for encoder in args.ref_encoders:
         for seed in args.ref_seeds:
             key = f"{encoder}-seed{seed}-e{args.ref_epochs}"
             print(f"  {'reference' if encoder == 'sage' else 'mlp'} ({key})", flush=True)
@@ -212,10 +220,10 @@ def bench_graph(name: str, args: argparse.Namespace) -> dict[str, Any]:
             print(f"    {doc['seconds']:.0f} s, load {doc['load_avg']}")
             for row in doc["epochs"]:
                 print(f"    epoch {row['epoch']}: {_metrics_text(row)}")
-    wanted = configs()
+    wanted = configs(args.base)
     for cname in args.configs:
         flags = wanted[cname]
-        run_dir = work / "runs" / name / f"{cname}-e{args.epochs}".replace(",", "_")
+        run_dir = work / "runs" / name / run_name(flags, args.epochs)
         print(f"  gnnpar {cname}: {shlex.join(flags) or '(defaults)'}", flush=True)
         doc = _cached(run_dir / "bench.json", args.rerun or _stale(run_dir, flags),
                       lambda f=flags, d=run_dir: gnnpar_run(dataset, f, args.epochs, d))
@@ -268,12 +276,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="directory of real_graphs.py's built graphs (default WORKDIR/graphs)")
     p.add_argument("--graphs", default=",".join(GRAPHS), help=f"of {','.join(GRAPHS)}")
     p.add_argument("--epochs", type=int, default=5, help="epochs of each gnnpar run")
+    p.add_argument("--base", nargs="*", default=[], metavar="KEY=VALUE",
+                   help=f"settings of the ablations' base instead of BASE's ({BASE})")
     p.add_argument("--configs", nargs="*", default=None,
                    help=f"gnnpar runs, of {' '.join(configs())} (default: all; none "
                    "given: only the references)")
     p.add_argument("--ref-epochs", type=int, default=200, help="full-batch epochs")
     p.add_argument("--ref-seeds", default="0", help="seeds of the references, comma-separated")
     p.add_argument("--ref-eval", type=int, default=10, help="reference: evaluate every N epochs")
+    p.add_argument("--ref-encoders", default="sage,mlp",
+                   help="references to run: sage (GraphSAGE), mlp (features only)")
     p.add_argument("--rerun", action="store_true",
                    help="run the gnnpar configurations again even when cached (after a "
                    "change of the defaults)")
@@ -283,10 +295,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.graphs_cache = args.graphs_cache or args.workdir / "graphs"
     args.ref_seeds = [int(s) for s in args.ref_seeds.split(",")]
-    args.configs = list(configs()) if args.configs is None else args.configs
-    unknown = sorted(set(args.configs) - set(configs()))
+    args.ref_encoders = [e for e in args.ref_encoders.split(",") if e]
+    given = dict(item.split("=", 1) for item in args.base)
+    if set(given) - set(BASE):
+        raise SystemExit(f"--base takes settings of {list(BASE)}, got {sorted(given)}.")
+    args.base = {**BASE, **given}
+    known = configs(args.base)
+    args.configs = list(known) if args.configs is None else args.configs
+    unknown = sorted(set(args.configs) - set(known))
     if unknown:
-        raise SystemExit(f"unknown --configs {unknown}; choose from {list(configs())}.")
+        raise SystemExit(f"unknown --configs {unknown}; choose from {list(known)}.")
     print(f"bench_link_accuracy: {os.cpu_count()} CPUs, load average {load_avg()}, "
           f"gnnpar {args.epochs} epochs x 2 ranks, references {args.ref_epochs} full-batch "
           f"epochs, seeds {args.ref_seeds}")
@@ -294,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary(results)
     if args.json:
         args.json.write_text(json.dumps({
-            "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "base": BASE,
+            "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "base": args.base,
             "epochs": args.epochs, "ref_epochs": args.ref_epochs, "results": results},
             indent=1))
     return 0
