@@ -80,39 +80,45 @@ def budget_worker(part_dir: str, fanouts: list[int], batch_size: int,
                   batches: int) -> dict[str, float]:
     """Host synchronisations and collectives per loader batch and per training step.
 
-    A rank of :func:`gnnpar.testing.run_multiproc`: a prefetching loader as the trainer
-    builds it, and a GraphSAGE step (forward, backward with DDP) per batch, each under
-    :class:`gnnpar.testing.OpRecorder` (what would make a CUDA host wait; collectives).
+    A rank of :func:`gnnpar.testing.run_multiproc` under :class:`gnnpar.testing.DeviceShadow`
+    (what would make a CUDA host wait; collectives): a prefetching loader as the trainer
+    builds it, and a GraphSAGE step (forward, backward with DDP) per batch, each counted
+    in its own window.
     """
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel
 
     import gnnpar
-    from gnnpar.testing import OpRecorder
+    from gnnpar.testing import DeviceShadow
     from gnnpar.train.config import ModelConfig
     from gnnpar.train.models import SampledGNN, build_model, forward_batch
 
-    ctx = gnnpar.init()
-    graph = gnnpar.DistGraph.load(part_dir, ctx, verify=False)
-    loader = gnnpar.DistNeighborLoader(graph, gnnpar.DistFeatureStore(graph, ctx), fanouts,
-                                       "train", batch_size=batch_size, prefetch=True)
-    torch.manual_seed(0)
-    model = build_model(ModelConfig(hidden=64, layers=len(fanouts)), graph.meta.feat_dim,
-                        graph.meta.num_classes)
-    ddp = DistributedDataParallel(SampledGNN(model))
-    load, step = OpRecorder(), OpRecorder()
-    it = iter(loader)
-    n = min(batches, len(loader) - 1)
-    next(it)  # the first batch is not prefetched
-    for _ in range(n):
-        with load:
-            batch = next(it)
-        with step:
-            loss = F.cross_entropy(forward_batch(ddp, batch), batch.y[: batch.batch_size])
-            loss.backward()
-    gnnpar.shutdown()
-    return {"load_syncs": load.num_syncs / n, "load_collectives": len(load.collectives) / n,
-            "step_syncs": step.num_syncs / n, "step_collectives": len(step.collectives) / n}
+    sums = dict.fromkeys(("load_syncs", "load_collectives", "step_syncs",
+                          "step_collectives"), 0.0)
+    with DeviceShadow() as shadow:
+        ctx = gnnpar.init(device=shadow.device)
+        graph = gnnpar.DistGraph.load(part_dir, ctx, verify=False)
+        loader = gnnpar.DistNeighborLoader(graph, gnnpar.DistFeatureStore(graph, ctx),
+                                           fanouts, "train", batch_size=batch_size,
+                                           prefetch=True)
+        torch.manual_seed(0)
+        model = build_model(ModelConfig(hidden=64, layers=len(fanouts)), graph.meta.feat_dim,
+                            graph.meta.num_classes).to(ctx.device)
+        ddp = DistributedDataParallel(SampledGNN(model))
+        it = iter(loader)
+        n = min(batches, len(loader) - 1)
+        next(it)  # the first batch is not prefetched
+        for _ in range(n):
+            with shadow.window() as load:
+                batch = next(it)
+            with shadow.window() as step:
+                loss = F.cross_entropy(forward_batch(ddp, batch), batch.y[: batch.batch_size])
+                loss.backward()
+            for name, w in (("load", load), ("step", step)):
+                sums[f"{name}_syncs"] += w.num_syncs / n
+                sums[f"{name}_collectives"] += len(w.collectives) / n
+        gnnpar.shutdown()
+    return sums
 
 
 def sync_budget(part_dir: str, world_size: int, fanouts: list[int], batch_size: int,

@@ -17,7 +17,8 @@ process, threads included) and its peak resident set read (``VmHWM``, reset befo
   ``cut / bare`` column; pymetis's default, recursive bisection up to 8 parts);
 - ``metis``, ``kaminpar-PRESET``, ``stream``, ``random``: ``assign_parts`` as
   ``gnnpar-partition`` runs it, default ``--balance`` (nodes, train, sampled), seed 0,
-  one thread; KaMinPar with its ``eco``, ``default`` and ``strong`` presets;
+  one thread; KaMinPar with its ``eco``, ``default`` and ``strong`` presets, each the
+  best of the default ``--kaminpar-repeats`` (3) runs;
 - ``dgl``: ``dgl.distributed.partition_graph`` (METIS, ``balance_ntypes`` = training
   mask, ``balance_edges``) in the DGL venv of ``bench_vs_distdgl.py`` (``--dgl-venv``),
   when it exists; otherwise the row says it was skipped.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from gnnpar.distributed import DistContext
+from gnnpar.distributed import DistContext, skips_collectives
 from gnnpar.errors import DistributedError
 
 # torch >= 2.13 renames all_gather_into_tensor (and deprecates the old name).
@@ -153,7 +153,7 @@ def exchange_counts(ctx: DistContext, send_counts: torch.Tensor) -> tuple[list[i
         ``(send, recv)`` as host lists: ``recv[r]`` is what rank ``r`` will send here.
     """
     send = send_counts.to(device=ctx.device, dtype=torch.int64)
-    if ctx.world_size == 1:
+    if skips_collectives(ctx.world_size):
         host = send.tolist()
         return host, list(host)
     recv = torch.empty_like(send)
@@ -183,7 +183,7 @@ def all_gather_rows(ctx: DistContext, mine: torch.Tensor) -> torch.Tensor:
         ``[world_size, mine.numel()]`` on ``ctx.device``; row ``r`` is rank ``r``'s.
     """
     mine = mine.to(ctx.device).reshape(-1)
-    if ctx.world_size == 1:
+    if skips_collectives(ctx.world_size):
         return mine[None]
     out = torch.empty(ctx.world_size * mine.numel(), dtype=mine.dtype, device=ctx.device)
     _all_gather_single(out, mine, group=ctx.group)
@@ -296,7 +296,7 @@ def start_all_to_all_v(
         me = ctx.rank
         rows_sent, rows_recv = sum(sent) - sent[me], n_recv - got[me]
         stats.record(kind, rows_sent, rows_recv, rows_sent * row_bytes, rows_recv * row_bytes)
-    if ctx.world_size == 1:
+    if skips_collectives(ctx.world_size):
         return PendingExchange(send if out is None else out.copy_(send), got)
     recv = send.new_empty((n_recv, *row_shape)) if out is None else out
     send = send.contiguous()
@@ -308,7 +308,7 @@ def start_all_to_all_v(
 def all_reduce_sum(ctx: DistContext, values: torch.Tensor) -> torch.Tensor:
     """Sum a tensor over all ranks (a copy; the input is left as it was)."""
     out = values.clone()
-    if ctx.world_size > 1:
+    if not skips_collectives(ctx.world_size):
         dist.all_reduce(out, op=dist.ReduceOp.SUM, group=ctx.group)
     return out
 
@@ -324,7 +324,7 @@ def all_gather_ints(ctx: DistContext, values: list[int]) -> torch.Tensor:
 
 def broadcast_text(ctx: DistContext, text: str, src: int = 0) -> str:
     """Rank ``src``'s ``text`` on every rank (collective; UTF-8 bytes, nothing unpickled)."""
-    if ctx.world_size == 1:
+    if skips_collectives(ctx.world_size):
         return text
     data = text.encode() if ctx.rank == src else b""
     size = int(all_gather_ints(ctx, [len(data)])[src, 0])

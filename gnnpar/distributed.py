@@ -28,6 +28,17 @@ from torch._C._distributed_c10d import HashStore
 
 from gnnpar.errors import ConfigError, DistributedError
 
+FORCE_COLLECTIVES = "GNNPAR_FORCE_COLLECTIVES"
+"""Environment variable of a testing switch: with ``1``, the collectives of a one-rank group
+run instead of being skipped, so that one GPU exercises NCCL's code paths
+(``benchmarks/gpu_check.sh``); not a user setting."""
+
+
+def skips_collectives(group_size: int) -> bool:
+    """Whether a group of ``group_size`` ranks skips its collectives (one rank, no switch)."""
+    return group_size == 1 and os.environ.get(FORCE_COLLECTIVES) != "1"
+
+
 DEFAULT_TIMEOUT = timedelta(seconds=300)
 """Collective timeout unless ``init`` is given another (``gnnpar-train --timeout-s``)."""
 

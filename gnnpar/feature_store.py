@@ -1,8 +1,10 @@
 """``DistFeatureStore``: per-node arrays (features, labels) sharded by owner, gathered by id.
 
 Each rank holds the rows of the nodes it owns — on its device when they fit a memory
-budget, else in (pinned, for a GPU) CPU memory; on a CPU-only rank they stay memory-mapped
-from the partition, so the page cache, not the process, holds them.  :meth:`gather_many`
+budget, else in pinned host memory that the device reads in place
+(:func:`gnnpar.device.place`); on a CPU-only rank they stay memory-mapped from the
+partition, so the page cache, not the process, holds them.  Every lookup (owners, cache
+slots, rows) runs on the device, on the device's copy of the partition book.  :meth:`gather_many`
 returns the rows of any global ids in request order: owned rows are read locally, rows
 cached from an earlier fill are read from the cache, and the rest are fetched from their
 owners in **one** round trip — the distinct ids go out in one ``all_to_all``, the rows
@@ -31,6 +33,7 @@ import torch
 from torch import Tensor
 
 from gnnpar.comm import CommStats, PendingExchange, exchange_counts, start_all_to_all_v
+from gnnpar.device import PlacedRows
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.graph import DistGraph
@@ -107,9 +110,9 @@ class DistFeatureStore:
         device: Where gathered rows are returned (default ``ctx.device``).
         cache_bytes: Budget of the cache of remote rows (``x`` and ``y`` together);
             0 disables it.  Must be the same on every rank.
-        device_budget_bytes: On a CUDA device, the owned rows go to the device when they
+        device_budget_bytes: On an accelerator, the owned rows go to the device when they
             take at most this many bytes (default: half the free device memory), else
-            to pinned CPU memory.  Ignored on CPU.
+            to pinned host memory read by the device in place.  Ignored on the CPU.
         stats: Counters that the exchanges are added to.
         arrays: Per-node arrays of the owned nodes by name, ``[num_owned, ...]`` each
             (default: ``x``, the part's features, and ``y``, its labels).  Must name the
@@ -120,7 +123,9 @@ class DistFeatureStore:
         kind: Counter kind of gathered rows (and ``{kind}_ids`` of their requests).
 
     Attributes:
-        placement: Where owned rows live: ``"device"``, ``"pinned"`` or ``"mmap"``.
+        placement: Where owned rows live: ``"device"``, ``"pinned"``, ``"host"`` (a CPU
+            rank: the memory maps) or ``"pinned-host"`` (pinned rows the device could not
+            map: gathered on the host, one host read of the indices per gather).
         row_bytes: Bytes of one node's ``x`` and ``y`` packed for the wire (padded to a
             multiple of 8); the cache holds ``cache_bytes // row_bytes`` rows.
         cache_gids: ``[C]`` sorted global ids whose rows the cache holds.
@@ -147,41 +152,30 @@ class DistFeatureStore:
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
             raise ConfigError(f"got {cache_bytes!r}; the cache budget is a byte count >= 0.",
                               field="cache_bytes", fix="pass 0 (no cache) or a positive int.")
-        self.graph = graph
         self.ctx = ctx
         self.device = torch.device(device) if device is not None else ctx.device
+        self.graph = graph.to(self.device)  # the partition book where the ids are
         self.stats = stats
         if arrays is None:
             arrays = {"x": graph.features(), "y": graph.part.label}
         self.types = types
         self.kind = kind
         self._shift, num_rows = self._row_shift(types)
-        self._bounds = None if types is None or graph.type_bounds is None else \
-            graph.type_bounds.to(self.device)
+        self._bounds = None if types is None else self.graph.type_bounds
         for name, a in arrays.items():
             if len(a) != num_rows:
                 raise ConfigError(f"array {name!r} has {len(a)} rows, this rank owns "
                                   f"{num_rows} nodes{' of these types' if types else ''}.",
                                   field="arrays", fix="pass one row per owned node.")
-        self.placement, self._owned = self._place(dict(arrays), device_budget_bytes)
+        self._rows = PlacedRows(
+            {n: a if isinstance(a, Tensor) else from_mmap(a) for n, a in arrays.items()},
+            self.device, device_budget_bytes)
+        self.placement, self._owned = self._rows.placement, self._rows.arrays
         self.row_bytes = _row_layout(self._owned)[1]
         self.cache_gids = self._choose_cache(cache_bytes // max(self.row_bytes, 1))
         # No cache (the same budget on every rank): nothing to fill, no exchange.
         self._cache: dict[str, Tensor] | None = None if cache_bytes else {
             n: a[:0] for n, a in self._owned.items()}
-
-    def _place(self, arrays: dict[str, np.ndarray | Tensor],
-               budget: int | None) -> tuple[str, dict[str, Tensor]]:
-        owned = {name: a if isinstance(a, Tensor) else from_mmap(a)
-                 for name, a in arrays.items()}
-        if self.device.type != "cuda":
-            return "mmap", owned
-        nbytes = sum(a.numel() * a.element_size() for a in owned.values())
-        if budget is None:
-            budget = torch.cuda.mem_get_info(self.device)[0] // 2
-        if nbytes <= budget:
-            return "device", {k: v.to(self.device) for k, v in owned.items()}
-        return "pinned", {k: v.pin_memory() for k, v in owned.items()}
 
     def _row_shift(self, types: tuple[int, ...] | None) -> tuple[Tensor | None, int]:
         """Per node type, what to subtract from a local id for its row; the row count.
@@ -228,7 +222,8 @@ class DistFeatureStore:
         one_hop, deeper = refs(g.indices[:n_owned_edges]), refs(g.indices[n_owned_edges:])
         score = one_hop * (int(deeper.max()) + 1) + deeper
         if self.types is not None:  # only the held types' rows
-            held = torch.isin(g.node_type(g.halo_gids), torch.tensor(self.types))
+            held = torch.isin(g.node_type(g.halo_gids),
+                              torch.tensor(self.types, device=g.halo_gids.device))
             score = torch.where(held, score, -1)
             capacity = min(capacity, int(held.sum()))
         top = torch.argsort(score, descending=True, stable=True)[:capacity]
@@ -244,21 +239,8 @@ class DistFeatureStore:
         return tuple(self._owned)
 
     def _owned_rows(self, name: str, local: Tensor, out: Tensor | None = None) -> Tensor:
-        """Rows ``local`` of owned array ``name`` on :attr:`device` (into ``out``).
-
-        Device- and memory-mapped rows are gathered straight into the result; pinned CPU
-        rows (a CUDA device without room for them) go through a pinned staging buffer and
-        an asynchronous copy, reading the indices on the host.
-        """
-        a = self._owned[name]
-        if a.device == self.device:
-            return torch.index_select(a, 0, local, out=out) if out is not None else \
-                a.index_select(0, local)
-        staged = torch.empty((local.numel(), *a.shape[1:]), dtype=a.dtype, pin_memory=True)
-        torch.index_select(a, 0, local.cpu(), out=staged)
-        if out is None:
-            return staged.to(self.device, non_blocking=True)
-        return out.copy_(staged, non_blocking=True)
+        """Rows ``local`` of owned array ``name`` on :attr:`device` (into ``out``)."""
+        return self._rows.take(name, local, out)
 
     def owned_rows(self, name: str, gids: Tensor) -> Tensor:
         """Rows of array ``name`` for global ids this rank owns (local, not collective)."""

@@ -1,11 +1,15 @@
 """``DistGraph``: this rank's part of a partitioned graph, with the partition book.
 
-Adjacency (CSC of in-edges over local ids), halo ids and degrees are read into memory as
-torch tensors: they are what sampling and halo exchange touch on every step.  Features,
-labels and splits stay memory-mapped in :attr:`DistGraph.part` until a feature store
-places them.  Nothing here grows with the whole graph's node count: every tensor is
-over this part's owned and halo nodes or its edges (``docs/memory.md``), and
-:meth:`DistGraph.to` keeps one copy per device, however many samplers and loaders ask.
+Adjacency (CSC of in-edges over local ids), halo ids, degrees, the partition book and
+the type bounds of a typed graph are read onto the rank's device (:func:`DistGraph.load`
+puts them on ``ctx.device``, copied from the memory maps in chunks, so a GPU rank keeps
+no host copy): they are what sampling and halo exchange touch on every step, and every
+lookup (:meth:`DistGraph.owner`, :meth:`DistGraph.node_type`, ...) takes and returns
+tensors on that device.  Features, labels and splits stay memory-mapped in
+:attr:`DistGraph.part` until a feature store places them.  Nothing here grows with the
+whole graph's node count: every tensor is over this part's owned and halo nodes or its
+edges (``docs/memory.md``), and :meth:`DistGraph.to` keeps one copy per device, however
+many samplers and loaders ask.
 """
 
 from __future__ import annotations
@@ -18,19 +22,14 @@ import numpy as np
 import torch
 
 from gnnpar.comm import all_reduce_sum
+from gnnpar.device import load_rows
 from gnnpar.distributed import DistContext, check_world_matches_parts
 from gnnpar.errors import PartitionError
-from gnnpar.io import copy_rows
 from gnnpar.ops import from_mmap
 from gnnpar.partition.format import META_FILE, Partition, PartitionMeta, load_partition
 
 SPLITS = ("train", "val", "test")
 """Node splits of a partition, each stored per part as ``part-K/{split}_idx.npy``."""
-
-
-def _tensor(a: np.ndarray, dtype: torch.dtype = torch.int64) -> torch.Tensor:
-    """An in-memory copy of a part array; the map's pages leave this process's RSS."""
-    return torch.from_numpy(copy_rows(a, 0, len(a))).to(dtype)
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ class DistGraph:
     @classmethod
     def load(cls, part_dir: str | os.PathLike[str], ctx: DistContext,
              verify: bool = True) -> DistGraph:
-        """Load the part of rank ``ctx.rank`` after checking the world size.
+        """Load the part of rank ``ctx.rank`` onto ``ctx.device`` after checking the world size.
 
         Args:
             part_dir: Partition directory (``meta.json`` + ``part-K/``).
@@ -83,23 +82,26 @@ class DistGraph:
         """
         meta = PartitionMeta.load(part_dir)
         check_world_matches_parts(ctx, meta.num_parts, os.fspath(part_dir))
-        return cls.from_partition(load_partition(part_dir, ctx.rank, mmap=True, verify=verify))
+        return cls.from_partition(load_partition(part_dir, ctx.rank, mmap=True, verify=verify),
+                                  ctx.device)
 
     @classmethod
-    def from_partition(cls, part: Partition) -> DistGraph:
-        """Wrap an already loaded part."""
+    def from_partition(cls, part: Partition,
+                       device: torch.device | str = "cpu") -> DistGraph:
+        """Wrap an already loaded part, its adjacency and book read onto ``device``."""
+        dev = torch.device(device)
         types = part.meta.types
         return cls(
-            etype=None if part.etype is None else _tensor(part.etype, torch.int16),
-            type_bounds=None if types is None else torch.from_numpy(
-                types.bounds(part.meta.offsets)),
+            etype=None if part.etype is None else load_rows(part.etype, dev, torch.int16),
+            type_bounds=None if types is None else load_rows(
+                types.bounds(part.meta.offsets), dev, torch.int64),
             part=part,
-            offsets=torch.tensor(part.meta.offsets, dtype=torch.int64),
-            indptr=_tensor(part.indptr),
-            indices=_tensor(part.indices),
-            halo_gids=_tensor(part.halo_gids),
-            in_degree=_tensor(part.in_degree),
-            adj_complete=_tensor(part.adj_complete, torch.bool),
+            offsets=load_rows(np.asarray(part.meta.offsets), dev, torch.int64),
+            indptr=load_rows(part.indptr, dev, torch.int64),
+            indices=load_rows(part.indices, dev, torch.int64),
+            halo_gids=load_rows(part.halo_gids, dev, torch.int64),
+            in_degree=load_rows(part.in_degree, dev, torch.int64),
+            adj_complete=load_rows(part.adj_complete, dev, torch.bool),
         )
 
     def to(self, device: torch.device | str) -> DistGraph:
@@ -130,21 +132,23 @@ class DistGraph:
         Read on first use (8 bytes per stored edge); a version 1 or 2 partition has none
         and raises :class:`~gnnpar.errors.PartitionError` with the fix.
         """
-        return _tensor(self.part.edge_ids()).to(self.indptr.device)
+        return load_rows(self.part.edge_ids(), self.indptr.device, torch.int64)
 
     @cached_property
     def relation_max_degrees(self) -> list[int]:
         """Typed graphs: the most stored in-edges of each relation into one node.
 
-        Computed once per part (one pass over the CSC in chunks of at most 4M entries).
+        Computed once per part on the host, from the memory maps (one pass over the CSC in
+        chunks of at most 4M entries).
         """
-        if self.etype is None or self.meta.types is None:
+        if self.part.etype is None or self.meta.types is None:
             raise PartitionError("the partition is of a homogeneous graph; it has no "
                                  "relations.", path=META_FILE, field="hetero",
                                  fix="partition a typed graph (HeteroGraphDataset).")
         r = self.meta.types.num_relations
         best = torch.zeros(r, dtype=torch.int64)
-        ptr, etype = self.indptr.cpu(), self.etype.cpu()
+        ptr = from_mmap(self.part.indptr).to(torch.int64)
+        etype = from_mmap(self.part.etype)
         rows, chunk, start = ptr.numel() - 1, 1 << 22, 0
         while start < rows:
             stop = int(torch.searchsorted(ptr, ptr[start] + chunk, right=True)) - 1
@@ -159,8 +163,22 @@ class DistGraph:
         return [int(v) for v in best.tolist()]
 
     def edge_features(self) -> torch.Tensor:
-        """float32 ``[nnz, edge_dim]`` edge features in stored order (CPU memory map, no copy)."""
+        """float32 ``[nnz, edge_dim]`` edge features in stored order (host memory map, no copy).
+
+        Place them with :func:`gnnpar.device.place` to read them on the device.
+        """
         return from_mmap(self.part.edge_attr)
+
+    def owned_edges(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(src, dst)`` local ids of the stored in-edges of owned nodes, in CSC order.
+
+        On this copy's device, with no host read (the edge count comes from the map).
+        """
+        n = self.num_owned
+        nnz = int(self.part.indptr[n])
+        dst = torch.repeat_interleave(torch.arange(n, device=self.indptr.device),
+                                      self.indptr[1:n + 1] - self.indptr[:n], output_size=nnz)
+        return self.indices[:nnz], dst
 
     @cached_property
     def local_gids(self) -> torch.Tensor:
@@ -231,22 +249,20 @@ class DistGraph:
 
     def local_to_global(self, local: torch.Tensor) -> torch.Tensor:
         """Global ids of local ids (owned first, then halo)."""
-        out = local + self.first_gid
-        halo = local >= self.num_owned
-        out[halo] = self.halo_gids[local[halo] - self.num_owned]
-        return out
+        return self.local_gids.index_select(0, local)
 
     def global_to_local(self, gids: torch.Tensor) -> torch.Tensor:
-        """Local ids of global ids: owned, then halo; ``-1`` for ids this part lacks."""
-        out = torch.full_like(gids, -1)
+        """Local ids of global ids: owned, then halo; ``-1`` for ids this part lacks.
+
+        Two lookups on the device (a range test, a binary search of the halo ids); no
+        host synchronisation.
+        """
         owned = self.is_owned(gids)
-        out[owned] = gids[owned] - self.first_gid
-        rest = ~owned
-        if self.num_halo and bool(rest.any()):
-            g = gids[rest]
-            pos = torch.searchsorted(self.halo_gids, g).clamp_(max=self.num_halo - 1)
-            hit = self.halo_gids[pos] == g
-            out[rest] = torch.where(hit, pos + self.num_owned, torch.full_like(g, -1))
+        out = torch.where(owned, gids - self.first_gid, -1)
+        if self.num_halo:
+            pos = torch.searchsorted(self.halo_gids, gids).clamp_(max=self.num_halo - 1)
+            hit = (self.halo_gids.index_select(0, pos) == gids) & ~owned
+            out = torch.where(hit, pos + self.num_owned, out)
         return out
 
 

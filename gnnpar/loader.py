@@ -3,17 +3,18 @@
 The loader only composes: it splits the seed set by owner, orders each rank's seeds per
 epoch, asks :class:`~gnnpar.sampler.DistNeighborSampler` for the computation graph of
 each batch and :class:`~gnnpar.feature_store.DistFeatureStore` for its features and
-labels, and wraps them in a ``torch_geometric.data.Data`` laid out like PyG's
-``NeighborLoader`` output (``x``, ``edge_index``, ``y``, ``batch_size``, ``n_id``,
-``num_sampled_nodes``, ``num_sampled_edges``, ``input_id``), so any PyG model trains on
-it unchanged, ``trim_to_layer`` included.  Each batch also carries ``global_batch_size``,
-the number of seeds of all ranks in that step, so that a loss summed over the rank's
-seeds and divided by it is the global mean — also on a rank whose batch is empty::
+labels, and wraps them in a ``torch_geometric.data.Data`` (:class:`NodeBatch`) laid out
+like PyG's ``NeighborLoader`` output (``x``, ``edge_index``, ``y``, ``batch_size``,
+``n_id``, ``num_sampled_nodes``, ``num_sampled_edges``, ``input_id``), so any PyG model
+trains on it unchanged, ``trim_to_layer`` included.  Each batch also carries
+``global_batch_size``, the number of seeds of all ranks in that step, and
+``loss_weight = world_size / global_batch_size``, so that a loss summed over the rank's
+seeds times it is, after DDP's averaging, the global mean — also on a rank whose batch
+is empty; ``batch.loss(out)`` is that loss::
 
     for batch in loader:
-        out = model(batch.x, batch.edge_index)[: batch.batch_size]
-        loss = F.cross_entropy(out, batch.y[: batch.batch_size], reduction="sum")
-        (loss * world_size / batch.global_batch_size).backward()  # DDP averages
+        out = model(batch.x, batch.edge_index)
+        batch.loss(out).backward()      # cross-entropy of the seeds, weighted for DDP
 
 Seeds and steps. With ``seed_split="even"`` (the default; DistDGL's ``node_split`` splits
 evenly too) a rank that owns more than its share of the seeds (beyond a 2 % slack,
@@ -40,13 +41,22 @@ Randomness (shuffle and sampling) is a pure function of ``seed``, epoch, step an
 so the loader's position — :meth:`state_dict` holds the epoch and the step — is all a
 checkpoint needs to continue mid-epoch with the same batches.
 
-Prefetch, NCCL-safe by construction.  One thread issues every collective of a rank, in
+Overlap, NCCL-safe by construction.  One thread issues every collective of a rank, in
 the same order on every rank — NCCL's rule, and what makes sharing one process group
-with DDP safe.  With ``prefetch=True`` the loader prepares batch ``i + 1`` before it
-hands out batch ``i``: it samples it and sends its feature requests, and the remote rows
-then travel (on gloo's threads, or the GPU's copy engines) while batch ``i`` trains on
-this thread; taking the next batch only waits for them and puts them in place.  No
-second thread, no second communicator.
+with DDP safe.  On a GPU, batches are sampled and gathered on a side stream
+(:class:`~gnnpar.device.BatchStream`): the host reads a batch needs (the exchanged counts,
+the hop sizes) wait for the side stream only, never for the training queued on the
+compute stream, so batch ``i + 1`` is prepared while batch ``i`` trains; handing a batch
+out makes the compute stream wait for the side stream and records its tensors as used
+there.  With ``prefetch=True`` the loader also prepares batch ``i + 1`` before it hands
+out batch ``i``: it samples it and sends its feature requests, and the remote rows then
+travel (on gloo's threads, or NCCL's stream) while batch ``i`` trains on this thread;
+taking the next batch only waits for them and puts them in place.  No second thread, no
+second communicator.
+
+Host reads per batch (what a CUDA host waits for; :data:`HOST_SYNCS`): two per hop (the
+exchanged request counts and the hop's sizes) and one for the feature exchange's counts
+— 5 for two hops — whatever the feature placement; a training step reads nothing.
 
 Labels (``seed_attrs``) are read for the seeds only, locally: from the feature store for
 this rank's own seeds, from the copy received at construction for the others.  Each
@@ -63,15 +73,57 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data
 
 from gnnpar.comm import CommStats, all_gather_ints, all_to_all_v
+from gnnpar.device import BatchStream, upload
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.feature_store import DistFeatureStore, PendingGather
 from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.sampler import DistNeighborSampler, SamplerOutput, check_fanouts, mix_int
+
+
+class NodeBatch(Data):  # type: ignore[misc]
+    """A :class:`DistNeighborLoader` batch: PyG ``NeighborLoader``'s layout, plus a loss weight.
+
+    ``loss_weight`` is ``world_size / global_batch_size``: a loss summed over this rank's
+    seeds times it, averaged by DDP over the ranks, is the mean over all ranks' seeds in
+    the step -- also when this rank's batch is small or empty (no ``nan``).
+    """
+
+    def loss(self, out: Tensor, loss_fn: Any = F.cross_entropy) -> Tensor:
+        """The step's loss to call ``backward()`` on, correctly weighted across ranks.
+
+        Args:
+            out: The model's output rows, seeds first (``model(batch.x,
+                batch.edge_index)``, or only its first ``batch_size`` rows).
+            loss_fn: A loss taking ``(input, target, reduction="sum")`` (PyTorch's
+                functional losses do).
+
+        Returns:
+            ``loss_fn(out[:batch_size], y[:batch_size], reduction="sum") * loss_weight``.
+        """
+        n = self.batch_size
+        summed: Tensor = loss_fn(out[:n], self.y[:n], reduction="sum")
+        weighted: Tensor = summed * self.loss_weight
+        return weighted
+
+
+def host_syncs(hops: int) -> int:
+    """Host reads of one node-classification batch of ``hops`` hops (the suite's budget)."""
+    return 2 * hops + 1
+
+
+HOST_SYNCS = host_syncs(2)
+"""The node loader's host reads per 2-hop batch: held by the device-shadow tests."""
+
+
+def batch_tensors(batch: Any) -> list[Tensor]:
+    """Every tensor a ``Data`` / ``HeteroData`` batch holds (what a hand-over covers)."""
+    return [v for store in batch.stores for v in store.values() if isinstance(v, Tensor)]
 
 
 def _local_seeds(graph: DistGraph, seeds: str | Tensor) -> Tensor:
@@ -204,6 +256,7 @@ class SeedSchedule:
 
     def _init_schedule(self) -> None:
         """Count the steps and start at epoch 0, step 0."""
+        self._stream = BatchStream(self.device)
         self.num_steps = self._count_steps()
         self._epoch = 0
         self._step = 0
@@ -282,8 +335,8 @@ class SeedSchedule:
     def _epoch_order(self, epoch: int) -> tuple[int, Tensor, list[int]]:
         """Epoch ``epoch``'s order of seed positions, own seeds first per batch.
 
-        Computed on the host once per epoch (no device read) and moved to the device;
-        also returns how many own seeds each batch starts with.
+        Computed on the host once per epoch (no device read) and moved to the device
+        without waiting; also returns how many own seeds each batch starts with.
         """
         n, k, steps = self.num_seeds, self.num_own_seeds, self.num_steps
         if self.shuffle:
@@ -301,7 +354,7 @@ class SeedSchedule:
         if k < n:  # stable: each batch keeps its seeds, own ones first
             perm = perm[torch.argsort(step_of * 2 + foreign, stable=True)]
         own = torch.bincount(step_of[perm < k], minlength=steps + 1)[:steps].tolist()
-        return epoch, perm.to(self.device), own
+        return epoch, upload(perm, self.device), own
 
     def _batch_index(self, epoch: int, step: int) -> tuple[Tensor, int]:
         """Positions in the seed set of batch ``step``'s seeds, and how many are own."""
@@ -326,10 +379,14 @@ class SeedSchedule:
         self._epoch, self._step = self._position()
         epoch, first = self._epoch, self._step
         started = None
+        stream = self._stream
         for step in range(first, self.num_steps):
-            batch = self._finish(step, started or self._start(epoch, step))
-            started = (self._start(epoch, step + 1)  # its rows travel while this one trains
-                       if self.prefetch and step + 1 < self.num_steps else None)
+            with stream:  # on a GPU: a side stream, so host reads do not wait for training
+                batch = self._finish(step, started or self._start(epoch, step))
+            stream.hand_over(batch_tensors(batch))
+            with stream:  # the next batch's rows travel while this one trains
+                started = (self._start(epoch, step + 1)
+                           if self.prefetch and step + 1 < self.num_steps else None)
             self._step = step + 1
             yield batch
         self._epoch, self._step = epoch + 1, 0
@@ -523,11 +580,12 @@ class DistNeighborLoader(SeedSchedule):
         seeds = out.node[: out.batch_size]
         rows.update({n: self._seed_rows(n, idx, n_own, seeds) for n in self.seed_attrs})
         self.seconds["fetch"] += time.perf_counter() - t0
-        return Data(
+        total = self.global_batch_size(step)
+        return NodeBatch(
             edge_index=out.edge_index, n_id=out.node, batch_size=out.batch_size,
             num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
-            input_id=idx, global_batch_size=self.global_batch_size(step), **rows,
-            **edge_fields(out),
+            num_owned_nodes=out.num_owned_nodes, input_id=idx, global_batch_size=total,
+            loss_weight=len(self.seed_counts) / total, **rows, **edge_fields(out),
         )
 
 

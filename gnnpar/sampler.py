@@ -13,9 +13,12 @@ with ``-1``, whose sizes the requester already knows, so no second count exchang
 needed.  Rows stored here are sampled while the requests travel.
 
 Host synchronisation budget (what a CUDA host must wait for): per hop, reading the
-gathered request counts (the exchanges' split sizes) and one read of the hop's sizes
-(edges kept, new nodes, owned new nodes); nothing else reads the device.  Data-dependent
-selections use ``torch.nonzero_static`` with those host-known sizes.
+gathered request counts (the exchanges' split sizes, per destination and group: a typed
+graph's frontier is grouped by node type in the same read) and one read of the hop's
+sizes (edges kept, new nodes, owned new nodes, and on a typed graph the new nodes per type
+and the edges per relation); nothing else reads the device — edge ids and edge features
+are gathered on it.  Data-dependent selections use ``torch.nonzero_static`` with those
+host-known sizes.
 
 New nodes are numbered by one stable sort of the batch's ids together with the hop's
 sampled ids (:func:`relabel`), so a sampler's memory grows with its batches, never with
@@ -42,12 +45,16 @@ positions are drawn directly.  ``benchmarks/bench_sampling.py`` measures the res
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from gnnpar.comm import CommStats, all_gather_counts, start_all_to_all_v
+from gnnpar.device import PlacedRows
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.graph import DistGraph
@@ -182,8 +189,33 @@ def sample_in_ranges(start: Tensor, deg: Tensor, keys: Tensor, fanout: int,
     return torch.where(valid, start[:, None] + pos, -1)
 
 
+class Relabelled(NamedTuple):
+    """What :func:`relabel` returns.
+
+    Attributes:
+        new: The new global ids (this rank's own first, each group in order of first
+            appearance).
+        src: The batch-local id of each kept entry of ``nbr``.
+        pos: The flat positions of the kept entries in ``nbr`` (ascending).
+        num_owned: How many of the new nodes are this rank's own (all of them when
+            ``owned`` is ``None``).
+        group_new: Per group (``groups``), how many of the new nodes are in it.
+        group_owned: Per group, how many of those are this rank's own.
+        extra: The values of ``extra``, read with the sizes.
+    """
+
+    new: Tensor
+    src: Tensor
+    pos: Tensor
+    num_owned: int
+    group_new: list[int]
+    group_owned: list[int]
+    extra: list[int]
+
+
 def relabel(nbr: Tensor, node: Tensor, owned: Tensor | None = None,
-            num_ids: int = 1 << 63) -> tuple[Tensor, Tensor, Tensor, int]:
+            num_ids: int = 1 << 63, groups: Callable[[Tensor], Tensor | None] | None = None,
+            num_groups: int = 0, extra: Tensor | None = None) -> Relabelled:
     """Number the new nodes of ``nbr`` after the batch's nodes ``node``.
 
     One stable sort of the batch's ids and the sampled ones together: equal ids end up
@@ -192,6 +224,8 @@ def relabel(nbr: Tensor, node: Tensor, owned: Tensor | None = None,
     appears.  Memory and work grow with the batch, ``O((B + E) log(B + E))``, not with
     the graph: no table over its ids (a table indexed by global id, besides its 4 bytes
     per graph node, is slower from about 10M nodes on, once it leaves the CPU caches).
+    The sizes (kept entries, new nodes, own new nodes, per-group counts, ``extra``) are
+    read on the host in **one** read: the only host synchronisation.
 
     Args:
         nbr: ``[n, k]`` sampled global ids, ``-1`` for no edge.
@@ -201,12 +235,11 @@ def relabel(nbr: Tensor, node: Tensor, owned: Tensor | None = None,
             the new nodes); ``None``: first-appearance order only.
         num_ids: Ids are below this (the graph's node count); below ``2**31`` the sort
             and the bookkeeping run on int32, twice as fast on a CPU.
-
-    Returns:
-        ``(new, src, pos, num_owned)``: the new global ids (this rank's own first, each
-        group in order of first appearance), the batch-local id of each kept entry, the
-        flat positions of the kept entries in ``nbr`` (ascending), and how many of the new
-        nodes are this rank's own (all of them when ``owned`` is ``None``).
+        groups: Maps int64 global ids to a group in ``[0, num_groups)`` (node types):
+            the new nodes are also counted per group.
+        num_groups: Number of groups.
+        extra: int64 device values to read in the same host read (e.g. edges per
+            relation).
     """
     flat = nbr.reshape(-1)
     b, e, dev = node.numel(), flat.numel(), flat.device
@@ -221,7 +254,19 @@ def relabel(nbr: Tensor, node: Tensor, owned: Tensor | None = None,
         mine = torch.cat([torch.zeros(b, dtype=torch.bool, device=dev),
                           owned.reshape(-1)]).index_select(0, at)
         own = new_head & mine
-    n_valid, n_new, n_own = torch.stack([valid.sum(), new_head.sum(), own.sum()]).tolist()
+    sizes = [torch.stack([valid.sum(), new_head.sum(), own.sum()])]
+    if groups is not None:
+        group = groups(ids.long().clamp(min=0))
+        assert group is not None
+        for flags in (new_head, own):
+            sizes.append(torch.zeros(num_groups, dtype=torch.int64, device=dev).index_add_(
+                0, group, flags.long()))
+    if extra is not None:
+        sizes.append(extra.to(torch.int64))
+    read = torch.cat(sizes).tolist()  # the one host read
+    n_valid, n_new, n_own = read[:3]
+    g = num_groups if groups is not None else 0
+    group_new, group_owned, rest = read[3:3 + g], read[3 + g:3 + 2 * g], read[3 + 2 * g:]
     heads = torch.nonzero_static(new_head, size=n_new).squeeze(1)
     first = at.index_select(0, heads) - b  # where each new id first appears in nbr
     if owned is not None:  # own nodes first, first-appearance order within each group
@@ -235,7 +280,8 @@ def relabel(nbr: Tensor, node: Tensor, owned: Tensor | None = None,
     local = torch.empty_like(lid).index_copy_(0, at, lid.index_select(0, run))
     kept = torch.nonzero_static(valid, size=n_valid).squeeze(1)
     new = ids.index_select(0, numbered).long()
-    return new, local[b:].index_select(0, kept).long(), kept, int(n_own)
+    return Relabelled(new, local[b:].index_select(0, kept).long(), kept, int(n_own),
+                      group_new, group_owned, rest)
 
 
 @dataclass
@@ -259,6 +305,13 @@ class SamplerOutput:
         edge_attr: ``[E, D]`` float32 features of each edge (``with_edges`` and a
             partition with edge features), else ``None``.
         edge_type: ``[E]`` the relation of each edge (typed graphs), else ``None``.
+        node_group: ``[N]`` the group (node type) of each node (typed graphs), else
+            ``None``.
+        group_counts: ``[L + 1][G]`` nodes of each group added by each hop (seeds
+            first; typed graphs), else ``None``.
+        group_owned: ``[L + 1][G]`` how many of those this rank owns, else ``None``.
+        relation_counts: ``[L][R]`` edges of each relation sampled at each hop (typed
+            graphs), else ``None``.
 
     Example::
 
@@ -277,6 +330,10 @@ class SamplerOutput:
     e_id: Tensor | None = None
     edge_attr: Tensor | None = None
     edge_type: Tensor | None = None
+    node_group: Tensor | None = None
+    group_counts: list[list[int]] | None = None
+    group_owned: list[list[int]] | None = None
+    relation_counts: list[list[int]] | None = None
 
     @property
     def edge_index(self) -> Tensor:
@@ -316,7 +373,16 @@ class DistNeighborSampler:
             ``ctx.device``).
         with_edges: Also return each sampled edge's id and, if the partition has edge
             features, its features (rows sampled by a peer come back in its reply: 8 bytes
-            more per edge, plus ``4 D``).
+            more per edge, plus ``4 D``).  The edge features are placed like node
+            features (:class:`~gnnpar.device.PlacedRows`: on the device when they fit
+            ``edge_budget_bytes``, else pinned host memory the device reads in place).
+        edge_budget_bytes: Device budget of the edge features (default: half the free
+            device memory).
+
+    Attributes:
+        num_groups: Groups the frontier is sorted into before sampling (1; node types on
+            a typed graph): requests and rows are grouped by it, with the sizes known
+            from the hop's one count exchange.
 
     Example::
 
@@ -336,6 +402,7 @@ class DistNeighborSampler:
         stats: CommStats | None = None,
         device: torch.device | None = None,
         with_edges: bool = False,
+        edge_budget_bytes: int | None = None,
     ) -> None:
         self.fanouts = check_fanouts(fanouts)
         self.ctx = ctx
@@ -344,13 +411,25 @@ class DistNeighborSampler:
         self.stats = stats
         self.device = torch.device(device) if device is not None else ctx.device
         self.graph = graph.to(self.device)  # one copy per device, shared by all samplers
-        self._halo_rows = bool(graph.adj_complete[graph.num_owned:].any())
+        self._halo_rows = bool(np.any(graph.part.adj_complete[graph.num_owned:]))
         self._ranks = torch.arange(ctx.world_size, device=self.device)
         self.with_edges = bool(with_edges)
         self.edge_dim = graph.meta.edge_dim if self.with_edges else 0
+        self.graph.local_gids  # noqa: B018 - made now, on the compute stream, not in a batch
         if self.with_edges:
             self.graph.e_id  # noqa: B018 - read now: a version-2 partition fails here
-        self._edge_attr = graph.edge_features() if self.edge_dim else None
+        self._edge_rows = PlacedRows({"edge_attr": graph.edge_features()}, self.device,
+                                     edge_budget_bytes) if self.edge_dim else None
+
+    num_groups = 1
+
+    def _group(self, gids: Tensor) -> Tensor | None:
+        """Group of each global id (``None``: one group)."""
+        return None
+
+    def _relation_counts(self, frontier: Tensor, table: Tensor, hop: int) -> Tensor | None:
+        """``[R]`` edges per relation kept in a hop's table, read with its sizes (typed)."""
+        return None
 
     def cap_fanouts(self, max_in_degree: int) -> None:
         """Narrow fan-outs above the graph's largest in-degree to it (the same samples).
@@ -379,8 +458,12 @@ class DistNeighborSampler:
             return fanout
         return 2 * fanout + -(-fanout * self.edge_dim // 2)
 
-    def _positions(self, local: Tensor, gids: Tensor, keys: Tensor, hop: int) -> Tensor:
-        """``[n, fanouts[hop]]`` positions of the sampled in-edges of rows ``local``."""
+    def _positions(self, local: Tensor, gids: Tensor, keys: Tensor, hop: int,
+                   group_sizes: list[int]) -> Tensor:
+        """``[n, fanouts[hop]]`` positions of the sampled in-edges of rows ``local``.
+
+        The rows come grouped by :meth:`_group`, ``group_sizes`` rows each.
+        """
         return sample_positions(self.graph.indptr, local, keys, self.fanouts[hop],
                                 self.replace)
 
@@ -392,16 +475,17 @@ class DistNeighborSampler:
         return None
 
     def _sample_rows(self, local: Tensor, gids: Tensor, hop_key: Tensor,
-                     hop: int) -> Tensor:
+                     hop: int, group_sizes: list[int]) -> Tensor:
         """``[n, width]`` sampled rows ``local`` (global ids ``gids``) at hop ``hop``.
 
         The ``fanouts[hop]`` sampled global ids, then (``with_edges``) their edge ids and
-        features packed as int64 words (:meth:`_unpack`).
+        features packed as int64 words (:meth:`_unpack`).  The rows come grouped by
+        :meth:`_group`, ``group_sizes`` rows each.
         """
         g = self.graph
         fanout = self.fanouts[hop]
         keys = mix(gids * _signed(_C2) + hop_key)
-        pos = self._positions(local, gids, keys, hop)
+        pos = self._positions(local, gids, keys, hop, group_sizes)
         at = pos.clamp(min=0).view(-1)
         src = g.indices.index_select(0, at) if g.indices.numel() else at
         nbr = torch.where(pos >= 0, g.local_gids.index_select(0, src).view_as(pos), -1)
@@ -411,13 +495,13 @@ class DistNeighborSampler:
             at = at[:0]
         eid = g.e_id.index_select(0, at) if at.numel() else torch.zeros_like(pos)
         cols = [nbr, torch.where(pos >= 0, eid.view_as(pos), -1)]
-        if self._edge_attr is not None:
+        if self._edge_rows is not None:
             n, width = pos.shape[0], fanout * self.edge_dim
-            attr = (self._edge_attr.index_select(0, at.cpu()).reshape(n, width) if at.numel()
-                    else torch.zeros((n, width)))
-            words = torch.zeros((n, 2 * -(-width // 2)), dtype=torch.float32)
-            words[:, :width] = attr
-            cols.append(words.view(torch.int64).to(self.device))
+            words = torch.zeros((n, 2 * -(-width // 2)), dtype=torch.float32,
+                                device=self.device)
+            if at.numel():
+                words[:, :width] = self._edge_rows.take("edge_attr", at).reshape(n, width)
+            cols.append(words.view(torch.int64))
         return torch.cat(cols, 1)
 
     def _unpack(self, table: Tensor, fanout: int) -> tuple[Tensor, Tensor | None,
@@ -435,36 +519,55 @@ class DistNeighborSampler:
 
         The rows are :meth:`_sample_rows`'.
 
-        Three collectives: the all-gather of request counts, the requests, the padded
-        replies (only the first when no rank requests anything).  Rows stored here are
-        sampled while the requests travel.
+        Three collectives: the all-gather of request counts (per destination rank and
+        group: every rank learns what every rank samples where, in one host read), the
+        requests, the padded replies (only the first when no rank requests anything).
+        Rows stored here are sampled while the requests travel.
         """
         ctx, world, rank = self.ctx, self.ctx.world_size, self.ctx.rank
-        n = frontier.numel()
+        n, groups = frontier.numel(), self.num_groups
         local = self._sampleable_here(frontier)
-        owner = torch.where(local < 0, self.graph.owner(frontier), world)
-        order = torch.argsort(owner, stable=True)  # requests grouped by owner, then ours
-        sends = count(owner, world + 1)[:world]
-        counts_dev, counts = all_gather_counts(ctx, sends)
-        send_counts, recv_counts = counts[rank], [row[rank] for row in counts]
+        dest = torch.where(local < 0, self.graph.owner(frontier), world)
+        group = self._group(frontier)
+        key = dest if group is None else dest * groups + group
+        order = torch.argsort(key, stable=True)  # requests by owner (and group), then ours
+        counts_dev, counts = all_gather_counts(ctx, count(key, (world + 1) * groups))
+        # counts[r][d * groups + g]: rank r's frontier nodes of group g sampled by rank d
+        # (d = world: by r itself).
+        per = [[sum(row[d * groups:(d + 1) * groups]) for d in range(world + 1)]
+               for row in counts]
+        send_counts, recv_counts = per[rank][:world], [per[r][rank] for r in range(world)]
         n_away = sum(send_counts)
         away, here = order[:n_away], order[n_away:]
         table = torch.full((n, self._width(self.fanouts[hop])), -1, dtype=torch.int64,
                            device=self.device)
-        if not any(map(any, counts)):
+        here_sizes = counts[rank][world * groups:]
+        if not any(sum(p[:world]) for p in per):
             table[here] = self._sample_rows(local.index_select(0, here),
                                             frontier.index_select(0, here), hop_keys[rank],
-                                            hop)
+                                            hop, here_sizes)
             return table
         requests = start_all_to_all_v(ctx, frontier.index_select(0, away), send_counts,
                                       recv_counts, stats=self.stats, kind="sample")
         table[here] = self._sample_rows(local.index_select(0, here),
-                                        frontier.index_select(0, here), hop_keys[rank], hop)
+                                        frontier.index_select(0, here), hop_keys[rank], hop,
+                                        here_sizes)
         recv = requests.wait()
-        requester = torch.repeat_interleave(self._ranks, counts_dev[:, rank],
-                                            output_size=recv.numel())
-        served = self._sample_rows(recv - self.graph.first_gid, recv,
-                                   hop_keys.index_select(0, requester), hop)
+        asked = counts_dev[:, rank * groups:(rank + 1) * groups].sum(1)
+        requester = torch.repeat_interleave(self._ranks, asked, output_size=recv.numel())
+        served_sizes = [sum(row[rank * groups + g] for row in counts) for g in range(groups)]
+        keys = hop_keys.index_select(0, requester)
+        if groups == 1:
+            served = self._sample_rows(recv - self.graph.first_gid, recv, keys, hop,
+                                       served_sizes)
+        else:  # arrived by requester, then group: sample them by group
+            group_recv = self._group(recv)
+            assert group_recv is not None
+            by_group = torch.argsort(group_recv, stable=True)
+            ids = recv.index_select(0, by_group)
+            rows = self._sample_rows(ids - self.graph.first_gid, ids,
+                                     keys.index_select(0, by_group), hop, served_sizes)
+            served = torch.empty_like(rows).index_copy_(0, by_group, rows)
         replies = start_all_to_all_v(ctx, served, recv_counts, send_counts, stats=self.stats,
                                      kind="sample")
         table[away] = replies.wait()
@@ -497,7 +600,12 @@ class DistNeighborSampler:
         n_ids = self.graph.meta.num_nodes
         rows, cols, e_ids, attrs, etypes = [], [], [], [], []
         num_nodes, num_edges = [seeds.numel()], []
-        owned_counts = [seeds.numel() if num_owned_seeds is None else num_owned_seeds]
+        n_own_seeds = seeds.numel() if num_owned_seeds is None else num_owned_seeds
+        owned_counts = [n_own_seeds]
+        groups = self.num_groups
+        group_counts: list[list[int]] = []
+        group_owned: list[list[int]] = []
+        relation_counts: list[list[int]] = []
         frontier_start = 0
         for hop, fanout in enumerate(self.fanouts):
             hop_keys = mix_with(mix_int(self.seed, batch_key, hop), self._ranks)
@@ -508,22 +616,38 @@ class DistNeighborSampler:
                 at = torch.searchsorted(exclude, key).clamp_(max=exclude.numel() - 1)
                 table = torch.where(exclude.index_select(0, at.view(-1)).view_as(key) == key,
                                     -1, table)
-            new, src, pos, n_own = relabel(table, node, self.graph.is_owned(table) & (table >= 0),
-                                           n_ids)
-            cols.append(frontier_start + pos // fanout)
-            rows.append(src)
+            extra = self._relation_counts(frontier, table, hop)
+            if hop == 0 and groups > 1:  # the seeds' groups, read with the first hop's sizes
+                group = self._group(seeds)
+                assert group is not None
+                seed_counts = [count(group, groups), count(group[:n_own_seeds], groups)]
+                extra = torch.cat([*seed_counts, *([] if extra is None else [extra])])
+            out = relabel(table, node, self.graph.is_owned(table) & (table >= 0), n_ids,
+                          self._group if groups > 1 else None, groups, extra)
+            rest = out.extra
+            if hop == 0 and groups > 1:
+                group_counts.append(rest[:groups])
+                group_owned.append(rest[groups:2 * groups])
+                rest = rest[2 * groups:]
+            if groups > 1:
+                group_counts.append(out.group_new)
+                group_owned.append(out.group_owned)
+            if rest:
+                relation_counts.append(rest)
+            cols.append(frontier_start + out.pos // fanout)
+            rows.append(out.src)
             if e_id is not None:
-                e_ids.append(e_id.reshape(-1).index_select(0, pos))
+                e_ids.append(e_id.reshape(-1).index_select(0, out.pos))
             if attr is not None:
-                attrs.append(attr.index_select(0, pos))
-            etype = self._edge_types(frontier, pos, hop)
+                attrs.append(attr.index_select(0, out.pos))
+            etype = self._edge_types(frontier, out.pos, hop)
             if etype is not None:
                 etypes.append(etype)
-            num_edges.append(src.numel())
-            num_nodes.append(new.numel())
-            owned_counts.append(n_own)
+            num_edges.append(out.src.numel())
+            num_nodes.append(out.new.numel())
+            owned_counts.append(out.num_owned)
             frontier_start = node.numel()
-            node = torch.cat([node, new])
+            node = torch.cat([node, out.new])
         return SamplerOutput(
             node=node, row=torch.cat(rows), col=torch.cat(cols), batch_size=seeds.numel(),
             num_sampled_nodes=num_nodes, num_sampled_edges=num_edges,
@@ -531,6 +655,9 @@ class DistNeighborSampler:
             e_id=torch.cat(e_ids) if self.with_edges else None,
             edge_attr=torch.cat(attrs) if attrs else None,
             edge_type=torch.cat(etypes) if etypes else None,
+            node_group=self._group(node),
+            group_counts=group_counts or None, group_owned=group_owned or None,
+            relation_counts=relation_counts or None,
         )
 
 

@@ -1,5 +1,8 @@
 """Run a function on N real processes over gloo on loopback, for tests and examples.
 
+Also exports :class:`~gnnpar.shadow.DeviceShadow`, which runs gnnpar's device code path
+on the CPU under CUDA's rules (see :mod:`gnnpar.shadow`).
+
 :func:`run_multiproc` is what every multi-rank test uses: the parent hosts the
 rendezvous store on a free loopback port and starts ``world_size`` spawned processes with
 the environment of :mod:`gnnpar.train.launch` (as ``gnnpar-train --nproc`` does), and
@@ -12,7 +15,6 @@ from __future__ import annotations
 
 import os
 import queue
-import threading
 import time
 import traceback
 import unittest
@@ -24,11 +26,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
 from gnnpar.errors import DistributedError
+from gnnpar.shadow import DeviceShadow, DeviceShadowError
 from gnnpar.train.launch import loopback_store, worker_env
+
+__all__ = ["DeviceShadow", "DeviceShadowError", "run_multiproc"]
 
 
 class _ByValue:
@@ -181,81 +185,3 @@ def run_multiproc(
     if missing:
         raise DistributedError(f"ranks {missing} of {world_size} did not finish in {timeout} s")
     return [outcomes[r][1] for r in range(world_size)]
-
-
-SYNC_OPS = frozenset({
-    "_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim",
-    "unique_consecutive", "bincount", "is_nonzero", "equal", "histc",
-})
-"""aten operators that make a CUDA host wait for the device (output size or value read)."""
-
-
-class OpRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """Record, inside ``with``, what would synchronise a CUDA host and every collective.
-
-    Runs on the CPU, where nothing waits, and counts what *would* wait on a GPU: the
-    operators of :data:`SYNC_OPS`, indexing with a boolean mask, ``repeat_interleave``
-    without ``output_size``, and (patched for the block) ``Tensor.tolist``, ``.cpu()`` and
-    ``.numpy()`` — on a CUDA tensor each is a device-to-host copy.  Every collective
-    (``c10d`` operator) is recorded with the devices of its tensors and the thread that
-    issued it.
-
-    Attributes:
-        syncs: ``{what: count}``.
-        collectives: ``[(operator, devices, thread id)]`` in issue order.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.syncs: dict[str, int] = {}
-        self.collectives: list[tuple[str, set[str], int]] = []
-        self._patched: dict[str, Any] = {}
-
-    def _sync(self, what: str) -> None:
-        self.syncs[what] = self.syncs.get(what, 0) + 1
-
-    @property
-    def num_syncs(self) -> int:
-        """Host synchronisations counted so far."""
-        return sum(self.syncs.values())
-
-    def __enter__(self) -> OpRecorder:
-        for name in ("tolist", "cpu", "numpy"):
-            original = getattr(torch.Tensor, name)
-            self._patched[name] = original
-
-            def wrapper(t: torch.Tensor, *a: Any, _name: str = name, _f: Any = original,
-                        **k: Any) -> Any:
-                self._sync(f"Tensor.{_name}")
-                return _f(t, *a, **k)
-
-            setattr(torch.Tensor, name, wrapper)
-        super().__enter__()  # type: ignore[no-untyped-call]
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        super().__exit__(*exc)  # type: ignore[no-untyped-call]
-        for name, original in self._patched.items():
-            setattr(torch.Tensor, name, original)
-        self._patched.clear()
-
-    def __torch_dispatch__(  # noqa: D105
-        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
-    ) -> Any:
-        kwargs = kwargs or {}
-        name = func._schema.name.split("::")[-1]
-        if func.namespace in ("c10d", "_c10d_functional"):
-            tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-            self.collectives.append((name, {str(t.device) for t in tensors},
-                                     threading.get_ident()))
-        elif name in SYNC_OPS:
-            self._sync(name)
-        elif name in ("index", "index_put", "index_put_") and any(
-                isinstance(i, torch.Tensor) and i.dtype == torch.bool
-                for i in (args[1] if len(args) > 1 else [])):
-            self._sync(f"{name}[bool mask]")
-        elif name == "repeat_interleave" and kwargs.get("output_size") is None and (
-                len(args) < 4 or args[3] is None) and isinstance(
-                    args[1] if len(args) > 1 else None, torch.Tensor):
-            self._sync("repeat_interleave without output_size")
-        return func(*args, **kwargs)

@@ -17,8 +17,8 @@ balanced quantity, so that each part gets about ``1/K`` of every quantity in ``b
   (:mod:`~gnnpar.partition.work`: at most ``f_1 (1 + f_2)`` with fan-outs ``f``), so every
   rank's batches are equally heavy, hubs included;
 - ``"edges"``: a node weighs its in-degree (stored adjacency; the aggregation work of
-  full-graph training, ``--mode full``: balance it there with ``--balance
-  nodes,train,edges``).
+  full-graph training: ``gnnpar-train --mode full`` balances ``nodes, train, edges``
+  where ``--balance`` is left at its default).
 
 The default is ``nodes, train, sampled``: what a sampled minibatch step's time depends
 on. ``edges`` is not in it because on graphs with hubs a part's in-degree sum follows its
@@ -55,6 +55,9 @@ METHODS = ("metis", "kaminpar", "stream", "random", "contiguous")
 GRAPH_METHODS = ("metis", "kaminpar", "stream")
 BALANCE_QUANTITIES = ("nodes", "train", "sampled", "edges")
 DEFAULT_BALANCE = ("nodes", "train", "sampled")
+KAMINPAR_REPEATS = 3
+"""KaMinPar runs (seeds) per partition; the one that cuts fewest edges after balancing is
+kept (:func:`~gnnpar.partition.kaminpar.kaminpar_assignment`)."""
 RANDOM_STREAM = 0x5EED_9A27
 """Second seed word of the random partitioner (see :func:`random_assignment`)."""
 
@@ -74,8 +77,8 @@ def check_balance(balance: Sequence[str]) -> tuple[str, ...]:
     if bad or not out:
         raise ConfigError(f"got {list(balance)}; each must be one of {list(BALANCE_QUANTITIES)}, "
                           "at least one.", field="balance",
-                          fix="pass e.g. balance=('nodes', 'train', 'edges') "
-                          "(CLI: --balance nodes,train,edges).")
+                          fix="pass e.g. balance=('nodes', 'train', 'sampled') "
+                          "(CLI: --balance nodes,train,sampled).")
     return out
 
 
@@ -259,13 +262,13 @@ def check_method(method: str) -> None:
     """Raise :class:`ConfigError` for an unknown partitioning method."""
     if method not in METHODS:
         raise ConfigError(f"got method={method!r}.", field="method",
-                          fix=f"choose one of {list(METHODS)} (CLI: --method).")
+                          fix=f"choose one of {list(METHODS)} (CLI: --partitioner).")
 
 
 def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequence[str],
                  seed: int, train_idx: np.ndarray, workdir: Path,
                  assignment: np.ndarray | None = None, budget: int = DEFAULT_BUDGET,
-                 threads: int = 1, compress: bool = False,
+                 threads: int = 1, compress: bool = False, repeats: int = KAMINPAR_REPEATS,
                  node_offsets: Sequence[int] | None = None
                  ) -> tuple[np.ndarray, dict[str, object]]:
     """The part of every node, by ``method`` or from ``assignment``.
@@ -284,6 +287,7 @@ def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequen
         budget: Bytes of working set for building the undirected graph.
         threads: Threads of KaMinPar.
         compress: KaMinPar holds the graph compressed.
+        repeats: KaMinPar runs (seeds), the one that cuts fewest edges kept.
         node_offsets: A typed graph's node-type boundaries (see :func:`balance_weights`).
 
     Returns:
@@ -304,7 +308,8 @@ def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequen
         from gnnpar.partition.kaminpar import kaminpar_assignment
 
         part, extra = kaminpar_assignment(graph.indptr, graph.indices, num_parts, weights,
-                                          used, seed, threads, workdir, compress)
+                                          used, seed, threads, workdir, compress,
+                                          repeats=repeats)
     elif method == "stream":
         from gnnpar.partition.stream import stream_assignment
 

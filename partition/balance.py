@@ -83,6 +83,23 @@ def balance_partition(xadj: np.ndarray, adjncy: np.ndarray, part: np.ndarray,
     return {"rebalanced_moves": moved, "refined_moves": refined, "refined_gain": gain}
 
 
+def cut_edges(xadj: np.ndarray, adjncy: np.ndarray, part: np.ndarray,
+              chunk: int = CHUNK) -> int:
+    """Undirected edges whose ends lie in different parts.
+
+    Args:
+        xadj: int64 ``[N + 1]`` row pointer of the undirected simple graph.
+        adjncy: ``[2M]`` neighbour ids, both directions (read in chunks).
+        part: int ``[N]`` part of every node.
+        chunk: Adjacency entries read at a time.
+    """
+    cut = 0
+    for a, b, ptr in _row_blocks(xadj, chunk):
+        ends = part[copy_rows(adjncy, int(ptr[0]), int(ptr[-1]))]
+        cut += int((np.repeat(part[a:b], np.diff(ptr)) != ends).sum())
+    return cut // 2
+
+
 def _loads(part: np.ndarray, weights: np.ndarray, num_parts: int) -> np.ndarray:
     """int64 ``[K, ncon]`` total weight of every part in every column."""
     return np.stack([np.bincount(part, weights=weights[:, c], minlength=num_parts)

@@ -39,6 +39,10 @@ from gnnpar.graph import DistGraph
 from gnnpar.ops import count
 from gnnpar.sampler import _MASK62, mix, mix_int
 
+HOST_SYNCS = 4
+"""Host reads of one gather of a batch's rows (its exchanged counts) and one optimiser
+update (the distinct ids, the gradients' counts, the owner's distinct rows)."""
+
 
 def hashed_uniform(ids: Tensor, dim: int, seed: int, scale: float,
                    chunk_rows: int = 1 << 14) -> Tensor:
@@ -68,8 +72,8 @@ class DistEmbedding:
         seed: Seed of the initial rows (:func:`hashed_uniform`).
         scale: Initial rows are uniform in ``[-scale, scale)``.
         stats: Byte counters (kinds ``"embedding"``, ``"embedding_ids"``, ``"embedding_grad"``).
-        device: Where the held rows live (default ``ctx.device``; CPU rows are pinned for a
-            GPU that lacks room, as the feature store places them).
+        device: Where the held rows live (default ``ctx.device``; placed as the feature
+            store places rows: on the device, or pinned host memory it reads in place).
 
     Attributes:
         weight: ``[rows, dim]`` the rows this rank holds (updated in place by the optimiser).
@@ -89,7 +93,7 @@ class DistEmbedding:
                  device: torch.device | str | None = None) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise ConfigError(f"got dim={dim!r}.", field="dim", fix="pass an int >= 1.")
-        self.graph, self.ctx, self.dim, self.name = graph, ctx, dim, name
+        self.ctx, self.dim, self.name = ctx, dim, name
         orig = torch.from_numpy(np.array(graph.part.orig_ids, dtype=np.int64))
         if types is not None:
             book = graph.meta.types
@@ -137,7 +141,7 @@ def _to_owners(emb: DistEmbedding, ids: Tensor, grads: Tensor) -> tuple[Tensor, 
     Each rank sums its gradients per distinct id, then sends ``[grad | id]`` rows in one
     exchange; the owner sums each row's arrivals and divides by the world size.
     """
-    ctx, g = emb.ctx, emb.graph
+    ctx, g = emb.ctx, emb.store.graph
     dev = emb.weight.device
     uniq, inv = torch.unique(ids, return_inverse=True)
     summed = torch.zeros((uniq.numel(), emb.dim), dtype=torch.float32, device=dev)

@@ -23,7 +23,8 @@ their ids; a :class:`~gnnpar.hetero.embedding.DistEmbedding` gives them rows in 
 Features are gathered per featured type from one
 :class:`~gnnpar.feature_store.DistFeatureStore` each (``types=(t,)``), their requests all
 sent before any rows are awaited, own rows copied run by run as in a homogeneous batch;
-typing a batch costs one host read (the node and edge counts per type and hop).
+typing a batch reads nothing on the host (the sampler reads the node counts per type and
+the edge counts per relation with each hop's sizes).
 """
 
 from __future__ import annotations
@@ -43,7 +44,21 @@ from gnnpar.feature_store import DistFeatureStore
 from gnnpar.graph import DistGraph
 from gnnpar.hetero.sampler import DistHeteroNeighborSampler, RelationFanouts
 from gnnpar.loader import DistNeighborLoader
+from gnnpar.ops import count
 from gnnpar.sampler import SamplerOutput, mix_int
+
+
+def host_syncs(hops: int, featured_types: int) -> int:
+    """Host reads of one typed batch (the suite's budget): two per hop, one per featured type.
+
+    The sampler reads the per-type and per-relation counts with each hop's sizes, and
+    each featured type's gather reads its exchanged counts.
+    """
+    return 2 * hops + featured_types
+
+
+HOST_SYNCS = 7
+"""The typed loader's budget per 2-hop batch (up to three featured node types)."""
 
 
 def typed_feature_stores(graph: DistGraph, ctx: DistContext, stats: CommStats | None = None,
@@ -109,8 +124,7 @@ class DistHeteroNeighborLoader(DistNeighborLoader):
         idx, n_own = self._batch_index(epoch, step)
         out = self.sampler.sample(self.seed_gids.index_select(0, idx), mix_int(epoch, step),
                                   num_owned_seeds=n_own)
-        typed = _TypedBatch(self.graph, out, len(self.layout.node_types),
-                            len(self.layout.edge_types))
+        typed = _TypedBatch(out, len(self.layout.node_types), len(self.layout.edge_types))
         t1 = time.perf_counter()
         gathers = {t: store.start_gather(
             typed.gids[t], ("x",), typed.owned_counts[t] if typed.owned_counts else None,
@@ -155,6 +169,9 @@ def _prefix(sizes: list[int]) -> list[int]:
 class _TypedBatch:
     """A sampled batch split by type: ids per node type, type-local edges per relation.
 
+    Built on the device from the sampler's per-type and per-relation counts (read with
+    each hop's sizes), with no host read of its own.
+
     Attributes:
         gids: Per node type, its nodes' global ids in batch order.
         node_counts: ``[T][L + 1]`` nodes of each type added by each hop.
@@ -164,48 +181,30 @@ class _TypedBatch:
         edge_counts: ``[R][L]`` edges of each relation sampled at each hop.
     """
 
-    def __init__(self, graph: DistGraph, out: SamplerOutput, num_types: int,
-                 num_relations: int) -> None:
-        assert out.edge_type is not None
-        node, dev = out.node, out.node.device
+    def __init__(self, out: SamplerOutput, num_types: int, num_relations: int) -> None:
+        assert out.edge_type is not None and out.node_group is not None
+        assert out.group_counts is not None and out.group_owned is not None
+        assert out.relation_counts is not None
+        node, ntype = out.node, out.node_group
         hops = len(out.num_sampled_edges)
-        ntype = graph.node_type(node)
-        node_hop = torch.repeat_interleave(torch.arange(hops + 1, device=dev),
-                                           torch.tensor(out.num_sampled_nodes, device=dev),
-                                           output_size=node.numel())
-        edge_hop = torch.repeat_interleave(torch.arange(hops, device=dev),
-                                           torch.tensor(out.num_sampled_edges, device=dev),
-                                           output_size=out.row.numel())
+        self.node_counts = [[out.group_counts[h][t] for h in range(hops + 1)]
+                            for t in range(num_types)]
+        self.owned_counts = ([[out.group_owned[h][t] for h in range(hops + 1)]
+                              for t in range(num_types)]
+                             if out.num_owned_nodes is not None else None)
+        self.edge_counts = [[out.relation_counts[h][r] for h in range(hops)]
+                            for r in range(num_relations)]
+        # Each type's nodes in batch order; a node's type-local id is its rank among them.
         # Within a hop this rank's own nodes come first (the sampler's order), so they do
         # within each type too: per type and hop, its own nodes are a leading run.
-        own_counts = out.num_owned_nodes or [0] * (hops + 1)
-        starts = torch.repeat_interleave(
-            torch.tensor(_prefix(out.num_sampled_nodes), device=dev),
-            torch.tensor(out.num_sampled_nodes, device=dev), output_size=node.numel())
-        own = (torch.arange(node.numel(), device=dev) - starts) < torch.repeat_interleave(
-            torch.tensor(own_counts, device=dev),
-            torch.tensor(out.num_sampled_nodes, device=dev), output_size=node.numel())
-        table = torch.cat([
-            torch.bincount((node_hop * num_types + ntype) * 2 + own,
-                           minlength=(hops + 1) * num_types * 2),
-            torch.bincount(edge_hop * num_relations + out.edge_type,
-                           minlength=hops * num_relations)]).tolist()  # one host read
-        cell = [[table[(h * num_types + t) * 2:(h * num_types + t) * 2 + 2]
-                 for h in range(hops + 1)] for t in range(num_types)]
-        self.node_counts = [[a + b for a, b in rows] for rows in cell]
-        self.owned_counts = ([[b for _, b in rows] for rows in cell]
-                             if out.num_owned_nodes is not None else None)
-        rest = table[(hops + 1) * num_types * 2:]
-        self.edge_counts = [[rest[h * num_relations + r] for h in range(hops)]
-                            for r in range(num_relations)]
-        order = torch.argsort(ntype, stable=True)  # each type's nodes, in batch order
+        order = torch.argsort(ntype, stable=True)
         sizes = [sum(c) for c in self.node_counts]
-        firsts = _prefix(sizes)
-        within = torch.empty_like(order)
-        within[order] = torch.arange(node.numel(), device=dev) - torch.repeat_interleave(
-            torch.tensor(firsts, device=dev), torch.tensor(sizes, device=dev),
-            output_size=node.numel())
-        self.gids = [node.index_select(0, order[a:a + n]) for a, n in zip(firsts, sizes,
+        per_type = count(ntype, num_types)
+        starts = torch.cumsum(per_type, 0) - per_type
+        within = torch.empty_like(order).index_copy_(
+            0, order, torch.arange(node.numel(), device=node.device)
+            - starts.index_select(0, ntype.index_select(0, order)))
+        self.gids = [node.index_select(0, order[a:a + n]) for a, n in zip(_prefix(sizes), sizes,
                                                                           strict=True)]
         e_order = torch.argsort(out.edge_type, stable=True)  # each relation's, in order
         e_sizes = [sum(c) for c in self.edge_counts]

@@ -14,16 +14,19 @@ are a sub-range of its row, found by a vectorised binary search on the part's ``
 :func:`~gnnpar.sampler.sample_in_ranges` exactly as a homogeneous row is: uniformly
 without replacement (all of them when there are at most ``fanout``; a relation whose
 largest in-degree is at most its fan-out skips the draws), with the same counter-based
-keys, salted by the relation.  The rows are grouped by node type first, so a relation
-costs work on the rows of its destination type only; that grouping is the one host read
-a typed hop adds to a homogeneous one, on each side (the rows sampled here, and those
-served to peers).
+keys, salted by the relation.  The frontier is grouped by node type (the sampler's
+groups, :attr:`~gnnpar.sampler.DistNeighborSampler.num_groups`), so a relation costs
+work on the rows of its destination type only; the sizes of the groups travel in the
+hop's count exchange, and the new nodes per type and the edges per relation are read
+with the hop's sizes: a typed hop reads the host exactly as often as a homogeneous one
+(twice).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -134,15 +137,17 @@ class DistHeteroNeighborSampler(DistNeighborSampler):
                               fix="use DistNeighborSampler, or partition a typed graph.")
         self.layout = book.layout
         self.relation_fanouts = check_relation_fanouts(fanouts, self.layout)
+        self.device = torch.device(device) if device is not None else ctx.device
         super().__init__(graph, ctx, self._layout_columns(), replace, seed, stats, device)
         assert self.graph.etype is not None
         self._etype = self.graph.etype
         dst = self.layout.dst_types()
         self._into = [[r for r in range(len(dst)) if dst[r] == t]  # ascending relation ids
                       for t in range(len(self.layout.node_types))]
-        rows = self.graph.indptr.diff()
-        self._steps = int(rows.max()).bit_length() + 1 if rows.numel() else 1
+        rows = np.diff(graph.part.indptr)
+        self._steps = int(rows.max()).bit_length() + 1 if rows.size else 1
         self._max_degree = graph.relation_max_degrees
+        self.num_groups = len(self.layout.node_types)
 
     def _layout_columns(self) -> list[int]:
         """Set each hop's column runs per relation; return each hop's row width."""
@@ -162,7 +167,7 @@ class DistHeteroNeighborSampler(DistNeighborSampler):
             for r, f in enumerate(fan):
                 col_rel[dst[r], offsets[r]:offsets[r] + f[hop]] = r
             self._offset.append(offsets)
-            self._col_rel.append(col_rel)
+            self._col_rel.append(col_rel.to(self.device))
             widths.append(width)
         return widths
 
@@ -172,45 +177,53 @@ class DistHeteroNeighborSampler(DistNeighborSampler):
             cap = max(1, int(max_in_degree))
             self.relation_fanouts = [[min(k, cap) for k in f] for f in self.relation_fanouts]
             self.fanouts = self._layout_columns()
-        self._col_rel = [c.to(self.device) for c in self._col_rel]
 
-    def _positions(self, local: Tensor, gids: Tensor, keys: Tensor, hop: int) -> Tensor:
+    def _group(self, gids: Tensor) -> Tensor:
+        """Node type of each global id: the frontier is grouped by type."""
+        return self.graph.node_type(gids)
+
+    def _relation_counts(self, frontier: Tensor, table: Tensor, hop: int) -> Tensor:
+        """``[R]`` edges of each relation among the entries a hop's table kept."""
+        rel = self._col_rel[hop].index_select(0, self.graph.node_type(frontier))
+        rel = rel[:, :table.shape[1]]
+        return torch.zeros(len(self.layout.edge_types), dtype=torch.int64,
+                           device=table.device).index_add_(
+            0, rel.clamp(min=0).reshape(-1), (table >= 0).long().reshape(-1))
+
+    def _positions(self, local: Tensor, gids: Tensor, keys: Tensor, hop: int,
+                   group_sizes: list[int]) -> Tensor:
         """``[n, width]`` positions: each relation's sampled in-edges in its columns.
 
-        Rows are grouped by node type (one sort and one host read of the counts), and
-        each type's rows are split into its relations' ranges by ``R_t - 1`` binary
-        searches (a row's in-edges start with its first relation's and end with its
-        last's), so a relation's work is over the rows of its destination type only.
+        The rows come grouped by node type (``group_sizes`` of each, known on the host
+        from the hop's count exchange), and each type's rows are split into its
+        relations' ranges by ``R_t - 1`` binary searches (a row's in-edges start with its
+        first relation's and end with its last's), so a relation's work is over the rows
+        of its destination type only.
         """
         g, dev = self.graph, self.device
         n = local.numel()
         pos = torch.full((n, self.fanouts[hop]), -1, dtype=torch.int64, device=dev)
         if n == 0 or self._etype.numel() == 0:
             return pos
-        ntype = g.node_type(gids)
-        order = torch.argsort(ntype, stable=True)
-        counts = torch.bincount(ntype, minlength=len(self.layout.node_types)).tolist()
         first = 0
-        for t, size in enumerate(counts):
+        for t, size in enumerate(group_sizes):
             rels = self._into[t]
-            rows = order[first:first + size]
-            first += size
+            a, first = first, first + size
             if size == 0 or not rels:
                 continue
-            at = local.index_select(0, rows)
+            at = local[a:first]
             lo = g.indptr.index_select(0, at)
             end = g.indptr.index_select(0, at + 1)
-            row_keys = keys.index_select(0, rows)
+            row_keys = keys[a:first]
             for i, r in enumerate(rels):
                 hi = end if i + 1 == len(rels) else lower_bound(
                     self._etype, lo, end, rels[i + 1], self._steps)
                 k = self.relation_fanouts[r][hop]
                 if k:
-                    drawn = sample_in_ranges(lo, hi - lo, mix(row_keys ^ _signed((r + 1) * _C1)),
-                                             k, self.replace, self._max_degree[r])
-                    cols = torch.arange(self._offset[hop][r], self._offset[hop][r] + k,
-                                        device=dev)
-                    pos[rows[:, None], cols] = drawn
+                    col = self._offset[hop][r]
+                    pos[a:first, col:col + k] = sample_in_ranges(
+                        lo, hi - lo, mix(row_keys ^ _signed((r + 1) * _C1)), k, self.replace,
+                        self._max_degree[r])
                 lo = hi
         return pos
 
@@ -218,4 +231,4 @@ class DistHeteroNeighborSampler(DistNeighborSampler):
         """Relation of each kept entry: its column's, for its destination's type."""
         width = self.fanouts[hop]
         dst_type = self.graph.node_type(frontier).index_select(0, pos // width)
-        return self._col_rel[hop].to(pos.device)[dst_type, pos % width]
+        return self._col_rel[hop][dst_type, pos % width]

@@ -48,7 +48,23 @@ from gnnpar.feature_store import DistFeatureStore, PendingGather
 from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.link.negative import DistNegativeSampler
 from gnnpar.loader import SeedSchedule, agree, edge_fields
+from gnnpar.loader import host_syncs as node_host_syncs
 from gnnpar.sampler import DistNeighborSampler, SamplerOutput, check_fanouts, edge_keys, mix_int
+
+
+def host_syncs(hops: int, strict_rounds: int = 0) -> int:
+    """Host reads of one link batch of ``hops`` hops (the suite's budget).
+
+    The node loader's, two for the batch's endpoints (their distinct ids, how many are
+    this rank's) and one per strict-negative round (its gathered counts); edge features
+    add none (they are read on the device).
+    """
+    return node_host_syncs(hops) + 2 + strict_rounds
+
+
+HOST_SYNCS = host_syncs(2)
+"""Host reads per 2-hop link batch (7; with strict negatives' 3 rounds, 10)."""
+
 
 NEG_SAMPLING = ("binary", "triplet", "none")
 EXCLUDE = ("reverse", "self", "none")

@@ -134,12 +134,8 @@ class DistNegativeSampler:
         if g.num_owned * n >= 1 << 63:
             raise ConfigError(f"{g.num_owned} owned nodes x {n} nodes overflow int64 keys.",
                               field="strict", fix="use more parts, or strict=False.")
-        nnz = int(g.part.indptr[g.num_owned])
-        rows = torch.repeat_interleave(torch.arange(g.num_owned, device=g.indptr.device),
-                                       g.indptr[1:g.num_owned + 1] - g.indptr[:g.num_owned],
-                                       output_size=nnz)
-        src = g.local_gids.index_select(0, g.indices[:nnz])
-        return torch.sort(rows * n + src).values
+        src, rows = g.owned_edges()
+        return torch.sort(rows * n + g.local_gids.index_select(0, src)).values
 
     def _stored(self, pairs: Tensor) -> Tensor:
         """Whether each ``[m, 2]`` (src, dst) pair, dst owned here, is a stored edge."""

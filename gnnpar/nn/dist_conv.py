@@ -111,11 +111,7 @@ class HaloGraph:
             seed: Seed of the boundary samples.
         """
         plan = HaloPlan.build(graph, ctx, stats, device=ctx.device)
-        n = graph.num_owned
-        indptr = graph.indptr[: n + 1]
-        dst = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
-        src = graph.indices[: int(indptr[-1])]
-        edge_index = torch.stack([src, dst]).to(ctx.device)
+        edge_index = torch.stack(graph.to(ctx.device).owned_edges())
         exchange = HaloExchange(plan, ctx, stats=stats, boundary_p=boundary_p, stale=stale,
                                 seed=seed)
         return cls(exchange, edge_index)

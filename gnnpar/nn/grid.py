@@ -47,7 +47,7 @@ from torch import Tensor
 from torch.distributed.device_mesh import DeviceMesh
 
 from gnnpar.comm import CommStats, ring_bytes
-from gnnpar.distributed import DistContext
+from gnnpar.distributed import DistContext, skips_collectives
 from gnnpar.errors import ConfigError
 
 AXES = ("x", "y", "z")
@@ -251,7 +251,7 @@ def gather_rows(x: Tensor, axis: AxisGroup, sizes: list[int], kind: str) -> Tens
 
     Ranks of fewer rows are padded to the largest, so that one ``all_gather`` serves.
     """
-    if axis.size == 1:
+    if skips_collectives(axis.size):
         return x
     top = max(sizes)
     out = x.new_empty(axis.size * top, *x.shape[1:])
@@ -265,7 +265,7 @@ def gather_rows(x: Tensor, axis: AxisGroup, sizes: list[int], kind: str) -> Tens
 
 def scatter_sum_rows(x: Tensor, axis: AxisGroup, sizes: list[int], kind: str) -> Tensor:
     """Sum ``x`` over the ranks of ``axis`` and keep this rank's rows (``sizes``' chunk)."""
-    if axis.size == 1:
+    if skips_collectives(axis.size):
         return x
     top = max(sizes)
     parts = torch.split(x, sizes)
@@ -301,7 +301,7 @@ def sum_all(x: Tensor, axis: AxisGroup, sizes: list[int], kind: str) -> Tensor:
 
 
 def _all_reduce(x: Tensor, axis: AxisGroup, kind: str) -> Tensor:
-    if axis.size > 1:
+    if not skips_collectives(axis.size):
         axis.count(kind, x, "all_reduce")
         dist.all_reduce(x, group=axis.group)
     return x

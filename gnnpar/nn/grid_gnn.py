@@ -136,7 +136,7 @@ class GridGraph:
             widths: Input width of every layer, then the output width.
             stats: Counters of the setup exchanges (kind ``grid_setup``).
         """
-        offsets = [int(v) for v in graph.offsets.tolist()]
+        offsets = [int(v) for v in graph.meta.offsets]
         n, layers = offsets[-1], len(widths) - 1
         part = graph.part
         first, owned = graph.first_gid, graph.num_owned

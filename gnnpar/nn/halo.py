@@ -39,7 +39,8 @@ import torch
 from torch import Tensor
 
 from gnnpar.comm import CommStats, PendingExchange, all_to_all_v, start_all_to_all_v
-from gnnpar.distributed import DistContext
+from gnnpar.device import upload
+from gnnpar.distributed import DistContext, skips_collectives
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.faults import agreed
 from gnnpar.graph import DistGraph
@@ -156,7 +157,11 @@ def _exact_route(plan: HaloPlan) -> _Route:
 
 
 def _sampled_route(plan: HaloPlan, rank: int, p: float, seed: int, epoch: int) -> _Route:
-    """Keep each boundary row with probability ``p``; both ends draw the same mask."""
+    """Keep each boundary row with probability ``p``; both ends draw the same mask.
+
+    The masks are drawn on the host (counts must be known there) and the kept positions
+    are moved to the device without waiting: no host read of device values.
+    """
     world = len(plan.send_counts)
 
     def mask(src: int, dst: int, n: int) -> Tensor:
@@ -168,12 +173,13 @@ def _sampled_route(plan: HaloPlan, rank: int, p: float, seed: int, epoch: int) -
     recv_mask = torch.cat([mask(s, rank, int(plan.recv_counts[s])) for s in range(world)])
     owner_of_send = torch.repeat_interleave(torch.arange(world), plan.send_counts)
     owner_of_recv = torch.repeat_interleave(torch.arange(world), plan.recv_counts)
+    dev = plan.send_idx.device
     return _Route(
         plan,
-        plan.send_idx[send_mask.to(plan.send_idx.device)],
+        plan.send_idx.index_select(0, upload(torch.nonzero(send_mask).flatten(), dev)),
         torch.bincount(owner_of_send[send_mask], minlength=world),
         torch.bincount(owner_of_recv[recv_mask], minlength=world),
-        recv_pos=torch.nonzero(recv_mask).flatten().to(plan.send_idx.device),
+        recv_pos=upload(torch.nonzero(recv_mask).flatten(), dev),
         scale=1.0 / p,
     )
 
@@ -346,7 +352,7 @@ class HaloExchange:
         if x.size(0) != self.plan.num_owned:
             raise ConfigError(f"got {x.size(0)} rows but this rank owns {self.plan.num_owned} "
                               "nodes.", field="x", fix="pass one row per owned node.")
-        if self.ctx.world_size == 1:
+        if skips_collectives(self.ctx.world_size):
             return x
         if not (training and self.stale):
             route = self._train if training else self._exact

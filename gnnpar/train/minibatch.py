@@ -31,7 +31,9 @@ from gnnpar.feature_store import DistFeatureStore
 from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.hetero.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
 from gnnpar.loader import DistNeighborLoader, SeedSchedule
+from gnnpar.ops import from_mmap
 from gnnpar.train.config import Config
+from gnnpar.train.metrics import StepLog
 from gnnpar.train.models import SampledGNN, autocast, forward_batch
 from gnnpar.train.sync import average_model
 
@@ -43,6 +45,11 @@ PHASES = ("sample", "fetch", "forward", "backward", "optimizer", "wait")
 ``sample`` and ``fetch`` spent blocked in exchanges."""
 SUMS = ("loss", "correct", "seeds", "edges", "time", *(f"t_{p}" for p in PHASES))
 """What an engine's ``train_epoch`` sums on each rank (the trainer all-reduces them)."""
+STEP_HOST_SYNCS = 0
+"""Host reads of a training step (forward, backward, optimiser): none; the epoch's sums
+are read once at its end (and every :data:`POSTFIX_EVERY` steps for a progress bar, and
+on rank 0 once per log line or scalar flush, :class:`~gnnpar.train.metrics.StepLog`:
+every ``--log-every`` steps, by default about every 10 s)."""
 POSTFIX_EVERY = 20
 """Steps between updates of the progress bar's loss (each one waits for the device)."""
 
@@ -50,14 +57,19 @@ POSTFIX_EVERY = 20
 def degree_arrays(graph: DistGraph) -> dict[str, Tensor]:
     """The graph's in-degree and self-loop count of each owned node (global GCN).
 
+    Computed on the host from the part's memory maps: per-node arrays for a feature store
+    to place.
+
     Returns:
-        ``{"in_degree": [num_owned], "self_loops": [num_owned]}``, int64.
+        ``{"in_degree": [num_owned], "self_loops": [num_owned]}``, int64 host tensors.
     """
-    n = graph.num_owned
-    indptr = graph.indptr[: n + 1]
-    dst = torch.repeat_interleave(torch.arange(n), indptr.diff())
-    loops = torch.bincount(dst[graph.indices[: int(indptr[-1])] == dst], minlength=n)
-    return {"in_degree": graph.in_degree[:n].clone(), "self_loops": loops}
+    part, n = graph.part, graph.num_owned
+    indptr = from_mmap(part.indptr[: n + 1]).long()
+    nnz = int(indptr[-1])
+    dst = torch.repeat_interleave(torch.arange(n), indptr.diff(), output_size=nnz)
+    loops = torch.zeros(n, dtype=torch.int64).index_add_(
+        0, dst, (from_mmap(part.indices[:nnz]).long() == dst).long())
+    return {"in_degree": from_mmap(part.in_degree[:n]).long(), "self_loops": loops}
 
 
 class MinibatchEngine:
@@ -84,6 +96,8 @@ class MinibatchEngine:
 
     embedding: DistEmbedding | None = None
     sparse: SparseOptimizer | None = None
+    step_log: StepLog | None = None
+    """Rank 0's lines and per-step scalars (set by the trainer)."""
 
     def __init__(self, cfg: Config, graph: DistGraph, ctx: DistContext, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
@@ -192,7 +206,10 @@ class MinibatchEngine:
             loss_sum += loss.detach()
             correct += right
             seeds += count
-            acc["edges"] += self.batch_edges(batch)
+            edges = self.batch_edges(batch)
+            acc["edges"] += edges
+            if self.step_log is not None:
+                self.step_log.step(epoch, step, loss, count, edges)
             bar.update()
             if not bar.disable and (step + 1) % POSTFIX_EVERY == 0:
                 bar.set_postfix(loss=f"{float(loss_sum) / max(seeds, 1):.4f}")
@@ -201,6 +218,8 @@ class MinibatchEngine:
             if hook is not None:
                 hook(epoch, step, batch)
         bar.close()
+        if self.step_log is not None:
+            self.step_log.flush(epoch, len(self.loader) - 1, line=False)
         return totals(t0)
 
     def after_step(self) -> None:
@@ -223,7 +242,8 @@ class MinibatchEngine:
 
     def logits(self, module: nn.Module, batch: Data) -> tuple[Tensor, Tensor]:
         """The seeds' logits and labels (call under :func:`autocast`)."""
-        x = None if self.embedding is None else self.embedding(batch.n_id)
+        x = None if self.embedding is None else self.embedding(
+            batch.n_id, batch.get("num_owned_nodes"), batch.num_sampled_nodes)
         return (forward_batch(module, batch, self.cfg.train.precision, x),
                 batch.y[: batch.batch_size])
 

@@ -133,6 +133,8 @@ class SampledGNN(nn.Module):
             if is_mean_sage(conv):
                 x = sage_mean(conv, x, x[:n_dst], mean_adjacency(edges, n_dst, x.size(0),
                                                                   x.dtype))
+            elif isinstance(conv, GATConv) and conv.add_self_loops:
+                x = gat_with_loops(conv, x, edges, n_dst)
             elif isinstance(conv, _BIPARTITE):
                 x = conv((x, x[:n_dst]), edges)
             elif isinstance(conv, GCNConv) and self.gcn_norm == "global":
@@ -150,6 +152,30 @@ class SampledGNN(nn.Module):
                     x = gnn.act(x)
                 x = gnn.dropout(x)
         return x
+
+
+def gat_with_loops(conv: GATConv, x: Tensor, edge_index: Tensor, n_dst: int) -> Tensor:
+    """``conv((x, x[:n_dst]), edge_index)`` with PyG's self-loops, and no host read.
+
+    ``GATConv`` removes the self-loops of its input and adds one per destination: the
+    removal compacts the edge list to a size known only on the device.  Here each
+    sampled self-loop is sent to a spare destination row instead (then dropped), and
+    the one loop per destination is appended: the same edges reach every destination.
+
+    Shapes:
+        x: ``[N, F]``; edge_index: ``[2, E]`` into ``[0, n_dst)``; returns ``[n_dst, F_out]``.
+    """
+    src, dst = edge_index[0], edge_index[1]
+    loops = torch.arange(n_dst, device=x.device)
+    dst = torch.where(src == dst, n_dst, dst)
+    edges = torch.stack([torch.cat([src, loops]), torch.cat([dst, loops])])
+    x_dst = torch.cat([x[:n_dst], x.new_zeros((1, *x.shape[1:]))])
+    conv.add_self_loops = False
+    try:
+        out: Tensor = conv((x, x_dst), edges)
+    finally:
+        conv.add_self_loops = True
+    return out[:n_dst]
 
 
 def global_gcn(conv: GCNConv, x: Tensor, edge_index: Tensor, n_dst: int,
@@ -174,10 +200,11 @@ def global_gcn(conv: GCNConv, x: Tensor, edge_index: Tensor, n_dst: int,
     inv = (in_degree - self_loops + 1).to(h.dtype).rsqrt()  # PyG's add_remaining_self_loops
     sampled = count(dst, n_dst).clamp_(min=1)
     scale = in_degree[:n_dst].to(h.dtype) / sampled
-    keep = src != dst  # self-loops are replaced by the one of the normalisation
-    s, d = src[keep], dst[keep]
-    weight = inv.index_select(0, s) * inv.index_select(0, d) * scale.index_select(0, d)
-    neighbours = SparseAdjacency(s, d, weight, n_dst, h.size(0)) @ h
+    # Self-loops are replaced by the one of the normalisation: weight 0 (no compaction,
+    # whose size would have to be read on the host).
+    weight = inv.index_select(0, src) * inv.index_select(0, dst) * scale.index_select(0, dst)
+    weight = weight * (src != dst)
+    neighbours = SparseAdjacency(src, dst, weight, n_dst, h.size(0)) @ h
     out = h[:n_dst] * inv[:n_dst].square().unsqueeze(-1) + neighbours
     bias: Tensor | None = conv.bias
     result: Tensor = out + bias if bias is not None else out

@@ -13,7 +13,7 @@ import torch
 
 from gnnpar.errors import ConfigError
 from gnnpar.link.metrics import ranking_metrics, shared_negative_hits
-from gnnpar.testing import OpRecorder, run_multiproc
+from gnnpar.testing import DeviceShadow, run_multiproc
 
 KS = (1, 3, 10, 50)
 SHARED_KS = (1, 10, 50, 100)
@@ -59,9 +59,11 @@ def _assert_close(got: dict[str, float], ref: dict[str, float]) -> None:
 def test_one_process_matches_ogb() -> None:
     s = _scores()
     assert bool((s["neg"] == s["pos"][:, None]).any())  # ties present
-    with OpRecorder() as rec:
-        got = ranking_metrics(s["pos"], s["neg"], ks=KS)
-    assert rec.num_syncs == 1  # the result, read once
+    with DeviceShadow() as shadow:
+        pos, neg = s["pos"].to(shadow.device), s["neg"].to(shadow.device)
+        with shadow.window() as w:
+            got = ranking_metrics(pos, neg, ks=KS)
+    assert w.num_syncs == 1, w.sites  # the result, read once
     _assert_close(got, _ogb_mrr(s["pos"], s["neg"]))
     ref = _ogb_hits(s["shared_pos"], s["shared_neg"])
     assert ref["hits@100"] == 1.0 and 0 < ref["hits@10"] < 1

@@ -22,7 +22,7 @@ from gnnpar.link.negative import DistNegativeSampler, negative_destinations
 from gnnpar.partition.format import PartitionMeta, load_partition
 from gnnpar.partition.writer import partition_graph
 from gnnpar.sampler import mix_int
-from gnnpar.testing import OpRecorder, run_multiproc
+from gnnpar.testing import DeviceShadow, run_multiproc
 
 B, K, SEED = 200, 5, 7
 
@@ -86,10 +86,11 @@ def test_negative_destinations_uniform() -> None:
     assert _uniform_p(counts) > 1e-4
 
 
-def _one_process_sampler(part_dir: Path, strict: bool, **kw: Any) -> DistNegativeSampler:
-    ctx = DistContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"),
+def _one_process_sampler(part_dir: Path, strict: bool, device: str = "cpu",
+                         **kw: Any) -> DistNegativeSampler:
+    ctx = DistContext(rank=0, world_size=1, local_rank=0, device=torch.device(device),
                       backend="gloo")  # a world of one issues no collective
-    graph = DistGraph.from_partition(load_partition(part_dir, 0))
+    graph = DistGraph.from_partition(load_partition(part_dir, 0), ctx.device)
     return DistNegativeSampler(graph, ctx, seed=SEED, strict=strict, **kw)
 
 
@@ -130,15 +131,20 @@ def test_strict_one_process(dataset: GraphDataset, parts: dict[int, Path]) -> No
     keys = _edge_keys(dataset, parts[1], 1)
     src = torch.arange(0, 600, 3)
     loose = _one_process_sampler(parts[1], strict=False).triplet(src, src, K, batch_key=1)
-    strict = _one_process_sampler(parts[1], strict=True, rounds=8)
-    with OpRecorder() as rec:
-        neg = strict.triplet(src, src, K, batch_key=1)
-    # One host sync per round (the gathered counts), rounds stop once none is pending.
-    assert set(rec.syncs) == {"Tensor.tolist"} and 2 <= rec.num_syncs <= 8
-    with OpRecorder() as rec:
-        _one_process_sampler(parts[1], strict=False).binary(torch.stack([src, src]), K, 1)
-        negative_destinations(src, K, 600, SEED, 1)
-    assert rec.num_syncs == 0
+    with DeviceShadow() as shadow:
+        strict = _one_process_sampler(parts[1], strict=True, device=str(shadow.device),
+                                      rounds=8)
+        on_device = src.to(shadow.device)
+        with shadow.window() as w:
+            neg = strict.triplet(on_device, on_device, K, batch_key=1)
+        # One host sync per round (the gathered counts), rounds stop once none is pending.
+        assert set(w.syncs) == {"tolist"} and 2 <= w.num_syncs <= 8, w.sites
+        plain = _one_process_sampler(parts[1], strict=False, device=str(shadow.device))
+        with shadow.window() as w:
+            plain.binary(torch.stack([on_device, on_device]), K, 1)
+            negative_destinations(on_device, K, 600, SEED, 1)
+        assert w.num_syncs == 0, w.sites
+        neg = neg.cpu()
     s = np.repeat(src.numpy(), K)
     assert _true_edges(s, loose.view(-1).numpy(), keys, 600).sum() > 0
     assert not _true_edges(s, neg.view(-1).numpy(), keys, 600).any()

@@ -15,10 +15,15 @@ the CPU only.  World size 1 needs one GPU; the 2-rank variants need two
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
+import threading
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -225,20 +230,194 @@ def test_nccl_only_group_gets_only_device_tensors(parts: dict[int, str], tmp_pat
             assert same_thread or name == "allreduce_", name
 
 
-@pytest.mark.multigpu(2)
-def test_sync_budget_holds_on_cuda(tmp_path: Path) -> None:
-    from test_sync_budget import sync_worker
+def _budget_worker(parts: dict[str, str]) -> dict[str, Any]:
+    """Steady batches of each loader, a training step and an embedding step, each counted
+    as CUDA counts host synchronisations (``set_sync_debug_mode``), and their collectives."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
 
-    partition_graph(sbm(num_nodes=2000, avg_degree=8, num_classes=4, feat_dim=8, seed=0), 2,
-                    tmp_path / "p")
-    for rank, r in enumerate(run_multiproc(sync_worker, 2, str(tmp_path / "p"),
-                                           device="cuda")):
-        budget = 2 * r["hops"] + 1
-        assert sum(r["load_syncs"].values()) <= budget, r["load_syncs"]
-        assert r["cuda_syncs"] <= budget, r["cuda_syncs"]  # as CUDA counts them
-        assert r["train_syncs"] == {}, r["train_syncs"]
-        for name, devices, same_thread in r["load_collectives"]:
-            assert devices == [f"cuda:{rank}"] and same_thread, name
+    import gnnpar
+    from gnnpar.hetero.embedding import DistEmbedding, SparseAdam
+    from gnnpar.hetero.loader import DistHeteroNeighborLoader, typed_feature_stores
+    from gnnpar.shadow import CollectiveLog
+    from gnnpar.train.config import ModelConfig
+    from gnnpar.train.models import SampledGNN, build_model, forward_batch
+
+    ctx = gnnpar.init()
+    out: dict[str, Any] = {"device": str(ctx.device)}
+    log = CollectiveLog()
+
+    def steady(loader: Any, name: str, after: Any = None) -> None:
+        it = iter(loader)
+        next(it)
+        counts = []
+        for _ in range(min(3, len(loader) - 1)):
+            with log, _cuda_syncs(ctx.device) as found:
+                batch = next(it)
+                if after is not None:
+                    after(batch)
+            counts.append(len(found))
+        out[name] = counts
+
+    graph = gnnpar.DistGraph.load(parts["node"], ctx)
+    for name, kw in (("node", {}), ("pinned", {"device_budget_bytes": 0})):
+        steady(gnnpar.DistNeighborLoader(graph, gnnpar.DistFeatureStore(graph, ctx, **kw),
+                                         FANOUTS, "train", batch_size=64, prefetch=True), name)
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(hidden=16), graph.meta.feat_dim,
+                        graph.meta.num_classes).to(ctx.device)
+    ddp = DistributedDataParallel(SampledGNN(model))
+    loader = gnnpar.DistNeighborLoader(graph, gnnpar.DistFeatureStore(graph, ctx), FANOUTS,
+                                       "train", batch_size=64, prefetch=True)
+    steps = []
+    for batch in loader:
+        with log, _cuda_syncs(ctx.device) as found:
+            F.cross_entropy(forward_batch(ddp, batch), batch.y[: batch.batch_size]).backward()
+        steps.append(len(found))
+    out["step"] = steps[1:]
+    link = gnnpar.DistGraph.load(parts["link"], ctx)
+    steady(gnnpar.DistLinkNeighborLoader(
+        link, gnnpar.DistFeatureStore(link, ctx, arrays={"x": link.features()}), FANOUTS,
+        "train", batch_size=64, prefetch=True), "link")
+    kinds = gnnpar.DistGraph.load(parts["typed"], ctx)
+    labels = gnnpar.DistFeatureStore(kinds, ctx, arrays={"y": kinds.part.label})
+    typed_loader = DistHeteroNeighborLoader(kinds, labels, typed_feature_stores(kinds, ctx),
+                                            FANOUTS, "train", batch_size=64, prefetch=True)
+    emb = DistEmbedding(kinds, ctx, 8, (1, 2))
+    opt = SparseAdam([emb], lr=0.1)
+    steady(typed_loader, "typed")
+    batch = next(iter(typed_loader))
+    with log, _cuda_syncs(ctx.device) as found:
+        a = batch["author"]
+        emb(a.n_id, a.num_owned_nodes, a.num_sampled_nodes).square().sum().backward()
+        opt.step()
+    out["embedding"] = [len(found)]
+    out["collectives"] = [(n, list(d), t == threading.get_ident())
+                          for n, d, t in log.entries]
+    gnnpar.shutdown()
+    return out
+
+
+@contextlib.contextmanager
+def _cuda_syncs(device: Any) -> Iterator[list[str]]:
+    """The synchronising CUDA calls made inside, as CUDA itself reports them (none on a
+    CPU, where the workers can be dry-run)."""
+    import torch
+
+    found: list[str] = []
+    if device.type != "cuda":
+        yield found
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield found
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    found += [str(w.message) for w in caught if "synchroniz" in str(w.message)]
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_budgets_hold_on_cuda(tmp_path: Path, world: int) -> None:
+    """The device shadow's budgets, as CUDA counts them (``gpu_check.sh`` runs world 1 with
+    ``GNNPAR_FORCE_COLLECTIVES=1``: NCCL's collectives run at one rank too)."""
+    from dataclasses import replace
+
+    from gnnpar.datasets.synthetic import typed
+    from gnnpar.hetero.embedding import HOST_SYNCS as EMBEDDING
+    from gnnpar.hetero.loader import HOST_SYNCS as TYPED
+    from gnnpar.link.loader import HOST_SYNCS as LINK
+    from gnnpar.loader import HOST_SYNCS as NODE
+
+    graphs = {"node": sbm(num_nodes=2000, avg_degree=8, num_classes=4, feat_dim=8, seed=0),
+              "link": sbm(num_nodes=1500, seed=0, task="link"),
+              "typed": typed(num_papers=800, num_authors=400, num_venues=24)}
+    graphs["link"] = replace(graphs["link"], edge_attr=np.ones(
+        (graphs["link"].num_edges, 2), dtype=np.float32))
+    for name, ds in graphs.items():
+        partition_graph(ds, world, tmp_path / name, **({"task": "link"} if name == "link"
+                                                        else {}))
+    parts = {name: str(tmp_path / name) for name in graphs}
+    for rank, r in enumerate(run_multiproc(_budget_worker, world, parts, device="cuda")):
+        budget = {"node": NODE, "pinned": NODE, "step": 0, "link": LINK, "typed": TYPED,
+                  "embedding": EMBEDDING}
+        for name, most in budget.items():
+            assert max(r[name]) <= most, (name, r[name])
+        for name, devices, same_thread in r["collectives"]:
+            assert devices == [f"cuda:{rank}"], (name, devices)
+            assert same_thread or name == "allreduce_", name
+        if world == 1 and os.environ.get("GNNPAR_FORCE_COLLECTIVES") == "1":
+            names = {n for n, _, _ in r["collectives"]}
+            assert {"alltoall_base_", "_allgather_base_", "allreduce_"} <= names, names
+
+
+def _collectives_worker(part_dir: str) -> dict[str, Any]:
+    """Each collective path once: packed uint8 rows (x and y), bf16 rows, empty splits,
+    count all-gathers, halo and grid exchanges forward and backward."""
+    import torch
+
+    import gnnpar
+    from gnnpar.comm import all_gather_counts, start_all_to_all_v
+    from gnnpar.nn import HaloGraph, distribute_convs
+    from gnnpar.nn.grid import ProcessGrid
+    from gnnpar.nn.grid_gnn import GridGNN, GridGraph, model_kind
+    from gnnpar.shadow import CollectiveLog
+    from gnnpar.train.config import ModelConfig
+    from gnnpar.train.models import build_model
+
+    ctx = gnnpar.init()
+    graph = gnnpar.DistGraph.load(part_dir, ctx)
+    out: dict[str, Any] = {"device": str(ctx.device)}
+    with CollectiveLog() as log:
+        ids = torch.arange(ctx.rank, graph.meta.num_nodes, 3, device=ctx.device)
+        rows = gnnpar.DistFeatureStore(graph, ctx).gather_many(ids)  # packed x and y
+        out["x"], out["y"] = _np(rows["x"]), _np(rows["y"])
+        bf16 = gnnpar.DistFeatureStore(graph, ctx, arrays={
+            "x": graph.features().to(torch.bfloat16)}).gather(ids)
+        out["bf16"] = _np(bf16.float())
+        empty = start_all_to_all_v(ctx, torch.zeros((0, 4), device=ctx.device),
+                                   [0] * ctx.world_size, [0] * ctx.world_size).wait()
+        out["empty"] = tuple(empty.shape)
+        out["counts"] = all_gather_counts(ctx, torch.tensor([ctx.rank + 1],
+                                                            device=ctx.device))[1]
+        torch.manual_seed(0)
+        halo = HaloGraph.build(graph, ctx)
+        sage = distribute_convs(build_model(ModelConfig(hidden=16), graph.meta.feat_dim,
+                                            graph.meta.num_classes).to(ctx.device), halo)
+        x = graph.features().to(ctx.device, torch.float32).requires_grad_(True)
+        sage(x, halo.edge_index).square().sum().backward()
+        out["halo_grad"] = _np(x.grad)
+        torch.manual_seed(0)
+        model = build_model(ModelConfig(name="gcn", hidden=16, dropout=0.0),
+                            graph.meta.feat_dim, graph.meta.num_classes).to(ctx.device)
+        grid = ProcessGrid.build(ctx, (ctx.world_size, 1, 1), 2)
+        layout = GridGraph.build(graph, ctx, grid, model_kind(model),
+                                 (graph.meta.feat_dim, 16, graph.meta.num_classes))
+        logits = GridGNN(model, layout)(layout.x)
+        logits.square().sum().backward()  # the adjoint collectives too
+        out["grid_out"] = _np(logits)
+    out["collectives"] = sorted({(n, *d) for n, d, _ in log.entries})
+    gnnpar.shutdown()
+    return out
+
+
+def test_collective_paths_on_nccl_equal_gloo(parts: dict[int, str]) -> None:
+    """At world size 1 with ``GNNPAR_FORCE_COLLECTIVES=1`` (what gpu_check.sh sets): every
+    collective path runs through NCCL, and gives what gloo gives on the CPU."""
+    env = {"GNNPAR_FORCE_COLLECTIVES": "1"}
+    cpu = run_multiproc(_collectives_worker, 1, parts[1], device="cpu", env=env)[0]
+    cuda = run_multiproc(_collectives_worker, 1, parts[1], device="cuda", env=env)[0]
+    names = {c[0] for c in cuda["collectives"]}
+    assert {"alltoall_base_", "_allgather_base_", "allreduce_"} <= names, names
+    assert all(c[1:] == ("cuda:0",) for c in cuda["collectives"]), cuda["collectives"]
+    for key in ("x", "y", "bf16"):
+        assert np.array_equal(cpu[key], cuda[key]), key
+    assert cuda["empty"] == (0, 4) and cuda["counts"] == [[1]]
+    for key in ("halo_grad", "grid_out"):
+        np.testing.assert_allclose(cuda[key], cpu[key], rtol=1e-4, atol=1e-5)
 
 
 def _train(work: Path, device: str, mode: str) -> dict[str, Any]:

@@ -87,7 +87,7 @@ def test_relabel_first_appearance_order_own_nodes_first(with_owned: bool,
     nbr = rng.integers(0, 1000, shape)
     nbr[rng.random(shape) < 0.2] = -1  # missing edges
     owned = (nbr >= 0) & (nbr < 300)  # "this rank" owns ids below 300
-    new, src, pos, n_own = relabel(torch.from_numpy(nbr), torch.from_numpy(n_id),
+    new, src, pos, n_own, *_ = relabel(torch.from_numpy(nbr), torch.from_numpy(n_id),
                                    torch.from_numpy(owned) if with_owned else None,
                                    num_ids=1000 if with_owned else 1 << 40)
     flat = nbr.reshape(-1).tolist()
@@ -100,7 +100,7 @@ def test_relabel_first_appearance_order_own_nodes_first(with_owned: bool,
 
 def test_relabel_of_an_empty_batch() -> None:
     empty = torch.zeros(0, dtype=torch.int64)
-    new, src, pos, n_own = relabel(empty.view(0, 3), empty, None)
+    new, src, pos, n_own, *_ = relabel(empty.view(0, 3), empty, None)
     assert new.numel() == src.numel() == pos.numel() == n_own == 0
 
 
