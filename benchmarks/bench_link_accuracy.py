@@ -58,7 +58,7 @@ REF_LR = 0.005
 KS = (1, 10)  # _reference.LINK_KS
 
 BASE: dict[str, str] = {"dropout": "0.0", "lr": "0.005", "fanouts": "10,10", "num-neg": "1",
-                        "batch-size": "1024", "exclude": "reverse"}
+                        "batch-size": "256", "exclude": "reverse"}
 """The ``--task link`` defaults that the ablations vary one at a time."""
 
 ABLATIONS: dict[str, list[str]] = {
@@ -67,7 +67,7 @@ ABLATIONS: dict[str, list[str]] = {
     "fanouts": ["5,5", "25,25", "100,100"],
     "exclude": ["self", "none"],
     "num-neg": ["3"],
-    "batch-size": ["256", "4096"],
+    "batch-size": ["256", "1024"],
 }
 """Values of each ablated setting (the others at :data:`BASE`)."""
 

@@ -203,8 +203,8 @@ class SampleConfig:
     """Typed graphs: fan-outs of some relations, REL=F1,F2;REL=... with REL as
     src__rel__dst or, when unique, the relation's name (0 skips a relation at a hop)."""
 
-    batch_size: int = 1024
-    """Seed nodes per step on each rank."""
+    batch_size: int = task_default(1024, link=256)
+    """Seeds per step on each rank: nodes (--task node), positive edges (--task link)."""
 
     eval_batch_size: int = 4096
     """Seed nodes per step on each rank for the sampled validation and test accuracy."""

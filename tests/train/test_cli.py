@@ -65,9 +65,11 @@ def test_every_field_has_a_docstring_shown_in_help() -> None:
 def test_defaults_per_task_in_help_and_resolved_by_the_task() -> None:
     text = " ".join(build_parser().format_help().split())
     assert "(default: 0.5 with --task node, 0.0 with --task link)" in text  # --dropout
-    assert parse([]).model.dropout == 0.5
+    assert "(default: 1024 with --task node, 256 with --task link)" in text  # --batch-size
+    assert parse([]).model.dropout == 0.5 and parse([]).sample.batch_size == 1024
     link = parse(["--task", "link"])
     assert link.model.dropout == 0.0 and type(link.model.dropout) is float
+    assert link.sample.batch_size == 256 and type(link.sample.batch_size) is int
     assert link.to_dict()["model"]["dropout"] == 0.0  # what OUT/config.json repeats
     assert parse(["--task", "link", "--dropout", "0.5"]).model.dropout == 0.5  # given: kept
     # In Python: a section on its own holds the node value; validate() (the Trainer's)

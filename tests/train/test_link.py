@@ -214,9 +214,11 @@ def hub_graph() -> GraphDataset:
 
     2,048 nodes, mean degree 10, largest 95; communities in noisy features (homophily
     0.9).  Measured (single-process full batch, 2x128, dot decoder): a features-only MLP
-    reaches test MRR 0.21-0.24 (0.218 at lr 0.02 after 500-600 epochs, 0.240 at lr 0.005
-    after 600, still rising slowly), GraphSAGE 0.37 after 200 epochs; gnnpar with the
-    link defaults before issue 27 (dropout 0.5, batch 1024) 0.206 after 10 epochs.
+    reaches test MRR 0.215 after 400 epochs at lr 0.005 (0.160 after 200 at lr 0.02, 0.198
+    after 400; 0.24 after 600 at lr 0.005, still rising slowly), GraphSAGE 0.37 after 200.
+    gnnpar, 2 ranks, 8 epochs: the link defaults 0.330 (0.261 and 0.263 after 4 epochs
+    with seeds 0 and 1); the defaults before issue 27 (dropout 0.5, batch 1024) 0.201;
+    after 4 epochs, batch 1024 alone 0.159 and dropout 0.5 alone 0.246.
     """
     return rmat(num_nodes=2048, avg_degree=10, feat_dim=16, seed=0, a=0.7, b=0.12, c=0.12,
                 homophily=0.9, feature_noise=3.0).random_link_split((0.85, 0.05, 0.1), seed=0)
@@ -232,8 +234,8 @@ def test_default_link_training_beats_features_only_on_a_hub_heavy_graph(tmp_path
     cfg = configure(Config(), task="link", epochs=8, out=str(tmp_path / "run"),
                     progress=False, eval_every=100, checkpoint_every=100)  # the defaults
     mrr = run_multiproc(train, 2, str(tmp_path / "p2"), cfg)[0]["summary"]["test_mrr"]
-    mlp = train_link_reference(ds, 400, lr=0.02, encoder="mlp")["evals"][-1]["test_mrr"]
-    assert mrr >= mlp + 0.05, (mrr, mlp)
+    mlp = train_link_reference(ds, 400, encoder="mlp")["evals"][-1]["test_mrr"]
+    assert mrr >= mlp + 0.05, (mrr, mlp)  # measured: 0.330 against 0.215
 
 
 def test_cli_link_split_of_an_edge_list(tmp_path: Path) -> None:
