@@ -79,6 +79,74 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}. Fix: {fix}\n")
 
 
+class TaskDefault:
+    """A field default that depends on the run's task (``data.task``): see :func:`task_default`.
+
+    Attributes:
+        by_task: ``{task: value}``; a task not in it takes the ``node`` value.
+    """
+
+    by_task: dict[str, Any]
+
+    def for_task(self, task: str) -> Any:
+        """The plain value (no longer marked) that ``task`` runs with."""
+        value = self.by_task.get(task, self.by_task["node"])
+        return type(value)(value)
+
+
+class _TaskFloat(TaskDefault, float):
+    pass
+
+
+class _TaskInt(TaskDefault, int):
+    pass
+
+
+class _TaskTuple(TaskDefault, tuple):  # type: ignore[type-arg]
+    pass
+
+
+_MARKED: dict[type, type[TaskDefault]] = {float: _TaskFloat, int: _TaskInt, tuple: _TaskTuple}
+
+
+def task_default(node: T, **others: T) -> T:
+    """A field default of ``node`` for node tasks and ``others[task]`` for the others.
+
+    ``dropout: float = task_default(0.5, link=0.0)`` declares 0.5 for ``--task node`` and
+    0.0 for ``--task link``; ``--help`` shows both.  The default is ``node`` itself (a
+    float, an int or a tuple), marked as not given: a section read on its own holds the
+    node value, and :func:`resolve_task_defaults` (the configuration's ``validate``)
+    replaces every marked value with the run's task's, while a value given by a flag, a
+    file or in Python stays as given.
+    """
+    cls = _MARKED.get(type(node))
+    if cls is None or any(type(v) is not type(node) for v in others.values()):
+        raise TypeError(f"task_default takes floats, ints or tuples of one type, got {node!r} "
+                        f"and {others!r}")
+    out: Any = cls(node)  # type: ignore[call-arg]
+    out.by_task = {"node": node, **others}
+    return typing.cast(T, out)
+
+
+def resolve_task_defaults(config: T, task: str) -> T:
+    """A copy of ``config`` (sections of dataclasses) with its task defaults made ``task``'s."""
+    changes = {}
+    for f in fields(config):  # type: ignore[arg-type]
+        section = getattr(config, f.name)
+        values = {g.name: getattr(section, g.name).for_task(task) for g in fields(section)
+                  if isinstance(getattr(section, g.name), TaskDefault)}
+        if values:
+            changes[f.name] = dataclasses.replace(section, **values)
+    return dataclasses.replace(config, **changes)  # type: ignore[type-var]
+
+
+def _shown(value: Any) -> str:
+    """A default as typed on the command line (lists joined by commas)."""
+    if isinstance(value, tuple):
+        return ",".join(map(str, value)) if value else "none"
+    return "none" if value is None else str(value)
+
+
 def option(default: Any, *, flag: str | None = None, const: Any = None,
            metavar: str | None = None) -> Any:
     """A field with default ``default`` and the flag ``--flag`` instead of its name's.
@@ -200,10 +268,10 @@ def _add_flag(group: argparse._ArgumentGroup, path: str, f: dataclasses.Field[An
               hint: Any, default: Any, doc: str, positional: bool) -> None:
     kind = _plain(hint)
     flag = str(f.metadata.get(_FLAG, f.name.replace("_", "-")))
-    if typing.get_origin(kind) is tuple:
-        shown = ",".join(map(str, default)) if default else "none"
-    else:
-        shown = "none" if default is None else str(default)
+    shown = _shown(default)
+    if isinstance(default, TaskDefault):
+        shown = ", ".join(f"{_shown(v)} with --task {task}"
+                          for task, v in default.by_task.items())
     text = doc if "(default:" in doc else f"{doc} (default: {shown})"
     options: dict[str, Any] = {"dest": path, "default": argparse.SUPPRESS,
                                "help": text.replace("%", "%%")}  # argparse formats help

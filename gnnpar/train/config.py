@@ -30,7 +30,9 @@ from gnnpar.config import (
     config_error,
     flag_of,
     option,
+    resolve_task_defaults,
     sections,
+    task_default,
     to_dict,
 )
 from gnnpar.datasets.config import DataConfig
@@ -63,7 +65,7 @@ class ModelConfig:
     layers: int = 2
     """Message-passing layers (in sample mode, one fan-out per layer)."""
 
-    dropout: float = 0.5
+    dropout: float = task_default(0.5, link=0.0)
     """Dropout probability after each hidden layer."""
 
     heads: int = 4
@@ -201,8 +203,8 @@ class SampleConfig:
     """Typed graphs: fan-outs of some relations, REL=F1,F2;REL=... with REL as
     src__rel__dst or, when unique, the relation's name (0 skips a relation at a hop)."""
 
-    batch_size: int = 1024
-    """Seed nodes per step on each rank."""
+    batch_size: int = task_default(1024, link=256)
+    """Seeds per step on each rank: nodes (--task node), positive edges (--task link)."""
 
     eval_batch_size: int = 4096
     """Seed nodes per step on each rank for the sampled validation and test accuracy."""
@@ -493,11 +495,16 @@ class Config:
     """Run directory, processes, device."""
 
     def validate(self) -> Config:
-        """Check every value and their combinations; return ``self`` or raise.
+        """Check every value and their combinations; return the configuration to run.
 
-        A setting of the other mode's section that differs from its default is refused
-        rather than silently ignored.
+        The configuration returned is a copy with the defaults of the run's task in place
+        (:func:`~gnnpar.config.task_default`: e.g. ``model.dropout``); raises
+        :class:`ConfigError` on the first bad value.  A setting of the other mode's section
+        that differs from its default is refused rather than silently ignored.
         """
+        return resolve_task_defaults(self, self.data.task)._check()
+
+    def _check(self) -> Config:
         self.data.validate()
         self.partition.validate()
         self.model.validate()

@@ -5,18 +5,23 @@ over in-edges, ``rng.choice`` per node) that lays batches out the way PyG's
 ``NeighborLoader`` does: seeds first, then each hop's new nodes, edges hop by hop.
 :func:`train_reference` trains the same PyG model as ``gnnpar.train.models.build_model`` on it,
 in one process, and evaluates on the whole graph; :func:`mlp_accuracy` is the
-features-only baseline that a GNN must beat on the test graph.
+features-only baseline that a GNN must beat on the test graph.  :func:`train_link_reference`
+is full-batch link prediction as PyG users write it (issue 27's protocol), with a GraphSAGE
+or a features-only MLP encoder, ranked by ``ogb.linkproppred.Evaluator``; the benchmark
+``benchmarks/bench_link_accuracy.py`` uses it too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch_geometric.data import Data
-from torch_geometric.nn.models import MLP
+from torch_geometric.nn.models import MLP, GraphSAGE
+from torch_geometric.utils import negative_sampling, to_torch_csr_tensor
 
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
@@ -103,3 +108,93 @@ def mlp_accuracy(ds: GraphDataset, hidden: int, epochs: int = 200, seed: int = 0
     mlp.eval()
     with torch.no_grad():
         return float((mlp(x[test]).argmax(-1) == y[test]).float().mean())
+
+
+LINK_KS = (1, 10)
+"""Hits@K of the link references."""
+
+
+def link_ranking(h: torch.Tensor, pos: np.ndarray, neg: np.ndarray) -> dict[str, float]:
+    """MRR and Hits@K (OGB's ``ogbl-citation2`` evaluator) of dot-product scores.
+
+    Args:
+        h: ``[N, C]`` node embeddings.
+        pos: ``[M, 2]`` positive (source, destination) pairs.
+        neg: ``[M, K]`` candidate destinations of each positive.
+    """
+    from ogb.linkproppred import Evaluator
+
+    p, q = torch.from_numpy(np.asarray(pos, dtype=np.int64)), torch.from_numpy(
+        np.asarray(neg, dtype=np.int64))
+    src = h[p[:, 0]]
+    res = Evaluator("ogbl-citation2").eval({"y_pred_pos": (src * h[p[:, 1]]).sum(-1),
+                                            "y_pred_neg": (src[:, None] * h[q]).sum(-1)})
+    return {"mrr": float(res["mrr_list"].mean()),
+            **{f"hits@{k}": float(res[f"hits@{k}_list"].mean()) for k in LINK_KS}}
+
+
+def train_link_reference(ds: GraphDataset, epochs: int, hidden: int = 128, lr: float = 0.005,
+                         encoder: str = "sage", seed: int = 0,
+                         negative_seed: int | None = None, every: int = 0) -> dict[str, Any]:
+    """Full-batch single-process link prediction: issue 27's protocol, in plain PyG.
+
+    A 2-layer encoder of width ``hidden`` (``GraphSAGE``, mean, built right after
+    ``torch.manual_seed(seed)`` as gnnpar's trainer builds it, or a features-only ``MLP``),
+    no dropout, dot-product decoder, Adam; each epoch one step on every training edge and
+    as many negatives from ``negative_sampling`` (fresh each epoch), binary cross-entropy;
+    message passing over the stored graph (the training edges, both directions).
+
+    Args:
+        ds: A link dataset (``neg_kind="per_edge"``).
+        epochs: Gradient steps.
+        hidden: Width of both layers.
+        lr: Adam's learning rate.
+        encoder: ``"sage"`` or ``"mlp"``.
+        seed: Seed of the initial weights (and of the negatives, unless ``negative_seed``).
+        negative_seed: Reseed before the first negative draw (same weights, other negatives).
+        every: Also evaluate every this many epochs (0: after the last only).
+
+    Returns:
+        ``{"losses": [loss of each epoch], "evals": [{"epoch", "loss", "val_mrr",
+        "val_hits@K", "test_mrr", ...}]}``.
+    """
+    n = ds.num_nodes
+    x = torch.from_numpy(np.asarray(ds.x, dtype=np.float32))
+    edge_index = torch.from_numpy(np.stack([ds.src, ds.dst]).astype(np.int64))
+    adj_t = to_torch_csr_tensor(edge_index.flip(0), size=(n, n))  # PyG's fused mean
+    train = torch.from_numpy(np.asarray(ds.train_edges, dtype=np.int64)).t()
+    torch.manual_seed(seed)
+    model: torch.nn.Module = (GraphSAGE(x.shape[1], hidden, 2, hidden, dropout=0.0)
+                              if encoder == "sage" else
+                              MLP([x.shape[1], hidden, hidden], norm=None, dropout=0.0))
+    if negative_seed is not None:
+        torch.manual_seed(negative_seed)
+
+    def embed() -> torch.Tensor:
+        out: torch.Tensor = model(x, adj_t) if encoder == "sage" else model(x)
+        return out
+
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    losses: list[float] = []
+    evals: list[dict[str, float]] = []
+    for epoch in range(1, epochs + 1):
+        model.train()
+        h = embed()
+        neg = negative_sampling(edge_index, n, train.shape[1])
+        pairs = torch.cat([train, neg], 1)
+        label = torch.cat([torch.ones(train.shape[1]), torch.zeros(neg.shape[1])])
+        loss = F.binary_cross_entropy_with_logits((h[pairs[0]] * h[pairs[1]]).sum(-1), label)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+        if epoch == epochs or (every and epoch % every == 0):
+            model.eval()
+            with torch.no_grad():
+                h = embed()
+            row = {"epoch": epoch, "loss": losses[-1]}
+            for split in ("val", "test"):
+                ranks = link_ranking(h, getattr(ds, f"{split}_edges"), getattr(ds, f"{split}_neg"))
+                row.update({f"{split}_{k}": v for k, v in ranks.items()})
+            evals.append(row)
+    return {"losses": losses, "evals": evals}

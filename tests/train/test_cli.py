@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,11 @@ import torch
 
 import gnnpar.train.launch as launch_module
 from gnnpar.config import field_docs, from_dict, sections
+from gnnpar.datasets.config import DataConfig
 from gnnpar.errors import ConfigError
 from gnnpar.train.checkpoint import save_checkpoint
 from gnnpar.train.cli import build_parser, main, parse
-from gnnpar.train.config import Config
+from gnnpar.train.config import Config, ModelConfig
 from gnnpar.train.prepare import (
     check_world_size,
     partition_cache_dir,
@@ -58,6 +60,24 @@ def test_every_field_has_a_docstring_shown_in_help() -> None:
     for phrase in ("Seed nodes per step on each rank", "--fanouts", "--mode", "--boundary-p",
                    "--split", "--overwrite", "--timeout-s", "--config"):
         assert phrase in text, phrase
+
+
+def test_defaults_per_task_in_help_and_resolved_by_the_task() -> None:
+    text = " ".join(build_parser().format_help().split())
+    assert "(default: 0.5 with --task node, 0.0 with --task link)" in text  # --dropout
+    assert "(default: 1024 with --task node, 256 with --task link)" in text  # --batch-size
+    assert parse([]).model.dropout == 0.5 and parse([]).sample.batch_size == 1024
+    link = parse(["--task", "link"])
+    assert link.model.dropout == 0.0 and type(link.model.dropout) is float
+    assert link.sample.batch_size == 256 and type(link.sample.batch_size) is int
+    assert link.to_dict()["model"]["dropout"] == 0.0  # what OUT/config.json repeats
+    assert parse(["--task", "link", "--dropout", "0.5"]).model.dropout == 0.5  # given: kept
+    # In Python: a section on its own holds the node value; validate() (the Trainer's)
+    # puts the task's in place, and leaves a value given in Python as it is.
+    cfg = Config(data=DataConfig(task="link"))
+    assert cfg.model.dropout == 0.5 and cfg.validate().model.dropout == 0.0
+    given = replace(cfg, model=ModelConfig(dropout=0.5))
+    assert given.validate().model.dropout == 0.5
 
 
 @pytest.mark.parametrize("argv,field,flag", [
