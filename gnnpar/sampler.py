@@ -45,6 +45,7 @@ positions are drawn directly.  ``benchmarks/bench_sampling.py`` measures the res
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -53,8 +54,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gnnpar import cpu_sampling
 from gnnpar.comm import CommStats, all_gather_counts, start_all_to_all_v
-from gnnpar.device import PlacedRows
+from gnnpar.device import PlacedRows, accelerated
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.graph import DistGraph
@@ -71,6 +73,17 @@ def _signed(v: int) -> int:
     """Reinterpret a 64-bit unsigned integer as the int64 torch stores."""
     v &= _M64
     return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def compiled_kernels(device: torch.device) -> bool:
+    """Whether the compiled CPU kernels (:mod:`gnnpar.cpu_sampling`) serve ``device``.
+
+    On a CPU that is not an accelerator's stand-in, when numba imports and the
+    environment variable ``GNNPAR_SAMPLER`` is not ``torch`` (what the benchmarks set to
+    measure the torch kernels on a CPU).
+    """
+    return (cpu_sampling.AVAILABLE and not accelerated(device)
+            and os.environ.get("GNNPAR_SAMPLER", "") != "torch")
 
 
 def mix_int(*values: int) -> int:
@@ -167,6 +180,8 @@ def sample_in_ranges(start: Tensor, deg: Tensor, keys: Tensor, fanout: int,
     Returns:
         ``[n, k]`` positions, padded with ``-1``, as :func:`sample_positions`.
     """
+    if compiled_kernels(keys.device):
+        return cpu_sampling.sample_in_ranges(start, deg, keys, fanout, replace)
     dev = keys.device
     n, k = start.numel(), fanout
     slots = torch.arange(k, device=dev)
@@ -241,6 +256,8 @@ def relabel(nbr: Tensor, node: Tensor, owned: Tensor | None = None,
         extra: int64 device values to read in the same host read (e.g. edges per
             relation).
     """
+    if compiled_kernels(nbr.device):
+        return _relabel_compiled(nbr, node, owned, groups, num_groups, extra)
     flat = nbr.reshape(-1)
     b, e, dev = node.numel(), flat.numel(), flat.device
     dtype = torch.int32 if num_ids <= 2**31 else torch.int64
@@ -282,6 +299,22 @@ def relabel(nbr: Tensor, node: Tensor, owned: Tensor | None = None,
     new = ids.index_select(0, numbered).long()
     return Relabelled(new, local[b:].index_select(0, kept).long(), kept, int(n_own),
                       group_new, group_owned, rest)
+
+
+def _relabel_compiled(nbr: Tensor, node: Tensor, owned: Tensor | None,
+                      groups: Callable[[Tensor], Tensor | None] | None, num_groups: int,
+                      extra: Tensor | None) -> Relabelled:
+    """:func:`relabel` by the compiled CPU kernel (the same result)."""
+    new, src, pos, n_own = cpu_sampling.relabel(nbr, node, owned)
+    group_new: list[int] = []
+    group_owned: list[int] = []
+    if groups is not None:
+        group = groups(new)
+        assert group is not None
+        group_new = count(group, num_groups).tolist()
+        group_owned = count(group[:n_own], num_groups).tolist()
+    rest = extra.tolist() if extra is not None else []
+    return Relabelled(new, src, pos, n_own, group_new, group_owned, rest)
 
 
 @dataclass
