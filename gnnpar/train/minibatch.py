@@ -33,7 +33,7 @@ from gnnpar.hetero.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOpti
 from gnnpar.loader import DistNeighborLoader, SeedSchedule
 from gnnpar.ops import from_mmap
 from gnnpar.train.config import Config
-from gnnpar.train.models import SampledGNN, autocast, forward_batch
+from gnnpar.train.models import SampledGNN, autocast, forward_batch, sampled_precision
 from gnnpar.train.sync import average_model
 
 StepHook = Callable[[int, int, "Data | None"], None]
@@ -153,7 +153,7 @@ class MinibatchEngine:
         bar = tqdm(total=len(self.loader), initial=start, leave=False, unit="step",
                    desc=f"epoch {epoch + 1}/{self.cfg.train.epochs}",
                    disable=None if ctx.is_main and progress else True)
-        dev, precision = ctx.device, self.cfg.train.precision
+        dev, precision = ctx.device, self.precision
         # On the device, so that a step does not wait for it; read once per epoch.
         loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
         correct = torch.zeros((), dtype=torch.int64, device=dev)
@@ -212,6 +212,11 @@ class MinibatchEngine:
         bar.close()
         return totals(t0)
 
+    @property
+    def precision(self) -> str:
+        """The precision the sampled model computes in (:func:`sampled_precision`)."""
+        return sampled_precision(self.cfg.train.precision, self.ctx.device)
+
     def after_step(self) -> None:
         """Update the touched embedding rows, if any (collective: gradients to owners)."""
         if self.sparse is not None:
@@ -234,7 +239,7 @@ class MinibatchEngine:
         """The seeds' logits and labels (call under :func:`autocast`)."""
         x = None if self.embedding is None else self.embedding(
             batch.n_id, batch.get("num_owned_nodes"), batch.num_sampled_nodes)
-        return (forward_batch(module, batch, self.cfg.train.precision, x),
+        return (forward_batch(module, batch, self.precision, x),
                 batch.y[: batch.batch_size])
 
     def loss(self, ddp: nn.Module, batch: Data) -> tuple[Tensor, Tensor, int, int]:
@@ -265,7 +270,7 @@ class MinibatchEngine:
             loader.set_epoch(0)  # the same sampled neighbourhoods at every evaluation
             for batch in loader:
                 batch = batch.to(dev)
-                with autocast(dev, self.cfg.train.precision):
+                with autocast(dev, self.precision):
                     logits, y = self.logits(self.module, batch)
                 counts[2 * i] += (logits.argmax(-1) == y).sum()
                 counts[2 * i + 1] += y.numel()
