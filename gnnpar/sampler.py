@@ -53,6 +53,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 from torch import Tensor
+from torch_geometric import EdgeIndex
 
 from gnnpar import cpu_sampling
 from gnnpar.comm import CommStats, all_gather_counts, start_all_to_all_v
@@ -369,9 +370,18 @@ class SamplerOutput:
     relation_counts: list[list[int]] | None = None
 
     @property
-    def edge_index(self) -> Tensor:
-        """``[2, E]`` batch-local edges, source -> destination (``stack([row, col])``)."""
-        return torch.stack([self.row, self.col])
+    def edge_index(self) -> EdgeIndex:
+        """``[2, E]`` batch-local edges, source -> destination (``stack([row, col])``).
+
+        A PyG :class:`~torch_geometric.EdgeIndex` that knows what the sampler guarantees:
+        sorted by destination (``sort_order="col"``), ``sparse_size`` ``(N, N)``, so its
+        CSC is one pass (no sort), ``trim_to_layer`` keeps both, and a layer that
+        aggregates through it (PyG's ``GraphConv``, :func:`gnnpar.nn.fuse_aggregation`)
+        runs one sparse product.
+        """
+        n = self.node.numel()
+        return EdgeIndex(torch.stack([self.row, self.col]), sparse_size=(n, n),
+                         sort_order="col")
 
 
 def check_fanouts(fanouts: list[int] | tuple[int, ...]) -> list[int]:

@@ -25,6 +25,7 @@ import warnings
 import torch
 from torch import Tensor
 
+from gnnpar.device import accelerated
 from gnnpar.ops import count
 
 
@@ -50,10 +51,11 @@ def _rowptr(rows: Tensor, num_rows: int, dtype: torch.dtype) -> Tensor:
 def spmm(a: Tensor, h: Tensor) -> Tensor:
     """``a @ h`` for a sparse CSR ``a`` and a dense ``h`` of ``a``'s dtype (no autograd).
 
-    On a CPU torch's row-parallel reduction kernel, on CUDA cuSPARSE (module docstring).
+    On a CPU torch's row-parallel reduction kernel, on an accelerator (CUDA, or the
+    device shadow that stands in for it) cuSPARSE's product (module docstring).
     """
-    out: Tensor = (torch.sparse.mm(a, h.contiguous(), "sum") if a.device.type == "cpu"
-                   else torch.sparse.mm(a, h))
+    out: Tensor = (torch.sparse.mm(a, h) if accelerated(h.device)
+                   else torch.sparse.mm(a, h.contiguous(), "sum"))
     return out
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch_geometric import EdgeIndex
 from torch_geometric.data import Data
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 from torch_geometric.nn.models import GAT, GCN, GraphSAGE
@@ -128,6 +129,8 @@ class SampledGNN(nn.Module):
         """
         gnn = self.gnn
         layers = gnn.num_layers
+        if isinstance(edge_index, EdgeIndex):  # plain tensor ops below, no subclass dispatch
+            edge_index = edge_index.as_tensor()
         for i, (conv, norm) in enumerate(zip(gnn.convs, gnn.norms, strict=True)):
             n_dst = sum(num_sampled_nodes[: layers - i])  # within layers-1-i hops
             edges = edge_index[:, : sum(num_sampled_edges[: layers - i])]  # into them
