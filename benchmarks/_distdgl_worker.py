@@ -345,19 +345,24 @@ def cmd_train(args: argparse.Namespace) -> None:
         torch.distributed.barrier()
         t0, c0 = time.perf_counter(), time.process_time()
         loss_sum = correct = seen = edges = 0.0
-        sample_s = 0.0
+        phase = dict.fromkeys(("sample", "forward", "backward", "optimizer"), 0.0)
         it = iter(loader)
         for _ in range(steps_per_epoch):
             ts = time.perf_counter()
             input_nodes, seeds, blocks = next(it)
             x = g.ndata["feat"][input_nodes]
             y = g.ndata["label"][seeds]
-            sample_s += time.perf_counter() - ts
+            tf = time.perf_counter()
             logits = ddp(blocks, x)
             loss = F.cross_entropy(logits, y)
+            tb = time.perf_counter()
             opt.zero_grad()
             loss.backward()
+            to = time.perf_counter()
             opt.step()
+            te = time.perf_counter()
+            for k, dt in zip(phase, (tf - ts, tb - tf, to - tb, te - to), strict=True):
+                phase[k] += dt
             loss_sum += float(loss) * len(seeds)
             correct += int((logits.argmax(1) == y).sum())
             seen += len(seeds)
@@ -366,15 +371,18 @@ def cmd_train(args: argparse.Namespace) -> None:
         # samples on demand, so stopping early leaves nothing queued).
         torch.distributed.barrier()
         epoch_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
-        tot = torch.tensor([loss_sum, correct, seen, edges, sample_s, cpu_s],
+        tot = torch.tensor([loss_sum, correct, seen, edges, cpu_s, *phase.values()],
                            dtype=torch.float64)
         torch.distributed.all_reduce(tot)
         epochs.append({"epoch": epoch, "epoch_time_s": epoch_s, "steps": steps_per_epoch,
                        "train_loss": float(tot[0] / tot[2]),
                        "train_acc": float(tot[1] / tot[2]),
                        "sampled_edges": int(tot[3]),
-                       "sample_and_fetch_s_per_rank": float(tot[4]) / world,
-                       "trainer_cpu_s_all_ranks": float(tot[5])})
+                       "sample_and_fetch_s_per_rank": float(tot[5]) / world,
+                       # Seconds per rank by phase, as gnnpar's run record has them.
+                       "step_time_s": {k: float(v) / world for k, v in
+                                       zip(phase, tot[5:].tolist(), strict=True)},
+                       "trainer_cpu_s_all_ranks": float(tot[4])})
         if rank == 0:
             print(f"distdgl epoch {epoch + 1}/{args.epochs}: {epoch_s:.2f} s, loss "
                   f"{epochs[-1]['train_loss']:.4f}", flush=True)

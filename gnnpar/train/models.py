@@ -130,7 +130,8 @@ class SampledGNN(nn.Module):
         gnn = self.gnn
         layers = gnn.num_layers
         if isinstance(edge_index, EdgeIndex):  # plain tensor ops below, no subclass dispatch
-            edge_index = edge_index.as_tensor()
+            # .to: a no-op, except that the device shadow sees the plain tensor's device.
+            edge_index = edge_index.as_tensor().to(x.device)
         for i, (conv, norm) in enumerate(zip(gnn.convs, gnn.norms, strict=True)):
             n_dst = sum(num_sampled_nodes[: layers - i])  # within layers-1-i hops
             edges = edge_index[:, : sum(num_sampled_edges[: layers - i])]  # into them
