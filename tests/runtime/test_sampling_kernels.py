@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import numpy as np
 import pytest
 import torch
@@ -19,6 +22,7 @@ from gnnpar.sampler import (
     sample_neighbors,
 )
 
+T = TypeVar("T")
 needs_numba = pytest.mark.skipif(not cpu_sampling.AVAILABLE, reason="numba not installed")
 
 
@@ -27,10 +31,17 @@ def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     """Run a CPU test with the compiled kernels and again with the torch ones."""
     if request.param == "compiled" and not cpu_sampling.AVAILABLE:
         pytest.skip("numba not installed")
-    if request.param == "torch":
-        monkeypatch.setenv("GNNPAR_SAMPLER", "torch")
+    monkeypatch.setenv("GNNPAR_SAMPLER", str(request.param))
     assert compiled_kernels(torch.device("cpu")) == (request.param == "compiled")
     return str(request.param)
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, fn: Callable[[], T]) -> tuple[T, T]:
+    """``fn()`` with the compiled kernels, then with the torch ones."""
+    monkeypatch.setenv("GNNPAR_SAMPLER", "compiled")
+    compiled = fn()
+    monkeypatch.setenv("GNNPAR_SAMPLER", "torch")
+    return compiled, fn()
 
 
 def _csc(degrees: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -139,10 +150,8 @@ def test_compiled_positions_equal_the_torch_kernel(replace: bool,
     start = torch.randint(0, 1 << 40, (deg.numel(),), generator=gen)
     keys = mix(torch.randint(-(2**62), 2**62, (deg.numel(),), generator=gen))
     for k in (1, 5, 15):
-        got = sample_in_ranges(start, deg, keys, k, replace)
-        monkeypatch.setenv("GNNPAR_SAMPLER", "torch")
-        want = sample_in_ranges(start, deg, keys, k, replace)
-        monkeypatch.delenv("GNNPAR_SAMPLER")
+        got, want = _both(monkeypatch,
+                          lambda k=k: sample_in_ranges(start, deg, keys, k, replace))
         assert torch.equal(got, want), k
 
 
@@ -155,13 +164,14 @@ def test_compiled_relabel_equals_the_torch_kernel(monkeypatch: pytest.MonkeyPatc
     nbr[torch.rand(200, 7, generator=gen) < 0.3] = -1
     owned = (nbr >= 0) & (nbr % 3 == 0)
     for own in (owned, None):
-        got = relabel(nbr, node, own, 300, extra=torch.tensor([5, 6]))
-        monkeypatch.setenv("GNNPAR_SAMPLER", "torch")
-        want = relabel(nbr, node, own, 300, extra=torch.tensor([5, 6]))
-        monkeypatch.delenv("GNNPAR_SAMPLER")
+        got, want = _both(monkeypatch, lambda own=own: relabel(
+            nbr, node, own, 300, groups=lambda g: g % 4, num_groups=4,
+            extra=torch.tensor([5, 6])))
         assert torch.equal(got.new, want.new) and torch.equal(got.src, want.src)
         assert torch.equal(got.pos, want.pos) and got.num_owned == want.num_owned
         assert got.extra == want.extra == [5, 6]
+        assert got.group_new == want.group_new and got.group_owned == want.group_owned
+        assert sum(got.group_new) == got.new.numel()
 
 
 def test_mix_with_equals_the_scalar_hash() -> None:
