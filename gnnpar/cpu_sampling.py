@@ -9,6 +9,7 @@ compute the same values in one pass per row or entry, on one thread:
 * :func:`sample_in_ranges` — Floyd's algorithm row by row, with the same counter-based
   draws (SplitMix64 of the key and the draw's position), so each row's positions are
   *equal* to the torch kernel's (the tests compare them);
+* :func:`gather_sources` — the sampled positions' source ids in one pass;
 * :func:`relabel` — batch-local numbering in first-appearance order, this rank's own
   nodes first, through an open-addressing hash table sized by the batch (never by the
   graph), instead of a sort: equal to the torch relabel's.
@@ -134,6 +135,30 @@ def _relabel(flat: np.ndarray, node: np.ndarray, owned: np.ndarray, has_owned: b
         if src[i] >= b:
             src[i] = final[src[i] - b]
     return n_valid, n_new, n_own
+
+
+@_njit
+def _gather(pos: np.ndarray, indices: np.ndarray, gids: np.ndarray,
+            out: np.ndarray) -> None:  # pragma: no cover - compiled
+    for i in range(pos.shape[0]):
+        out[i] = gids[indices[pos[i]]] if pos[i] >= 0 else -1
+
+
+def gather_sources(pos: Tensor, indices: Tensor, gids: Tensor) -> Tensor:
+    """``gids[indices[pos]]`` where ``pos >= 0``, else ``-1``, in one pass (CPU tensors).
+
+    Args:
+        pos: ``[n, k]`` positions in the CSC's edge arrays, ``-1``-padded.
+        indices: ``[nnz]`` source (local id) of each edge.
+        gids: Global id of each local id.
+
+    Returns:
+        ``[n, k]`` int64 global ids of the sources, ``-1`` where ``pos`` is.
+    """
+    out = torch.empty(pos.shape, dtype=torch.int64)
+    _gather(pos.reshape(-1).contiguous().numpy(), indices.numpy(), gids.numpy(),
+            out.view(-1).numpy())
+    return out
 
 
 def sample_in_ranges(start: Tensor, deg: Tensor, keys: Tensor, fanout: int,

@@ -535,6 +535,8 @@ class DistNeighborSampler:
         fanout = self.fanouts[hop]
         keys = mix(gids * _signed(_C2) + hop_key)
         pos = self._positions(local, gids, keys, hop, group_sizes)
+        if not self.with_edges and compiled_kernels(pos.device):
+            return cpu_sampling.gather_sources(pos, g.indices, g.local_gids)
         at = pos.clamp(min=0).view(-1)
         src = g.indices.index_select(0, at) if g.indices.numel() else at
         nbr = torch.where(pos >= 0, g.local_gids.index_select(0, src).view_as(pos), -1)

@@ -156,6 +156,15 @@ def test_compiled_positions_equal_the_torch_kernel(replace: bool,
 
 
 @needs_numba
+def test_compiled_gather_reads_the_sources() -> None:
+    indices = torch.tensor([3, 0, 2, 1], dtype=torch.int32)
+    gids = torch.tensor([100, 101, 102, 103])
+    pos = torch.tensor([[2, -1], [0, 3], [-1, -1]])
+    got = cpu_sampling.gather_sources(pos, indices, gids)
+    assert got.tolist() == [[102, -1], [103, 101], [-1, -1]]
+
+
+@needs_numba
 def test_compiled_relabel_equals_the_torch_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     # Many repeats (ids below 300) and padding: the same numbering, own nodes first.
     gen = torch.Generator().manual_seed(4)
