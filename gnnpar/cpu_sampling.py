@@ -88,7 +88,7 @@ def _relabel(flat: np.ndarray, node: np.ndarray, owned: np.ndarray, has_owned: b
     mask = np.int64(size - 1)
     shift = np.uint64(64 - table_bits)
     keys = np.full(size, -1, dtype=np.int64)
-    vals = np.empty(size, dtype=np.int64)
+    vals = np.empty(size, dtype=np.int32)  # batch-local ids: a batch stays below 2^31
     b = node.shape[0]
     for i in range(b):
         h = np.int64((np.uint64(node[i]) * _GOLDEN) >> shift)
