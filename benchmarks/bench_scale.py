@@ -101,7 +101,7 @@ def _undirected(data: Path) -> Path:
     ds = GraphDataset.load(data)
     ins = group_in_edges(ds.num_nodes, ds.src, ds.dst, und)
     graph = metis_graph(ins, und)
-    weights, used = balance_weights(DEFAULT_BALANCE, ins.degree(), np.asarray(ds.train_idx))
+    weights, used = balance_weights(DEFAULT_BALANCE, ins, np.asarray(ds.train_idx))
     np.save(und / "indptr.npy", graph.indptr)
     (und / "in_edges.bin").unlink()
     np.save(und / "weights.npy", weights)

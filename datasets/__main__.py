@@ -38,8 +38,8 @@ def format_table(stats: dict[str, Any]) -> str:
                      for k, v in stats.items())
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (2 for a bad dataset or spec)."""
+def build_parser() -> ArgumentParser:
+    """The ``python -m gnnpar.datasets`` argument parser."""
     parser = ArgumentParser(
         prog="python -m gnnpar.datasets",
         description="Load a dataset, print its statistics, optionally save it as a "
@@ -47,6 +47,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--save", metavar="DIR", help="write the dataset to DIR")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing DIR")
     add_config_arguments(parser, DatasetJob)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (2 for a bad dataset or spec)."""
+    parser = build_parser()
     log_to_stderr()
     try:
         job, args, _ = parse_config(parser, DatasetJob, argv)

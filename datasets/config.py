@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gnnpar.config import check_choice, check_int, option
-from gnnpar.datasets.hetero import HeteroGraphDataset
+from gnnpar.datasets.hetero import REVERSE_MODES, HeteroGraphDataset
 from gnnpar.datasets.spec import DEFAULT_SPEC
 from gnnpar.errors import ConfigError, DatasetError
 
@@ -63,6 +63,12 @@ class DataConfig:
     """Add every reverse edge (deduplicated) before partitioning, as usual for directed
     citation graphs such as ogbn-arxiv and ogbn-papers100M."""
 
+    reverse: str = "auto"
+    """Typed graphs in OGB's layout (ogbn-mag, a meta_dict with is hetero): auto (add
+    the reverse of each relation unless the graph stores it, by name such as rev_R or
+    by endpoints; symmetrise same-type relations), add (add every reverse) or none (the
+    relations as stored)."""
+
     def validate(self) -> DataConfig:
         """Check every value without reading data; return ``self`` or raise."""
         if not isinstance(self.dataset, str) or not self.dataset:
@@ -70,6 +76,7 @@ class DataConfig:
                               fix="pass a dataset spec such as synthetic:sbm.")
         check_int(DataConfig, "data.split_seed", self.split_seed, 0)
         check_choice(DataConfig, "data.task", self.task, TASKS)
+        check_choice(DataConfig, "data.reverse", self.reverse, REVERSE_MODES)
         if self.split is not None:
             from gnnpar.datasets.spec import parse_split
 
@@ -118,7 +125,7 @@ class DataConfig:
         link = self.task == "link"
         dataset = load_dataset(
             self.dataset, self.root, features=self.features, labels=self.labels,
-            split=None if link else split, split_seed=self.split_seed)
+            split=None if link else split, split_seed=self.split_seed, reverse=self.reverse)
         if isinstance(dataset, HeteroGraphDataset):
             for on, flag, what in ((link, "--task link", "a typed link task"),
                                    (self.undirected, "--undirected", "symmetrising")):
@@ -127,8 +134,13 @@ class DataConfig:
                                        "homogeneous graphs.", path=self.dataset,
                                        field="data.task" if link else "data.undirected",
                                        fix=f"drop {flag} (typed datasets bring their "
-                                           "reverse relations, e.g. load_ogb(add_reverse=True)).")
+                                           "reverse relations: see --reverse).")
             return dataset
+        if self.reverse != "auto":
+            raise DatasetError(f"is a homogeneous graph; --reverse {self.reverse} applies to "
+                               "typed graphs.", path=self.dataset, field="data.reverse",
+                               fix="drop --reverse (--undirected adds reverse edges to a "
+                               "homogeneous graph).")
         if self.undirected:
             dataset = dataset.to_undirected()
         if link and split is not None:

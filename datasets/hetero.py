@@ -63,6 +63,8 @@ KIND = "hetero"
 FORMAT_VERSION = 3
 READABLE_VERSIONS = (3,)
 REVERSE_PREFIX = "rev_"
+REVERSE_MODES = ("auto", "add", "none")
+"""``--reverse``: add the missing reverse relations, add them all, or none."""
 _BAD_NAME = re.compile(r"[/\s]")
 _NAME_FIX = "name types and relations with non-empty strings without '/' or whitespace."
 
@@ -389,23 +391,73 @@ class HeteroGraphDataset:
         the original's, swapped (no copy: memory maps stay maps). A same-type relation
         ``(t, r, t)`` is replaced by its symmetrised edges (both directions, duplicates
         dropped, sorted by ``(dst, src)``; self-loops kept). Call it once: the reverse of a
-        reverse relation is not recognised.
+        reverse relation is not recognised (:meth:`with_reverse` ``"auto"`` does).
 
         Raises:
             DatasetError: A reverse relation's name is taken (field ``edges[...]``).
         """
+        return self._reversed(prefix, skip_stored=False)
+
+    def with_reverse(self, mode: str = "auto", prefix: str = REVERSE_PREFIX
+                     ) -> HeteroGraphDataset:
+        """The relations as ``--reverse`` says: ``auto``, ``add`` or ``none``.
+
+        ``none`` keeps the relations as stored; ``add`` is :meth:`add_reverse`; ``auto``
+        adds the reverse of each relation the graph does not store already
+        (:meth:`stored_reverse`) and symmetrises same-type relations, so a graph saved
+        with its reverses (PyG's ``ToUndirected``, ogbn-mag-like layouts) is used as it is.
+        """
+        if mode not in REVERSE_MODES:
+            raise DatasetError(f"unknown reverse mode {mode!r}.", path=self.name,
+                               field="reverse", fix="pass --reverse auto, add or none.")
+        if mode == "none":
+            return self
+        return self._reversed(prefix, skip_stored=mode == "auto")
+
+    def stored_reverse(self, rel: EdgeType, prefix: str = REVERSE_PREFIX) -> EdgeType | None:
+        """The stored relation that is ``rel``'s reverse, if any (``s != d``).
+
+        Either by name -- ``(d, r', s)`` where ``r'`` is ``prefix + r``, ``r`` is ``prefix
+        + r'``, or one of ``r_rev``, ``r_reverse``, ``r_inv``, ``rev-r``, ``reverse_r``,
+        ``inv_r`` (or ``r`` is such a name of ``r'``) -- or by its endpoints: the only
+        relation from ``d`` to ``s``, ``rel`` the only one from ``s`` to ``d``, holding
+        exactly ``rel``'s edges swapped.
+        """
+        s, r, d = rel
+        back = [e for e in self.edges if e[0] == d and e[2] == s and e != rel]
+
+        def names(x: str) -> set[str]:
+            return {prefix + x, f"{x}_rev", f"{x}_reverse", f"{x}_inv", f"rev-{x}",
+                    f"reverse_{x}", f"inv_{x}"}
+
+        for other in back:
+            if other[1] in names(r) or r in names(other[1]):
+                return other
+        forth = [e for e in self.edges if e[0] == s and e[2] == d]
+        if len(back) == 1 and forth == [rel]:
+            (src, dst), (bsrc, bdst) = self.edges[rel], self.edges[back[0]]
+            n = max(self.num_nodes[s], self.num_nodes[d], 1)
+            if len(src) == len(bsrc) and np.array_equal(
+                    np.sort(np.asarray(src, np.int64) * n + np.asarray(dst, np.int64)),
+                    np.sort(np.asarray(bdst, np.int64) * n + np.asarray(bsrc, np.int64))):
+                return back[0]
+        return None
+
+    def _reversed(self, prefix: str, skip_stored: bool) -> HeteroGraphDataset:
         edges = dict(self.edges)
         reverse: dict[EdgeType, tuple[np.ndarray, np.ndarray]] = {}
         for (s, r, d), (src, dst) in self.edges.items():
             if s == d:
                 edges[s, r, d] = symmetrise(self.num_nodes[s], src, dst)
                 continue
+            if skip_stored and self.stored_reverse((s, r, d), prefix) is not None:
+                continue
             rev = (d, prefix + r, s)
             if rev in self.edges:
-                raise DatasetError("already exists; add_reverse would add it again.",
-                                   path=self.name, field=edge_type_field(rev),
-                                   fix="drop add_reverse (the graph has its reverse relations) "
-                                       "or pass another prefix.")
+                raise DatasetError("already exists; adding the reverse relations would add "
+                                   "it again.", path=self.name, field=edge_type_field(rev),
+                                   fix="pass --reverse auto (keeps the reverses the graph "
+                                   "stores) or --reverse none (relations as stored).")
             reverse[rev] = (dst, src)
         return replace(self, edges={**edges, **reverse})
 

@@ -47,6 +47,19 @@ FIELD_NAMES = {
 _NPZ_GRAPH_KEYS = ("edge_index", "src", "dst", "num_nodes")
 # Optional link-prediction members of a .npz (GraphDataset fields of the same names).
 _NPZ_LINK_KEYS = ("edge_attr", *EDGE_SPLITS, *NEG_SPLITS, "neg_kind")
+# A link .npz's supervision in OGB's names, per split (SPLIT_NAME, SPLIT/NAME, ...):
+# ogbl-citation2's source_node/target_node/target_node_neg, ogbl-collab's edge/edge_neg,
+# and edge_index [2, M].
+_OGB_LINK_NAMES = ("source_node", "target_node", "target_node_neg", "edge", "edge_neg",
+                   "edge_index")
+_OGB_LINK_MEMBER = re.compile(r"(train|valid|val|test)(?:_|/|\.|__)(" + "|".join(
+    sorted(_OGB_LINK_NAMES, key=len, reverse=True)) + r")")
+LINK_NPZ_NAMES = ("train_edges / val_edges / test_edges [M, 2] with val_neg / test_neg "
+                  "and neg_kind; or per split (train, valid or val, test) OGB's arrays "
+                  "SPLIT_source_node + SPLIT_target_node [M] with SPLIT_target_node_neg "
+                  "[M, C] (ogbl-citation2), SPLIT_edge [M, 2] with SPLIT_edge_neg [M', 2] "
+                  "(ogbl-collab), or SPLIT_edge_index [2, M]")
+"""The link-prediction members a ``.npz`` may hold (named in the README and errors)."""
 # Prefixes of a typed .npz's members (from_hetero_npz), joined to names by "__".
 HETERO_NPZ_SEP = "__"
 _HETERO_PREFIXES = ("num_nodes", "x", "edge_index")
@@ -207,11 +220,13 @@ def from_npz(path: Where, name: str | None = None) -> GraphDataset | HeteroGraph
         name: Dataset name; default: the file's stem.
     """
     p = Path(path)
-    valid = sorted({*_NPZ_GRAPH_KEYS, *sum(FIELD_NAMES.values(), ()), *_NPZ_LINK_KEYS})
+    valid = sorted({*_NPZ_GRAPH_KEYS, *sum(FIELD_NAMES.values(), ()), *_NPZ_LINK_KEYS,
+                    *(f"{s}_{n}" for s in ("train", "valid", "test") for n in _OGB_LINK_NAMES)})
     members, arrays = _read_npz(p, _npz_members)
     if any(k.startswith(f"edge_index{HETERO_NPZ_SEP}") for k in members):
         return from_hetero_npz(p, name)
     _warn_ignored(p, members, arrays, valid)
+    link = _npz_link(arrays, p)
     if "edge_index" in arrays:
         ei = arrays["edge_index"]
         if ei.ndim != 2 or ei.shape[0] != 2:
@@ -220,9 +235,15 @@ def from_npz(path: Where, name: str | None = None) -> GraphDataset | HeteroGraph
         src, dst = ei[0], ei[1]
     elif "src" in arrays and "dst" in arrays:
         src, dst = arrays["src"], arrays["dst"]
+    elif len(link.get("train_edges", ())):  # OGB's link splits: the training edges
+        log.info("%s: no edge_index; the graph is its training edges (as ogbl-citation2's).",
+                 p)
+        src, dst = link["train_edges"][:, 0], link["train_edges"][:, 1]
     else:
-        raise DatasetError("holds no edges.", path=p, field="edge_index",
-                           fix="store edge_index [2, E] or src and dst [E].")
+        raise DatasetError(f"holds no edges (members: {', '.join(members) or 'none'}).",
+                           path=p, field="edge_index",
+                           fix="store edge_index [2, E] or src and dst [E]; a link .npz may "
+                           f"give its training edges instead: {LINK_NPZ_NAMES}.")
     for fld, a in (("src", src), ("dst", dst)):
         if not np.issubdtype(a.dtype, np.integer):
             raise DatasetError(f"has dtype {a.dtype}, expected integer node ids.", path=p,
@@ -237,7 +258,7 @@ def from_npz(path: Where, name: str | None = None) -> GraphDataset | HeteroGraph
     else:
         num_nodes = _infer_num_nodes(src, dst, pick_field(arrays, "x"), pick_field(arrays, "y"), p,
                                      "store num_nodes in the .npz")
-    return build_dataset(num_nodes, src, dst, arrays, p, name or p.stem, link=_npz_link(arrays, p))
+    return build_dataset(num_nodes, src, dst, arrays, p, name or p.stem, link=link)
 
 
 def _read_npz(
@@ -262,8 +283,9 @@ def _warn_ignored(p: Path, members: Sequence[str], arrays: Mapping[str, Any],
     """Log the members that were not read, with a guess at a misspelt name."""
     ignored = [k for k in members if k not in arrays]
     if ignored:
-        hints = [f"{k!r} -> {m[0]!r}?" for k in ignored
-                 if k not in valid and (m := difflib.get_close_matches(k, valid, n=1))]
+        # Only near-typos ('lables' -> 'labels'): looser guesses mislead.
+        hints = [f"{k!r} -> {m[0]!r}?" for k in ignored if k not in valid and (
+            m := difflib.get_close_matches(k, valid, n=1, cutoff=0.8))]
         log.warning("%s: ignored arrays %s (gnnpar reads %s)%s", p, ignored, ", ".join(valid),
                     f"; misspelt? {', '.join(hints)}" if hints else "")
 
@@ -395,9 +417,48 @@ def _hetero_npz_member(fld: str | None,
     return None
 
 
+def _ogb_link_splits(arrays: Mapping[str, np.ndarray], path: Path) -> dict[str, Any]:
+    """GraphDataset link fields from OGB-named split members (:data:`LINK_NPZ_NAMES`)."""
+    from gnnpar.datasets.ogb import _LINK_SPLITS, _link_supervision
+
+    by_split: dict[str, dict[str, np.ndarray]] = {}
+    for key, value in arrays.items():
+        m = _OGB_LINK_MEMBER.fullmatch(key)
+        if m:
+            split = "valid" if m.group(1) == "val" else m.group(1)
+            name = m.group(2)
+            if name == "edge_index":
+                if value.ndim != 2 or value.shape[0] != 2:
+                    raise DatasetError(f"has shape {value.shape}, expected (2, M).",
+                                       path=path, field=key, fix="store [2, M] node ids.")
+                name, value = "edge", value.T
+            by_split.setdefault(split, {})[name] = value
+    out: dict[str, Any] = {}
+    kinds = set()
+    for split, d in by_split.items():
+        pos, neg, kind = _link_supervision(d, path)
+        pos_field, neg_field = _LINK_SPLITS[split]
+        out[pos_field] = pos
+        if neg_field is not None and neg is not None:
+            out[neg_field] = neg
+            kinds.add(kind)
+    if len(kinds) > 1:
+        raise DatasetError("validation and test negatives differ in kind (target_node_neg in "
+                           "one, edge_neg in the other).", path=path, field="neg_kind",
+                           fix="give SPLIT_target_node_neg in both, or SPLIT_edge_neg in both.")
+    if kinds:
+        out["neg_kind"] = kinds.pop()
+    return out
+
+
 def _npz_link(arrays: Mapping[str, np.ndarray], path: Path) -> dict[str, Any]:
     """The link-prediction members of a ``.npz`` as GraphDataset fields."""
     link: dict[str, Any] = {k: arrays[k] for k in (*EDGE_SPLITS, *NEG_SPLITS) if k in arrays}
+    for key, value in _ogb_link_splits(arrays, path).items():
+        if key in link:
+            raise DatasetError(f"is given twice: as {key} and in OGB's names.", path=path,
+                               field=key, fix=f"keep one of them ({LINK_NPZ_NAMES}).")
+        link[key] = value
     if "edge_attr" in arrays:
         num_edges = int(np.shape(arrays["edge_index"])[1] if "edge_index" in arrays
                         else len(arrays["src"]))
@@ -424,7 +485,8 @@ def _npz_members(members: Sequence[str]) -> list[str]:
         wanted.append("num_nodes")
     for aliases in FIELD_NAMES.values():
         wanted += [k for k in aliases if k in present][:1]
-    return wanted + [k for k in _NPZ_LINK_KEYS if k in present]
+    return wanted + [k for k in _NPZ_LINK_KEYS if k in present] + [
+        k for k in members if _OGB_LINK_MEMBER.fullmatch(k)]
 
 
 def _npz_member(npz: Any, key: str, path: Path) -> np.ndarray:

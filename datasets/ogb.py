@@ -292,15 +292,15 @@ def _read_hetero_raw(meta: dict[str, str], dataset_dir: Path, name: str) -> Hete
     raw = dataset_dir / "raw"
     binary = meta["binary"] == "True"
     with _raw_errors(raw), contextlib.redirect_stdout(sys.stderr):  # ogb prints progress
-        if binary:  # ogb refuses add_inverse_edge here, as pre_process would
-            graph = read_binary_heterograph_raw(
-                str(raw), add_inverse_edge=meta["add_inverse_edge"] == "True")[0]
+        # add_inverse_edge: the reverse relations (load_ogb's add_reverse), not ogb's
+        # copies inside each relation (wrong endpoint types where they differ).
+        if binary:
+            graph = read_binary_heterograph_raw(str(raw), add_inverse_edge=False)[0]
             feats = graph.get("node_feat") or {}
             with np.load(raw / "node-label.npz", allow_pickle=False) as npz:
                 labels = {t: npz[t] for t in npz.files}
         else:
-            graph = read_csv_heterograph_raw(
-                str(raw), add_inverse_edge=meta["add_inverse_edge"] == "True")[0]
+            graph = read_csv_heterograph_raw(str(raw), add_inverse_edge=False)[0]
             feats = graph.get("node_feat_dict") or {}
             labels = read_node_label_hetero(str(raw))
     num_nodes = {str(t): int(n) for t, n in graph["num_nodes_dict"].items()}
@@ -531,7 +531,7 @@ def load_ogb(
     name: str,
     root: str | os.PathLike[str] = "data",
     meta_dict: dict[str, Any] | str | os.PathLike[str] | None = None,
-    add_reverse: bool = True,
+    add_reverse: bool | str = "auto",
 ) -> GraphDataset | HeteroGraphDataset:
     """Load an OGB node- or link-property dataset as a GraphDataset (typed: see below).
 
@@ -548,13 +548,18 @@ def load_ogb(
     splits of the one labelled type (ogbn-mag: 4 node types, ``paper`` the target with
     its 128 features and 349 classes, the others featureless). OGB stores directed
     relations (ogbn-mag: author-writes-paper, paper-cites-paper, paper-has_topic-
-    field_of_study, author-affiliated_with-institution); with ``add_reverse`` (the
-    default) every relation ``(s, r, d)`` with ``s != d`` gains ``(d, "rev_" + r, s)``
-    and a same-type one (paper-cites-paper) is symmetrised, as PyG's ``ToUndirected``
-    and the PyG / DGL ogbn-mag examples do
-    (:meth:`~gnnpar.datasets.hetero.HeteroGraphDataset.add_reverse`). The cache holds the
-    relations as stored, so both settings share it; the reverse relations are the cached
-    maps swapped (no copy), and a same-type relation is symmetrised in memory.
+    field_of_study, author-affiliated_with-institution); ``add_reverse`` (``--reverse``)
+    decides their reverses: ``"auto"`` (the default) gives every relation ``(s, r, d)``
+    with ``s != d`` a ``(d, "rev_" + r, s)`` unless the graph stores its reverse already
+    (by name or endpoints: :meth:`~gnnpar.datasets.hetero.HeteroGraphDataset.stored_reverse`)
+    and symmetrises a same-type one (paper-cites-paper), as PyG's ``ToUndirected`` and the
+    PyG / DGL ogbn-mag examples do; ``"add"`` (or ``True``) adds every reverse and refuses
+    a name that is taken; ``"none"`` (or ``False``) keeps the relations as stored. The
+    meta's ``add_inverse_edge`` asks for the inverse edges: in a typed graph they are these
+    reverse relations (ogb's reader would append them inside each relation, with the
+    endpoint types swapped). The cache holds the relations as stored, so every setting
+    shares it; the reverse relations are the cached maps swapped (no copy), and a
+    same-type relation is symmetrised in memory.
 
     A link dataset (``ogbl-*``, a meta ``task type`` of ``link prediction``, or a split
     folder of ``.pt`` files) maps ``get_edge_split()`` onto the link fields: the graph
@@ -577,7 +582,7 @@ def load_ogb(
             optionally ``sha256`` of the archive at ``url``), or the path to a JSON file
             of it; a file's ``dir_path`` is relative to the file's folder and must stay
             inside it (a dict's may be any path).
-        add_reverse: Typed datasets only: add the reverse relations (above).
+        add_reverse: Typed datasets only: ``"auto"``, ``"add"`` or ``"none"`` (above).
 
     Returns:
         The dataset, memory-mapped from the cache when it could be written.
@@ -637,6 +642,9 @@ def load_ogb(
 
 
 def _with_reverse(ds: GraphDataset | HeteroGraphDataset,
-                  add_reverse: bool) -> GraphDataset | HeteroGraphDataset:
-    """A typed dataset with its reverse relations when ``add_reverse``; anything else as is."""
-    return ds.add_reverse() if add_reverse and isinstance(ds, HeteroGraphDataset) else ds
+                  add_reverse: bool | str) -> GraphDataset | HeteroGraphDataset:
+    """A typed dataset with its reverse relations as ``add_reverse`` says; others as they are."""
+    if not isinstance(ds, HeteroGraphDataset):
+        return ds
+    mode = {True: "add", False: "none"}.get(add_reverse, add_reverse)  # type: ignore[call-overload]
+    return ds.with_reverse(str(mode))

@@ -220,6 +220,7 @@ def load_dataset(
     labels: Where | None = None,
     split: Sequence[float] | Sequence[Where] | str | None = None,
     split_seed: int = 0,
+    reverse: str = "auto",
 ) -> GraphDataset | HeteroGraphDataset:
     """Turn a dataset spec string into a :class:`GraphDataset` (see the module docstring).
 
@@ -238,6 +239,9 @@ def load_dataset(
             three files of node ids (train, val, test); a string is read by
             :func:`parse_split`. Either replaces an existing split (logged at INFO).
         split_seed: Seed of a random split.
+        reverse: A typed graph in OGB's layout: its reverse relations, ``"auto"``,
+            ``"add"`` or ``"none"`` (:func:`~gnnpar.datasets.ogb.load_ogb`'s
+            ``add_reverse``).
 
     Returns:
         The dataset, validated on every path (synthetic graphs too), so callers need not
@@ -255,7 +259,7 @@ def load_dataset(
                                  split=(0.6, 0.2, 0.2), split_seed=1)
     """
     fractions, split_files = _split_arg(split, spec)
-    ds, is_edge_list = _open(spec, root, features, labels, split_files)
+    ds, is_edge_list = _open(spec, root, features, labels, split_files, reverse)
     if split_files is not None and not is_edge_list:
         new = with_split_files(ds, split_files)
         _log_replaced(ds, spec, f"the ids in {', '.join(map(str, split_files))}")
@@ -298,7 +302,7 @@ def load_saved(path: Where) -> GraphDataset | HeteroGraphDataset:
 
 def _open(
     spec: str, root: str | os.PathLike[str], features: Where | None, labels: Where | None,
-    split_files: tuple[Where, Where, Where] | None,
+    split_files: tuple[Where, Where, Where] | None, reverse: str = "auto",
 ) -> tuple[GraphDataset | HeteroGraphDataset, bool]:
     """Load the validated dataset ``spec`` names; ``(dataset, whether it is an edge list)``."""
 
@@ -319,7 +323,7 @@ def _open(
     path = Path(spec).expanduser()
     if _OGB_NAME.fullmatch(spec) and not path.exists():
         not_an_edge_list("an OGB dataset")
-        return load_ogb(spec, root), False
+        return load_ogb(spec, root, add_reverse=reverse), False
     if path.is_dir():
         if (path / "dataset.json").is_file():
             not_an_edge_list("a dataset directory")
@@ -335,7 +339,7 @@ def _open(
                 return load_saved(path.parent), False
             not_an_edge_list("an OGB dataset")
             stem = meta.get("name", path.stem) if isinstance(meta, dict) else path.stem
-            return load_ogb(str(stem), root, meta_dict=path), False
+            return load_ogb(str(stem), root, meta_dict=path, add_reverse=reverse), False
         if name.endswith(".npz"):
             not_an_edge_list("a .npz")
             return from_npz(path), False

@@ -5,24 +5,16 @@ Partition once, then start one process per part::
     gnnpar-partition synthetic:sbm --num-parts 2 --out parts/sbm-2
     torchrun --standalone --nproc-per-node 2 examples/custom_loop.py parts/sbm-2 --epochs 5
 
-Everything gnnpar-specific is the first five lines of the setup: join the process group,
-load this rank's part, serve its feature rows, and iterate over minibatches sampled across
-the parts.  The model is ``torch_geometric.nn.models.GraphSAGE`` as PyG ships it, in
-``DistributedDataParallel``; a batch is a PyG ``Data`` laid out like ``NeighborLoader``'s.
-
-Every rank takes the same number of steps, but a rank with fewer training nodes gets
-smaller batches, or empty ones.  The loss is therefore summed over the rank's seeds and
-divided by the seeds of all ranks in the step (``batch.global_batch_size``): after DDP's
-averaging (hence the ``world_size``) the update is the global mean — and an empty batch
-contributes zero, not ``nan``.  Rank 0 prints the loss and the sampled test accuracy of
-each epoch.
+What differs from PyG's single-GPU loop is the setup (join the process group, load this
+rank's part, serve its feature rows, a loader over all parts), ``batch.loss(out)``
+(the seeds' cross-entropy weighted so that DDP's average is the mean over every rank's
+seeds, also when a rank's batch is empty) and ``gnnpar.nn.inference`` /
+``gnnpar.nn.accuracy`` for the exact full-neighbour evaluation over all ranks.
 """
 
 import argparse
 
 import torch
-import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from torch_geometric.nn.models import GraphSAGE
 
@@ -37,42 +29,26 @@ args = parser.parse_args()
 ctx = gnnpar.init()  # torchrun's environment (or a world of one); picks the device
 graph = gnnpar.DistGraph.load(args.part_dir, ctx)  # this rank's part
 features = gnnpar.DistFeatureStore(graph, ctx)  # owned rows here, remote rows by id
-train = gnnpar.DistNeighborLoader(graph, features, [10, 10], "train", batch_size=1024)
-test = gnnpar.DistNeighborLoader(graph, features, [10, 10], "test", batch_size=4096,
-                                 shuffle=False)
+loader = gnnpar.DistNeighborLoader(graph, features, [10, 10], "train", batch_size=1024)
 
 torch.manual_seed(0)  # the same initial weights on every rank
-meta = graph.meta
-model = DistributedDataParallel(GraphSAGE(meta.feat_dim, 128, 2, meta.num_classes,
-                                          dropout=0.5).to(ctx.device))
-optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+model = GraphSAGE(graph.meta.feat_dim, 128, 2, graph.meta.num_classes, dropout=0.5)
+ddp = DistributedDataParallel(model.to(ctx.device))
+optimizer = torch.optim.Adam(ddp.parameters(), lr=args.lr)
 
 for epoch in range(args.epochs):
-    train.set_epoch(epoch)
-    model.train()
-    loss_sum, seeds = torch.zeros((), device=ctx.device), 0
-    for batch in train:
+    ddp.train()
+    total = 0.0
+    for batch in loader:  # the next epoch's batches on every pass
         batch = batch.to(ctx.device)
-        out = model(batch.x, batch.edge_index)[: batch.batch_size]
-        loss = F.cross_entropy(out, batch.y[: batch.batch_size], reduction="sum")
         optimizer.zero_grad()
-        (loss * ctx.world_size / batch.global_batch_size).backward()
+        loss = batch.loss(ddp(batch.x, batch.edge_index))
+        loss.backward()
         optimizer.step()
-        loss_sum += loss.detach()
-        seeds += batch.batch_size
-
-    model.eval()
-    right, tested = torch.zeros((), device=ctx.device), 0
-    with torch.no_grad():
-        for batch in test:
-            batch = batch.to(ctx.device)
-            pred = model.module(batch.x, batch.edge_index)[: batch.batch_size].argmax(-1)
-            right += (pred == batch.y[: batch.batch_size]).sum()
-            tested += batch.batch_size
-    sums = torch.tensor([loss_sum.item(), seeds, right.item(), tested], device=ctx.device)
-    dist.all_reduce(sums)  # over the ranks
+        total += float(loss)
+    logits = gnnpar.nn.inference(model, graph, features)  # exact, every node this rank owns
+    acc = gnnpar.nn.accuracy(logits, graph, ctx, "test")  # over all ranks
     if ctx.is_main:
-        print(f"epoch {epoch + 1}: loss {sums[0] / sums[1]:.4f}, "
-              f"test accuracy {sums[2] / sums[3]:.4f} (sampled)")
+        print(f"epoch {epoch + 1}: loss {total / len(loader):.4f}, test accuracy {acc:.4f}")
 
 gnnpar.shutdown()

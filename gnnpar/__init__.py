@@ -25,6 +25,7 @@ name                                what it is
 :class:`CommStats`                  rows and bytes communicated, by kind
 :class:`Trainer`, :class:`Config`   the training loop of ``gnnpar-train`` and its settings
 :func:`partition_graph`, :func:`load_partition`  the partition stage
+:func:`load_predictions`            a run's saved predictions / embeddings, dataset order
 :func:`load_dataset`, :class:`GraphDataset`, :func:`from_pyg`  the datasets stage
 :class:`DistLinkNeighborLoader`     link prediction: edge-seeded PyG-layout minibatches
 :class:`DistNegativeSampler`        link prediction: negatives, strict across parts
@@ -74,6 +75,7 @@ _LAZY = {
     "init": "gnnpar.distributed",
     "load_dataset": "gnnpar.datasets",
     "load_partition": "gnnpar.partition",
+    "load_predictions": "gnnpar.train.predictions",
     "negative_destinations": "gnnpar.link",
     "partition_graph": "gnnpar.partition",
     "ranking_metrics": "gnnpar.link",
@@ -112,11 +114,14 @@ if TYPE_CHECKING:
     from gnnpar.partition import load_partition, partition_graph
     from gnnpar.sampler import DistNeighborSampler, SamplerOutput
     from gnnpar.train.config import Config
+    from gnnpar.train.predictions import load_predictions
     from gnnpar.train.trainer import Trainer
 
 
 def __getattr__(name: str) -> Any:
-    """Import a public name's module on first use (PEP 562)."""
+    """Import a public name's module on first use (PEP 562); ``gnnpar.nn`` too."""
+    if name == "nn":
+        return importlib.import_module("gnnpar.nn")
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
@@ -162,6 +167,7 @@ __all__ = [
     "init",
     "load_dataset",
     "load_partition",
+    "load_predictions",
     "negative_destinations",
     "partition_graph",
     "ranking_metrics",

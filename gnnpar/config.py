@@ -64,6 +64,12 @@ class ArgumentParser(argparse.ArgumentParser):
             given = [a.split("=", 1)[0] for a in message.split(":", 1)[1].split()
                      if a.startswith("-")]
             known = [o for a in self._actions for o in a.option_strings]
+            respelt = [(g, g.replace("_", "-")) for g in given
+                       if "_" in g and g.replace("_", "-") in known]
+            if respelt:  # one spelling: kebab-case
+                old, new = respelt[0]
+                self.exit(2, f"{self.prog}: error: {old} is spelt {new} (flags are "
+                          f"kebab-case). Fix: pass {new}.\n")
             close = sorted({c for g in given for c in [
                 *difflib.get_close_matches(g, known, n=3, cutoff=0.7),
                 *[k for k in known if k == "--" + "".join(  # --learning-rate: --lr
@@ -73,12 +79,16 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}. Fix: {fix}\n")
 
 
-def option(default: Any, *, flag: str | None = None) -> Any:
+def option(default: Any, *, flag: str | None = None, const: Any = None,
+           metavar: str | None = None) -> Any:
     """A field with default ``default`` and the flag ``--flag`` instead of its name's.
 
-    ``flag="dataset"`` makes the field the positional argument.
+    ``flag="dataset"`` makes the field the positional argument; ``const``: the flag's
+    value may be left out, and is then ``const`` (``--save-embeddings [LAYER]``);
+    ``metavar``: the value's name in ``--help``.
     """
-    return field(default=default, metadata={_FLAG: flag} if flag else {})
+    metadata = {_FLAG: flag, "const": const, "metavar": metavar}
+    return field(default=default, metadata={k: v for k, v in metadata.items() if v is not None})
 
 
 def flag_of(cls: type, name: str) -> str:
@@ -202,7 +212,9 @@ def _add_flag(group: argparse._ArgumentGroup, path: str, f: dataclasses.Field[An
     elif typing.get_origin(kind) is tuple:
         options.update(type=_list_parser(typing.get_args(kind)[0]), metavar="A,B,...")
     else:
-        options.update(type=kind, metavar=f.name.upper())
+        options.update(type=kind, metavar=f.metadata.get("metavar", f.name.upper()))
+    if "const" in f.metadata:
+        options.update(nargs="?", const=f.metadata["const"])
     if flag == "dataset" and positional:
         del options["dest"]
         options["metavar"] = "DATASET"
@@ -230,6 +242,8 @@ def command_flags(section: Any, skip: Sequence[str] = ()) -> list[str]:
             positional.append(str(value))
         elif isinstance(value, bool):
             flags.append(flag if value else f"--no-{flag[2:]}")
+        elif value == f.metadata.get("const", ...):
+            flags.append(flag)
         elif isinstance(value, tuple | list):
             flags += [flag, ",".join(map(str, value))]
         else:

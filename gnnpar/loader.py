@@ -3,17 +3,18 @@
 The loader only composes: it splits the seed set by owner, orders each rank's seeds per
 epoch, asks :class:`~gnnpar.sampler.DistNeighborSampler` for the computation graph of
 each batch and :class:`~gnnpar.feature_store.DistFeatureStore` for its features and
-labels, and wraps them in a ``torch_geometric.data.Data`` laid out like PyG's
-``NeighborLoader`` output (``x``, ``edge_index``, ``y``, ``batch_size``, ``n_id``,
-``num_sampled_nodes``, ``num_sampled_edges``, ``input_id``), so any PyG model trains on
-it unchanged, ``trim_to_layer`` included.  Each batch also carries ``global_batch_size``,
-the number of seeds of all ranks in that step, so that a loss summed over the rank's
-seeds and divided by it is the global mean — also on a rank whose batch is empty::
+labels, and wraps them in a ``torch_geometric.data.Data`` (:class:`NodeBatch`) laid out
+like PyG's ``NeighborLoader`` output (``x``, ``edge_index``, ``y``, ``batch_size``,
+``n_id``, ``num_sampled_nodes``, ``num_sampled_edges``, ``input_id``), so any PyG model
+trains on it unchanged, ``trim_to_layer`` included.  Each batch also carries
+``global_batch_size``, the number of seeds of all ranks in that step, and
+``loss_weight = world_size / global_batch_size``, so that a loss summed over the rank's
+seeds times it is, after DDP's averaging, the global mean — also on a rank whose batch
+is empty; ``batch.loss(out)`` is that loss::
 
     for batch in loader:
-        out = model(batch.x, batch.edge_index)[: batch.batch_size]
-        loss = F.cross_entropy(out, batch.y[: batch.batch_size], reduction="sum")
-        (loss * world_size / batch.global_batch_size).backward()  # DDP averages
+        out = model(batch.x, batch.edge_index)
+        batch.loss(out).backward()      # cross-entropy of the seeds, weighted for DDP
 
 Seeds and steps. With ``seed_split="even"`` (the default; DistDGL's ``node_split`` splits
 evenly too) a rank that owns more than its share of the seeds (beyond a 2 % slack,
@@ -72,6 +73,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric import EdgeIndex
 from torch_geometric.data import Data
@@ -83,6 +85,32 @@ from gnnpar.errors import ConfigError
 from gnnpar.feature_store import DistFeatureStore, PendingGather
 from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.sampler import DistNeighborSampler, SamplerOutput, check_fanouts, mix_int
+
+
+class NodeBatch(Data):  # type: ignore[misc]
+    """A :class:`DistNeighborLoader` batch: PyG ``NeighborLoader``'s layout, plus a loss weight.
+
+    ``loss_weight`` is ``world_size / global_batch_size``: a loss summed over this rank's
+    seeds times it, averaged by DDP over the ranks, is the mean over all ranks' seeds in
+    the step -- also when this rank's batch is small or empty (no ``nan``).
+    """
+
+    def loss(self, out: Tensor, loss_fn: Any = F.cross_entropy) -> Tensor:
+        """The step's loss to call ``backward()`` on, correctly weighted across ranks.
+
+        Args:
+            out: The model's output rows, seeds first (``model(batch.x,
+                batch.edge_index)``, or only its first ``batch_size`` rows).
+            loss_fn: A loss taking ``(input, target, reduction="sum")`` (PyTorch's
+                functional losses do).
+
+        Returns:
+            ``loss_fn(out[:batch_size], y[:batch_size], reduction="sum") * loss_weight``.
+        """
+        n = self.batch_size
+        summed: Tensor = loss_fn(out[:n], self.y[:n], reduction="sum")
+        weighted: Tensor = summed * self.loss_weight
+        return weighted
 
 
 def host_syncs(hops: int) -> int:
@@ -557,11 +585,12 @@ class DistNeighborLoader(SeedSchedule):
         seeds = out.node[: out.batch_size]
         rows.update({n: self._seed_rows(n, idx, n_own, seeds) for n in self.seed_attrs})
         self.seconds["fetch"] += time.perf_counter() - t0
-        return Data(
+        total = self.global_batch_size(step)
+        return NodeBatch(
             edge_index=out.edge_index, n_id=out.node, batch_size=out.batch_size,
             num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
-            num_owned_nodes=out.num_owned_nodes, input_id=idx,
-            global_batch_size=self.global_batch_size(step), **rows, **edge_fields(out),
+            num_owned_nodes=out.num_owned_nodes, input_id=idx, global_batch_size=total,
+            loss_weight=len(self.seed_counts) / total, **rows, **edge_fields(out),
         )
 
 

@@ -9,13 +9,17 @@ A ``RECORD`` is a run record (``RUNDIR/record.json``, written by ``gnnpar-train`
 the run directory that holds it.  Two pictures:
 
 - :func:`plot_records` overlays one or more runs, one colour per run (the figure's legend
-  names them), in four panels: (a) accuracy per epoch, train solid, validation dashed,
-  test dotted (epochs without an evaluation are skipped); (b) the training loss per
-  epoch; (c) the time per epoch, training solid and evaluation dashed; (d) the bytes
-  communicated per epoch by kind (``feature``, ``grad``, ``halo``, ...), one marker per
-  kind, training traffic (the record's ``comm``) solid and evaluation traffic
-  (``eval_comm``) dashed with hollow markers.  Bytes are shown in MB (10^6 bytes).  A run
-  that is still going is drawn up to its last finished epoch.
+  names them), in four panels, epochs numbered from 1 as the logs number them: (a)
+  accuracy per epoch (MRR for link prediction, titled by task), train solid, validation
+  dashed with hollow circles, test dotted with crosses drawn on top (so equal
+  validation and test figures both show; epochs without an evaluation are skipped);
+  (b) the training loss per epoch; (c) the time per epoch, training solid and
+  evaluation dashed; (d) the bytes communicated per epoch by kind (``feature``,
+  ``grad``, ``halo``, ...), one marker per kind, training traffic (the record's
+  ``comm``) solid and evaluation traffic (``eval_comm``) dashed with hollow markers, on
+  a log scale when the kinds span more than 1.5 decades (small kinds stay legible).
+  Bytes are shown in MB (10^6 bytes).  A run that is still going is drawn up to its
+  last finished epoch.
 - :func:`plot_partition` shows a partition directory's ``meta.json``: (a) owned and halo
   nodes of every part, side by side; (b) the in-edges every part stores; the title gives
   the edge cut, the replication factor and the imbalance (``partition.quality``).
@@ -39,7 +43,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from gnnpar.config import ArgumentParser
 from gnnpar.errors import ConfigError, GnnparError, PartitionError
@@ -207,34 +211,44 @@ def plot_records(
         ax = fig.subplots(2, 2)
         kinds = sorted({k for r in runs for k in (*r.comm, *r.eval_comm)})
         markers = {k: KIND_MARKERS[j % len(KIND_MARKERS)] for j, k in enumerate(kinds)}
+        links = [any(v is not None for v in r.metrics["test_mrr"]) for r in runs]
         for i, run in enumerate(runs):
             color = RUN_COLORS[i % len(RUN_COLORS)]
-            link = any(v is not None for v in run.metrics["test_mrr"])
-            for metric, ls in (("train_acc", "-"), ("val_acc", "--"), ("test_acc", ":")):
-                if link and metric != "train_acc":  # link prediction: MRR instead
+            epochs = [e + 1 for e in run.epochs]  # numbered as the logs: 1, 2, ...
+            for metric, ls, marker in (("train_acc", "-", ""), ("val_acc", "--", "o"),
+                                       ("test_acc", ":", "x")):
+                if links[i] and metric != "train_acc":  # link prediction: MRR instead
                     metric = metric.replace("_acc", "_mrr")
-                _line(ax[0, 0], run.epochs, run.metrics[metric], color, ls)
-            _line(ax[0, 1], run.epochs, run.metrics["train_loss"], color, "-")
-            _line(ax[1, 0], run.epochs, run.metrics["epoch_time_s"], color, "-")
-            _line(ax[1, 0], run.epochs, run.metrics["eval_time_s"], color, "--")
+                # Validation hollow and larger, test crosses on top: both show when equal.
+                _line(ax[0, 0], epochs, run.metrics[metric], color, ls, marker,
+                      hollow=marker == "o", size=7.0 if marker == "o" else 5.0)
+            _line(ax[0, 1], epochs, run.metrics["train_loss"], color, "-")
+            _line(ax[1, 0], epochs, run.metrics["epoch_time_s"], color, "-")
+            _line(ax[1, 0], epochs, run.metrics["eval_time_s"], color, "--")
             for kind, series in run.comm.items():
-                _line(ax[1, 1], run.epochs, series, color, "-", markers[kind], skip_zero=True)
+                _line(ax[1, 1], epochs, series, color, "-", markers[kind], skip_zero=True)
             for kind, series in run.eval_comm.items():
-                _line(ax[1, 1], run.epochs, series, color, "--", markers[kind],
+                _line(ax[1, 1], epochs, series, color, "--", markers[kind],
                       hollow=True, skip_zero=True)
+        _log_scale_if_spread(ax[1, 1])
 
         def style(name: str, ls: LineStyleType = "-", marker: str = "",
                   hollow: bool = False) -> Line2D:
             return Line2D([], [], color=_STYLE_COLOR, linestyle=ls, marker=marker,
                           markerfacecolor="none" if hollow else _STYLE_COLOR, label=name)
 
-        _finish(ax[0, 0], "(a) Accuracy (link prediction: validation and test MRR)",
-                "accuracy / MRR",
-                [style("train"), style("validation", "--"), style("test", ":")])
+        title, ylabel = ("(a) Link prediction: train accuracy, validation and test MRR",
+                         "accuracy / MRR") if all(links) else (
+            "(a) Accuracy", "accuracy") if not any(links) else (
+            "(a) Accuracy (link prediction runs: validation and test MRR)", "accuracy / MRR")
+        _finish(ax[0, 0], title, ylabel,
+                [style("train"), style("validation", "--", "o", hollow=True),
+                 style("test", ":", "x")])
         _finish(ax[0, 1], "(b) Training loss", "loss", [])
         _finish(ax[1, 0], "(c) Time per epoch", "seconds",
                 [style("training"), style("evaluation", "--")])
-        _finish(ax[1, 1], "(d) Bytes communicated per epoch", "MB (10^6 bytes)",
+        _finish(ax[1, 1], "(d) Bytes communicated per epoch", "MB (10^6 bytes)"
+                + (", log scale" if ax[1, 1].get_yscale() == "log" else ""),
                 [style(k, "none", markers[k]) for k in kinds]
                 + ([style("training"), style("evaluation", "--", "o", hollow=True)]
                    if kinds else []),
@@ -388,14 +402,26 @@ def _by_kind(per_epoch: Sequence[Mapping[str, float] | None],
 
 def _line(ax: Axes, epochs: Sequence[int], values: Sequence[float | None], color: str,
           linestyle: str, marker: str = "o", hollow: bool = False,
-          skip_zero: bool = False) -> None:
+          skip_zero: bool = False, size: float = 4.5) -> None:
     """Plot the epochs that have a value (a series that is all gaps or zeros draws nothing)."""
-    pts = [(e, v) for e, v in zip(epochs, values, strict=True) if v is not None]
-    if not pts or (skip_zero and not any(v for _, v in pts)):
+    pts = [(e, v) for e, v in zip(epochs, values, strict=True)
+           if v is not None and not (skip_zero and v == 0)]
+    if not pts:
         return
     ax.plot([e for e, _ in pts], [v for _, v in pts], color=color, linestyle=linestyle,
-            linewidth=2.0, marker=marker, markersize=4.5,
+            linewidth=2.0, marker=marker, markersize=size,
             markerfacecolor="white" if hollow else color)
+
+
+def _log_scale_if_spread(ax: Axes, decades: float = 1.5) -> None:
+    """A log value axis when the positive values span more than ``decades`` decades.
+
+    So that small kinds are not piled up at the bottom under large ones.
+    """
+    ys = [cast("Sequence[float]", line.get_ydata()) for line in ax.lines]
+    values = [float(v) for y in ys for v in y if float(v) > 0]
+    if values and math.log10(max(values) / min(values)) > decades:
+        ax.set_yscale("log")
 
 
 def _finish(ax: Axes, title: str, ylabel: str, style_handles: list[Any],

@@ -74,6 +74,18 @@ class CSR:
         """int64 ``[N]`` entries of each row."""
         return np.diff(self.indptr)
 
+    def entries(self, max_entries: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Yield ``(row, col)`` int64 arrays of every entry, blocks of whole rows in order.
+
+        A block holds about ``max_entries`` entries (more only where one row alone does);
+        the columns' memory-map pages are read once per block.
+        """
+        bounds = _cuts(self.indptr, max(1, max_entries))
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            lo, hi = int(self.indptr[a]), int(self.indptr[b])
+            row = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(self.indptr[a:b + 1]))
+            yield row, copy_rows(self.indices, lo, hi).astype(np.int64, copy=False)
+
     def rows(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """The rows of ``nodes``, in that order, as a CSR over their positions.
 
@@ -140,13 +152,9 @@ def _edge_chunks(src: np.ndarray, dst: np.ndarray, budget: int) -> Chunks:
 def _csr_chunks(csr: CSR, budget: int) -> Chunks:
     """``(row, col)`` of every entry of ``csr``, then ``(col, row)``: ``A`` and ``A^T``."""
     step = max(_MIN_ENTRIES, budget // _CHUNK_BYTES_PER_EDGE)
-    bounds = _cuts(csr.indptr, step)
 
     def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            lo, hi = int(csr.indptr[a]), int(csr.indptr[b])
-            row = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(csr.indptr[a:b + 1]))
-            col = copy_rows(csr.indices, lo, hi).astype(np.int64, copy=False)
+        for row, col in csr.entries(step):
             yield row, col, None
             yield col, row, None
     return chunks

@@ -75,7 +75,12 @@ from gnnpar.io import (
     write_digested_json,
 )
 from gnnpar.partition.adjacency import DEFAULT_BUDGET, InEdges, group_in_edges
-from gnnpar.partition.assign import DEFAULT_BALANCE, assign_parts, check_num_parts
+from gnnpar.partition.assign import (
+    DEFAULT_BALANCE,
+    KAMINPAR_REPEATS,
+    assign_parts,
+    check_num_parts,
+)
 from gnnpar.partition.format import (
     FEATURE_DTYPES,
     FORMAT_VERSION,
@@ -112,6 +117,7 @@ def partition_graph(
     workers: int = 1,
     threads: int = 1,
     compress: bool = False,
+    repeats: int = KAMINPAR_REPEATS,
     meter: StageMeter | None = None,
     task: str = "node",
 ) -> PartitionMeta:
@@ -144,6 +150,7 @@ def partition_graph(
         workers: Processes writing parts side by side.
         threads: Threads of KaMinPar.
         compress: KaMinPar holds the graph compressed.
+        repeats: KaMinPar runs (seeds), the one that cuts fewest edges kept.
         meter: Receives each stage's time and peak RSS.
         task: ``"node"`` or ``"link"``: with ``"link"`` the ``"train"`` balance weighs
             each node by the training supervision edges it is the source of (they are
@@ -162,7 +169,7 @@ def partition_graph(
         meta = gnnpar.partition_graph(ds, 4, "parts/sbm-4")   # METIS
         meta.quality["edge_cut_share"]
     """
-    _check_arguments(halo_hops, feature_dtype, memory_budget, workers, threads)
+    _check_arguments(halo_hops, feature_dtype, memory_budget, workers, threads, repeats)
     if task not in ("node", "link"):
         raise ConfigError(f"got task={task!r}.", field="task", fix="pass node or link.")
     meter = meter if meter is not None else StageMeter()
@@ -198,7 +205,7 @@ def partition_graph(
                          else np.asarray(dataset.train_idx))
                 part, partitioner = assign_parts(
                     in_edges, num_parts, method, balance, seed, train, scratch, assignment,
-                    memory_budget, threads, compress,
+                    memory_budget, threads, compress, repeats,
                     None if typed is None else typed.layout.node_offsets)
                 bar.update()
                 ren = renumber(part, num_parts)
@@ -232,7 +239,7 @@ def partition_graph(
 
 
 def _check_arguments(halo_hops: int, feature_dtype: str, memory_budget: int, workers: int,
-                     threads: int) -> None:
+                     threads: int, repeats: int) -> None:
     """Raise :class:`ConfigError` for a bad argument, before any data is read."""
     if int(halo_hops) < 1:
         raise ConfigError(f"got halo_hops={halo_hops}.", field="halo_hops",
@@ -244,7 +251,8 @@ def _check_arguments(halo_hops: int, feature_dtype: str, memory_budget: int, wor
     for name, value, least, flag in (("memory_budget", memory_budget, 1 << 20,
                                       "--memory-budget GB"),
                                      ("workers", workers, 1, "--workers W"),
-                                     ("threads", threads, 1, "--partition-threads T")):
+                                     ("threads", threads, 1, "--partition-threads T"),
+                                     ("repeats", repeats, 1, "--kaminpar-repeats R")):
         if int(value) < least:
             raise ConfigError(f"got {name}={value}.", field=name,
                               fix=f"pass {name} >= {least} (CLI: {flag}).")

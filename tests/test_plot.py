@@ -297,3 +297,28 @@ def test_plot_table_draws_one_bar_colour_per_column(tmp_path: Path) -> None:
     for colour in RUN_COLORS[:2]:
         rgb = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)])
         assert (np.abs(image[..., :3] * 255 - rgb).max(axis=-1) < 4).sum() > 500, colour
+
+
+def test_titles_epochs_visible_series_and_small_kinds(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Titled by task, epochs from 1 as the logs, equal val/test both drawn, a log axis."""
+    import gnnpar.plot as plot
+
+    figures: list[Any] = []
+    monkeypatch.setattr(plot, "_save", lambda fig, out: figures.append(fig) or Path(out))
+    node = _record(3, kinds={"feature": 50_000_000, "grad": 20_000})
+    for e in node["epochs"]:
+        e["test_acc"] = e["val_acc"]  # the same figure: the test line must still show
+    plot.plot_records([_write(tmp_path / "node", node)], tmp_path / "a.png")
+    acc, _, _, comm = figures[-1].axes[:4]
+    assert acc.get_title() == "(a) Accuracy"
+    assert min(min(line.get_xdata()) for line in acc.lines) == 1  # epoch 0 is "epoch 1"
+    markers = {line.get_marker(): line for line in acc.lines}
+    assert set(markers) >= {"o", "x"}  # validation hollow circles, test crosses on top
+    assert acc.lines.index(markers["x"]) > acc.lines.index(markers["o"])
+    assert comm.get_yscale() == "log" and "log scale" in comm.get_ylabel()
+    link = _record(2)
+    for e in link["epochs"]:
+        e.update(val_mrr=0.3, test_mrr=0.31)
+    plot.plot_records([_write(tmp_path / "link", link)], tmp_path / "b.png")
+    assert figures[-1].axes[0].get_title().startswith("(a) Link prediction")

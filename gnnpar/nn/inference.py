@@ -28,14 +28,19 @@ Per chunk, a layer runs as ``DistConv`` runs it:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
 from torch_geometric.nn import GCNConv, MessagePassing
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-from gnnpar.comm import CommStats
+from gnnpar.comm import CommStats, all_reduce_sum
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
+from gnnpar.feature_store import DistFeatureStore
 from gnnpar.graph import DistGraph
 from gnnpar.nn.dist_conv import _BIPARTITE, DistConv, check_conv
 from gnnpar.nn.halo import HaloPlan
@@ -238,7 +243,8 @@ def _plain(conv: nn.Module) -> MessagePassing:
 @torch.no_grad()
 def layerwise_inference(gnn: BasicGNN, graph: DistGraph, ctx: DistContext, x: Tensor,
                         budget_bytes: int, stats: CommStats | None = None,
-                        plan: HaloPlan | None = None) -> Tensor:
+                        plan: HaloPlan | None = None,
+                        emit: Callable[[int, Tensor], None] | None = None) -> Tensor:
     """``gnn(x, edge_index)`` on the whole partitioned graph, in eval mode (collective).
 
     Layer by layer like ``BasicGNN.inference``, each layer in chunks of owned rows of at
@@ -254,6 +260,9 @@ def layerwise_inference(gnn: BasicGNN, graph: DistGraph, ctx: DistContext, x: Te
         budget_bytes: Most bytes per chunk (:func:`chunk_costs`).
         stats: Byte counters (kinds ``halo`` and ``halo_setup``).
         plan: This part's halo routing, if already built (else built here: one exchange).
+        emit: Called as ``emit(layer, rows)`` with every layer's output rows
+            ``[num_owned, F]`` (after its norm and activation; ``layer`` from 1), e.g. to
+            write embeddings as they are made.
 
     Returns:
         ``[num_owned, C]``: equal to ``gnn`` on the whole graph, on every owned row.
@@ -278,5 +287,65 @@ def layerwise_inference(gnn: BasicGNN, graph: DistGraph, ctx: DistContext, x: Te
             x = norm(x)
             if gnn.act is not None:
                 x = gnn.act(x)
+        if emit is not None:
+            emit(i + 1, x)
     gnn.train(was_training)
     return x
+
+
+def inference(model: nn.Module, graph: DistGraph, features: DistFeatureStore,
+              budget_mb: float = 256.0, stats: CommStats | None = None) -> Tensor:
+    """Exact full-neighbour outputs of every owned node: the model on the whole graph.
+
+    PyG's ``model.inference(x_all, subgraph_loader)`` for a partitioned graph (collective:
+    every rank calls it): layer by layer, every in-neighbour of every node, in chunks
+    under ``budget_mb`` (:func:`layerwise_inference`).
+
+    Args:
+        model: A PyG ``BasicGNN`` (``GraphSAGE``, ``GCN``, ``GAT``, ...), possibly in
+            ``DistributedDataParallel``; run in eval mode (dropout off).
+        graph: This rank's part.
+        features: The feature store: the input rows (its ``x``) and the context.
+        budget_mb: MiB per chunk of destination nodes.
+        stats: Byte counters (kinds ``halo``, ``halo_setup``).
+
+    Returns:
+        ``[num_owned, C]`` (rows in local id order: ``graph.part.orig_ids`` names their
+        dataset ids).
+
+    Example::
+
+        logits = gnnpar.nn.inference(model, graph, features)
+        acc = gnnpar.nn.accuracy(logits, graph, features.ctx, "test")
+    """
+    gnn = model.module if isinstance(model, DistributedDataParallel) else model
+    if not isinstance(gnn, BasicGNN):
+        raise ConfigError(f"inference runs PyG BasicGNN models, not {type(gnn).__name__}.",
+                          field="model", fix="pass a torch_geometric.nn.models model "
+                          "(GraphSAGE, GCN, GAT, ...), or call layerwise_inference.")
+    x = features.owned_rows("x", torch.arange(graph.num_owned, device=features.device)
+                            + graph.first_gid)
+    return layerwise_inference(gnn, graph, features.ctx, x.float(), int(budget_mb * 2**20),
+                               stats)
+
+
+def accuracy(logits: Tensor, graph: DistGraph, ctx: DistContext, split: str = "test") -> float:
+    """Accuracy of ``logits`` on a split over all ranks' nodes (collective: one all-reduce).
+
+    Args:
+        logits: ``[num_owned, C]`` outputs of the owned nodes (e.g. :func:`inference`'s).
+        graph: This rank's part (its labels and split).
+        ctx: Distributed context.
+        split: ``"train"``, ``"val"`` or ``"test"``.
+
+    Returns:
+        Correct predictions over the split's labelled nodes of all ranks (``nan`` when
+        the split is empty everywhere).
+    """
+    idx = torch.from_numpy(np.asarray(getattr(graph.part, f"{split}_idx"), dtype=np.int64))
+    y = torch.from_numpy(np.asarray(graph.part.label[idx.numpy()], dtype=np.int64))
+    pred = logits.argmax(-1).index_select(0, idx.to(logits.device)).cpu()
+    counts = torch.tensor([float((pred == y).sum()), float(idx.numel())], dtype=torch.float64,
+                          device=ctx.device)
+    right, total = all_reduce_sum(ctx, counts).tolist()
+    return right / total if total else float("nan")

@@ -279,3 +279,23 @@ def load_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Mo
                           fix="resume with the same model arguments as the saved run.") from exc
     extra: dict[str, Any] = state["extra"]
     return extra
+
+
+def read_model_state(path: str | os.PathLike[str]) -> dict[str, Tensor]:
+    """The model's whole state dict from a checkpoint, on the CPU (no process group).
+
+    Args:
+        path: Directory written by :func:`save_checkpoint` (``OUT/checkpoint``).
+
+    Raises:
+        ConfigError: No checkpoint at ``path``, or a damaged one.
+    """
+    ckpt = Path(path)
+    doc = _read_doc(ckpt)
+    try:
+        state: dict[str, Tensor] = _join(doc["state"]["model"], _read_tensors(ckpt, doc))
+    except KeyError as exc:
+        raise ConfigError(f"state.json names tensor {exc} that the index lacks.",
+                          path=ckpt / STATE_FILE, field="tensors",
+                          fix="export a checkpoint written by gnnpar-train.") from exc
+    return state

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import sys
 import time
@@ -41,10 +42,11 @@ from gnnpar.console import log_to_stderr
 from gnnpar.errors import GnnparError
 from gnnpar.train.config import Config
 from gnnpar.train.launch import Interrupted
-from gnnpar.train.record import RECORD_FILE
+from gnnpar.train.record import RECORD_FILE, format_startup
 from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE
 
 PROG = "gnnpar-train"
+log = logging.getLogger("gnnpar")
 
 
 def build_parser(prog: str = PROG, description: str | None = None) -> argparse.ArgumentParser:
@@ -82,7 +84,8 @@ def parse(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = N
 
 
 # ---------------------------------------------------------------------- workers
-def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None
+def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
+               startup: dict[str, float] | None = None, started: float | None = None
                ) -> dict[str, Any] | None:
     """Train as one rank of the process group in the environment (torchrun's, or none).
 
@@ -92,6 +95,9 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None
             settles the run directory and the partition (it partitions a dataset spec
             when no cached partition exists) and tells the others.
         out: The run directory the launcher prepared (with ``part_dir``).
+        startup: Seconds of the launcher's start-up phases so far.
+        started: When the launcher started (``time.time()``): the run's wall time counts
+            from there.
 
     Returns:
         The run record on rank 0, ``None`` on the other ranks.
@@ -105,11 +111,19 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None
     from gnnpar.faults import agreed
     from gnnpar.train.prepare import check_before_start, resolve_partition
 
+    spawned = time.time()
+    started = spawned if started is None else started
+    phases = dict(startup or {})
     ctx = init(device=cfg.run.device, timeout=timedelta(seconds=cfg.run.timeout_s))
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     if ctx.is_main:
         log_to_stderr()
+    ready = spawned if startup is None else started + sum(phases.values())
+    phases["spawn"] = time.time() - ready  # the launcher's processes, or init() alone
+    if ctx.is_main:
+        log.info("%d worker%s joined the process group (%.1f s)", ctx.world_size,
+                 "s" if ctx.world_size > 1 else "", phases["spawn"])
     done = False
     try:
         if part_dir is None:
@@ -117,15 +131,17 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None
                 if not ctx.is_main:
                     return ""
                 local = int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size))
+                t0 = time.time()
                 run_dir = check_before_start(cfg, ctx.world_size, local)
+                phases["check"] = time.time() - t0
                 # Under torchrun the other ranks are waiting: never partition there.
                 parts = resolve_partition(cfg, ctx.world_size, progress=cfg.run.progress,
-                                          make=ctx.world_size == 1)
-                return json.dumps([str(parts), str(run_dir)])
+                                          make=ctx.world_size == 1, phases=phases)
+                return json.dumps([str(parts), str(run_dir), phases])
 
-            part_dir, out = json.loads(broadcast_text(ctx, agreed(ctx, settle)))
+            part_dir, out, phases = json.loads(broadcast_text(ctx, agreed(ctx, settle)))
         cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, out=out))
-        record = _train(cfg, part_dir, ctx)
+        record = _train(cfg, part_dir, ctx, phases, started)
         done = True
         return record
     except KeyboardInterrupt:
@@ -134,11 +150,12 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None
         shutdown(wait=done)
 
 
-def _train(cfg: Config, part_dir: str, ctx: Any) -> dict[str, Any] | None:
+def _train(cfg: Config, part_dir: str, ctx: Any, startup: dict[str, float],
+           started: float) -> dict[str, Any] | None:
     """Fit; the trainer (its DDP reducer holds the process group) is gone on return."""
     from gnnpar.train.trainer import Trainer
 
-    trainer = Trainer(cfg, part_dir, ctx)
+    trainer = Trainer(cfg, part_dir, ctx, startup, started)
     trainer.fit()
     return trainer.record.to_dict() if ctx.is_main else None
 
@@ -156,15 +173,19 @@ def launch(cfg: Config) -> dict[str, Any]:
 
     nproc = cfg.run.nproc
     assert nproc is not None
+    started = time.time()
     out = check_before_start(cfg, nproc, nproc)
-    part_dir = resolve_partition(cfg, nproc, progress=cfg.run.progress)
+    phases = {"check": time.time() - started}
+    part_dir = resolve_partition(cfg, nproc, progress=cfg.run.progress, phases=phases)
     threads = cfg.run.threads or max(1, (os.cpu_count() or 1) // nproc)
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, threads=threads))
+    log.info("starting %d workers (%d torch threads each)", nproc, threads)
     try:
         # A hung rank: the others' collective times out (timeout_s), they wait up to half
         # of it for notices (faults.FailureBoard), then the launcher a quarter for the
         # rest to exit: every rank is reported and stopped within 1.75 timeouts.
-        launch_workers("gnnpar.train.cli:run_worker", (cfg, str(part_dir), str(out)), nproc,
+        launch_workers("gnnpar.train.cli:run_worker", (cfg, str(part_dir), str(out), phases,
+                                                       started), nproc,
                        threads=threads, grace_s=min(10.0, cfg.run.timeout_s / 4))
     except Interrupted:
         _mark_interrupted(out / RECORD_FILE)
@@ -265,7 +286,12 @@ def format_summary(record: dict[str, Any]) -> str:
     mem = s["peak_memory_bytes"]
     lines.append(f"peak memory:       {_size(mem['host'])} host (largest rank)" + (
         f", {_size(mem['device'])} GPU" if mem["device"] is not None else ""))
-    lines.append(f"total wall time:   {s['wall_time_s']:.1f} s")
+    startup = s.get("startup_s") or {}
+    lines.append(f"total wall time:   {s['wall_time_s']:.1f} s" + (
+        f" (start-up {format_startup(startup)})" if startup else ""))
+    if s.get("predictions"):
+        lines.append(f"predictions:       {s['predictions']} (gnnpar.load_predictions("
+                     f"{str(Path(s['predictions']).parent)!r}))")
     lines.append(f"run record:        {s['record']}")
     return "\n".join(lines)
 

@@ -29,6 +29,7 @@ from gnnpar.config import (
     check_number,
     config_error,
     flag_of,
+    option,
     sections,
     to_dict,
 )
@@ -46,6 +47,7 @@ EVALS = ("full", "sampled", "none")
 SEED_SPLITS = ("even", "owned")
 DECODERS = ("dot", "mlp")
 EXCLUDES = ("reverse", "self", "none")
+METRICS = ("csv", "tensorboard")
 
 
 @dataclass
@@ -320,7 +322,7 @@ class LinkConfig:
     """Random negative pairs per positive in each training batch (binary, uniform over
     all nodes)."""
 
-    strict: bool = field(default=False, metadata={"flag": "strict_negatives"})
+    strict: bool = field(default=False, metadata={"flag": "strict-negatives"})
     """Redraw negatives that are edges of the graph (one exchange per round)."""
 
     exclude: str = "reverse"
@@ -378,6 +380,25 @@ class RunConfig:
     progress: bool = True
     """Show progress bars (rank 0, on a terminal)."""
 
+    log_every: int = 0
+    """Log a line (epoch, step, loss, throughput) every this many training steps (0:
+    about every 10 s of training, when no progress bar is shown)."""
+
+    metrics: str | None = None
+    """Write scalars while training (rank 0): csv (OUT/metrics.csv) or tensorboard
+    (OUT/tensorboard, needs pip install 'gnnpar[tensorboard]'); per step the loss, per
+    epoch the record's figures."""
+
+    save_predictions: bool = False
+    """After the final exact full-neighbour inference, write every node's logits and
+    class into OUT/predictions (a .npy shard per rank and index.json; read them in
+    dataset order with gnnpar.load_predictions(OUT)); typed graphs: the target type's."""
+
+    save_embeddings: int | None = option(None, const=0, metavar="LAYER")
+    """Also write every node's embeddings into OUT/predictions: the output of layer LAYER
+    (1..--layers; without LAYER: the last hidden layer, or the encoder's output with
+    --task link, whose pairs score from them)."""
+
     plan: bool = False
     """Print the planner's estimates (memory per rank, bytes per epoch, step cost of
     sampled, full-graph 1D and 3D training on this partition) and its choice; train
@@ -408,6 +429,11 @@ class RunConfig:
         if self.device is not None and self.device.split(":")[0] not in ("cpu", "cuda"):
             raise config_error(RunConfig, "run.device", self.device, "need cpu or cuda", "cuda")
         check_number(RunConfig, "run.timeout_s", self.timeout_s, 0.0, strict=True)
+        check_int(RunConfig, "run.log_every", self.log_every, 0)
+        if self.metrics is not None:
+            check_choice(RunConfig, "run.metrics", self.metrics, METRICS)
+        if self.save_embeddings is not None:
+            check_int(RunConfig, "run.save_embeddings", self.save_embeddings, 0)
         if self.plan_memory_gb is not None:
             check_number(RunConfig, "run.plan_memory_gb", self.plan_memory_gb, 0.0, strict=True)
         self.speeds()
@@ -479,6 +505,7 @@ class Config:
             self.full.validate()
         self.link.validate()
         self._check_task()
+        self._check_outputs()
         if self.full.grid is not None:
             self._check_grid()
         other = "full" if self.train.mode == "sample" else "sample"
@@ -509,6 +536,24 @@ class Config:
                               fix="pass --precision fp32 and --eval full (or none) with --grid.")
         if self.run.nproc is not None and self.full.grid is not None:
             check_grid(parse_grid(self.full.grid), self.run.nproc)
+
+    def _check_outputs(self) -> None:
+        """Refuse predictions and embeddings that the run cannot write."""
+        run, layer = self.run, self.run.save_embeddings
+        if layer is not None and layer > self.model.layers:
+            raise config_error(RunConfig, "run.save_embeddings", layer,
+                               f"need a layer in 1..{self.model.layers} (--layers)",
+                               str(max(1, self.model.layers - 1)))
+        if run.save_predictions and self.data.task == "link":
+            raise ConfigError("link prediction has no class per node: its pairs score from "
+                              "the encoder's node embeddings.", field="run.save_predictions",
+                              fix="pass --save-embeddings instead of --save-predictions.")
+        if (run.save_predictions or layer is not None) and self.full.grid is not None:
+            raise ConfigError("--grid runs its layers on a 3D process grid, which writes no "
+                              "per-node rows.", field="run.save_predictions",
+                              fix="drop --save-predictions / --save-embeddings, and after "
+                              "training run `gnnpar-predict OUT DATASET --out DIR` (it reads "
+                              "the checkpoint).")
 
     def _check_task(self) -> None:
         """Refuse link settings on a node task, and link prediction in full mode."""

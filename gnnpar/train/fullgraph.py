@@ -113,25 +113,35 @@ def exact_accuracy(model: nn.Module, halo: HaloGraph, data: NodeData, ctx: DistC
     return split_accuracy(pred, data.y, data.splits, data.num_global, ctx)
 
 
-def full_neighbour_accuracy(model: BasicGNN, graph: DistGraph, ctx: DistContext,
-                            num_global: dict[str, int], stats: CommStats | None = None,
-                            precision: str = "fp32", budget_bytes: int = 256 * 2**20,
-                            plan: HaloPlan | None = None,
-                            x: Tensor | None = None) -> dict[str, float]:
-    """Exact accuracy of a trained replicated model on the whole partitioned graph.
+def full_neighbour_logits(model: BasicGNN, graph: DistGraph, ctx: DistContext,
+                          stats: CommStats | None = None, precision: str = "fp32",
+                          budget_bytes: int = 256 * 2**20, plan: HaloPlan | None = None,
+                          x: Tensor | None = None,
+                          emit: Callable[[int, Tensor], None] | None = None) -> Tensor:
+    """``[num_owned, C]`` outputs of a trained replicated model on the whole partitioned graph.
 
     Layer by layer, each layer in chunks of owned nodes of at most ``budget_bytes``
     (:func:`~gnnpar.nn.inference.layerwise_inference`), so the result equals the PyG
     model on the whole graph while no ``[E, F]`` tensor over the part's edges exists.
     The features are read from the partition where they are stored (no copy when stored
     in the compute dtype on a CPU), unless ``x`` gives the owned nodes' input rows
-    (learnable embeddings); ``plan``: the halo routing, if already built.
+    (learnable embeddings); ``plan``: the halo routing, if already built; ``emit``: gets
+    every layer's output rows (``layerwise_inference``'s).
     """
     x = (graph.features() if x is None else x).to(ctx.device, COMPUTE_DTYPES[precision])
     with autocast(ctx.device, precision):
-        logits = layerwise_inference(model, graph, ctx, x, budget_bytes, stats, plan)
-        pred = logits.argmax(-1)
-    return split_accuracy(pred, *labels_and_splits(graph, ctx.device), num_global, ctx)
+        return layerwise_inference(model, graph, ctx, x, budget_bytes, stats, plan, emit)
+
+
+def full_neighbour_accuracy(model: BasicGNN, graph: DistGraph, ctx: DistContext,
+                            num_global: dict[str, int], stats: CommStats | None = None,
+                            precision: str = "fp32", budget_bytes: int = 256 * 2**20,
+                            plan: HaloPlan | None = None,
+                            x: Tensor | None = None) -> dict[str, float]:
+    """Exact accuracy of each split from :func:`full_neighbour_logits` (collective)."""
+    logits = full_neighbour_logits(model, graph, ctx, stats, precision, budget_bytes, plan, x)
+    return split_accuracy(logits.argmax(-1), *labels_and_splits(graph, ctx.device),
+                          num_global, ctx)
 
 
 class FullGraphEngine:

@@ -13,11 +13,13 @@ included) and the run record are the minibatch engine's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 from torch_geometric.data import HeteroData
 
-from gnnpar.comm import CommStats
+from gnnpar.comm import CommStats, all_gather_ints
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.feature_store import DistFeatureStore
@@ -28,7 +30,7 @@ from gnnpar.hetero.model import HeteroSAGE
 from gnnpar.hetero.sampler import RelationFanouts, resolve_relation
 from gnnpar.train.config import Config, ModelConfig
 from gnnpar.train.minibatch import MinibatchEngine
-from gnnpar.train.models import COMPUTE_DTYPES
+from gnnpar.train.models import COMPUTE_DTYPES, autocast
 
 
 def build_hetero_model(cfg: ModelConfig, graph: DistGraph, out_channels: int) -> HeteroSAGE:
@@ -79,7 +81,7 @@ class HeteroEngine(MinibatchEngine):
         s, seed = cfg.sample, cfg.train.seed
         book = graph.meta.types
         assert book is not None
-        self.cfg, self.ctx, self.layout = cfg, ctx, book.layout
+        self.cfg, self.ctx, self.layout, self.graph = cfg, ctx, book.layout, graph
         self.module = model
         labels = DistFeatureStore(graph, ctx, stats=stats, arrays={"y": graph.part.label})
         self.features = labels
@@ -138,3 +140,35 @@ class HeteroEngine(MinibatchEngine):
         out: Tensor = module(self.inputs(batch), batch.edge_index_dict,
                              batch.num_sampled_nodes_dict, batch.num_sampled_edges_dict)
         return out[: target.batch_size], target.y
+
+    @torch.no_grad()
+    def predict(self, write: Callable[[int, Tensor], None], batch_size: int) -> None:
+        """Exact full-neighbour logits of every owned target node, in local order (collective).
+
+        Batches of the owned target nodes in ascending order, each relation's fan-out at
+        least its largest in-degree (the sampler then takes every in-edge: the full
+        neighbourhood, hop by hop), the model in eval mode; ``write(first, logits)``
+        gets each batch's rows, ``first`` the row of its first seed.
+
+        Args:
+            write: Receives the rows of each batch.
+            batch_size: Seeds per batch (their full neighbourhoods must fit a rank).
+        """
+        graph, lay = self.graph, self.layout
+        t = lay.type_index(lay.target)
+        lo, hi = graph.meta.types.part_bounds(graph.rank)[t:t + 2]
+        seeds = torch.arange(int(lo), int(hi)) + graph.first_gid
+        degrees = all_gather_ints(self.ctx, graph.relation_max_degrees).max(dim=0).values
+        every: RelationFanouts = {rel: [max(1, int(k))] * self.cfg.model.layers
+                                  for rel, k in zip(lay.edge_types, degrees, strict=True)}
+        loader = DistHeteroNeighborLoader(graph, self.features, self.type_features, every,
+                                          seeds, batch_size, shuffle=False, seed_split="owned")
+        self.module.eval()
+        first = 0
+        for batch in loader:
+            batch = batch.to(self.ctx.device)
+            with autocast(self.ctx.device, self.precision):
+                logits, _ = self.logits(self.module, batch)
+            write(first, logits)
+            first += logits.shape[0]
+        self.module.train()

@@ -33,6 +33,7 @@ from gnnpar.hetero.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOpti
 from gnnpar.loader import DistNeighborLoader, SeedSchedule
 from gnnpar.ops import from_mmap
 from gnnpar.train.config import Config
+from gnnpar.train.metrics import StepLog
 from gnnpar.train.models import SampledGNN, autocast, forward_batch, sampled_precision
 from gnnpar.train.sync import average_model
 
@@ -46,7 +47,9 @@ SUMS = ("loss", "correct", "seeds", "edges", "time", *(f"t_{p}" for p in PHASES)
 """What an engine's ``train_epoch`` sums on each rank (the trainer all-reduces them)."""
 STEP_HOST_SYNCS = 0
 """Host reads of a training step (forward, backward, optimiser): none; the epoch's sums
-are read once at its end (and every :data:`POSTFIX_EVERY` steps for a progress bar)."""
+are read once at its end (and every :data:`POSTFIX_EVERY` steps for a progress bar, and
+on rank 0 once per log line or scalar flush, :class:`~gnnpar.train.metrics.StepLog`:
+every ``--log-every`` steps, by default about every 10 s)."""
 POSTFIX_EVERY = 20
 """Steps between updates of the progress bar's loss (each one waits for the device)."""
 
@@ -93,6 +96,8 @@ class MinibatchEngine:
 
     embedding: DistEmbedding | None = None
     sparse: SparseOptimizer | None = None
+    step_log: StepLog | None = None
+    """Rank 0's lines and per-step scalars (set by the trainer)."""
 
     def __init__(self, cfg: Config, graph: DistGraph, ctx: DistContext, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
@@ -201,7 +206,10 @@ class MinibatchEngine:
             loss_sum += loss.detach()
             correct += right
             seeds += count
-            acc["edges"] += self.batch_edges(batch)
+            edges = self.batch_edges(batch)
+            acc["edges"] += edges
+            if self.step_log is not None:
+                self.step_log.step(epoch, step, loss, count, edges)
             bar.update()
             if not bar.disable and (step + 1) % POSTFIX_EVERY == 0:
                 bar.set_postfix(loss=f"{float(loss_sum) / max(seeds, 1):.4f}")
@@ -210,6 +218,8 @@ class MinibatchEngine:
             if hook is not None:
                 hook(epoch, step, batch)
         bar.close()
+        if self.step_log is not None:
+            self.step_log.flush(epoch, len(self.loader) - 1, line=False)
         return totals(t0)
 
     @property

@@ -8,7 +8,9 @@ loaded (with ``--features`` / ``--labels`` / ``--split``), checked for its task
 (node classification, or link prediction with ``--task link``) and partitioned into
 one part per process by the launcher before any worker starts, cached under
 ``ROOT/partitions`` under a key of every setting and every input file's modification
-time and (sampled) content, so a changed input or setting is partitioned anew. Under
+time and (sampled) content, so a changed input or setting is partitioned anew; a
+full-graph run (``--mode full``) balances stored in-edges by default
+(:func:`partition_settings`). Under
 ``torchrun`` every rank has already started, so no rank partitions while the others wait:
 a spec without a cached partition is refused with the ``gnnpar-partition`` command that
 makes it.
@@ -18,8 +20,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shlex
-from dataclasses import asdict
+import time
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,9 +33,15 @@ from gnnpar.train.rundir import check_resume, dataset_slug, prepare_run_dir
 
 if TYPE_CHECKING:
     from gnnpar.datasets.hetero import HeteroLayout
+    from gnnpar.partition.config import PartitionConfig
     from gnnpar.partition.format import PartitionMeta
 
 META_FILE = "meta.json"
+log = logging.getLogger("gnnpar")
+FULL_BALANCE = ("nodes", "train", "edges")
+"""``--balance`` of a ``--mode full`` run that leaves it at its default: a full-graph step
+aggregates over every stored in-edge of a part, so parts get equal in-edges (the
+default's ``sampled`` is a sampled minibatch step's work)."""
 
 
 def is_partition_dir(spec: str) -> bool:
@@ -56,6 +66,20 @@ def _inputs(cfg: Config) -> list[Path]:
     return files
 
 
+def partition_settings(cfg: Config) -> PartitionConfig:
+    """The settings a run partitions a dataset spec with.
+
+    ``cfg.partition``, but a full-graph run (``--mode full``) whose ``--balance`` is the
+    default balances :data:`FULL_BALANCE` instead.
+    """
+    from gnnpar.partition.config import PartitionConfig
+
+    p = cfg.partition
+    if cfg.train.mode == "full" and p.balance == PartitionConfig().balance:
+        return replace(p, balance=FULL_BALANCE)
+    return p
+
+
 def partition_cache_dir(cfg: Config, num_parts: int) -> Path:
     """Where the partition of ``cfg.data`` into ``num_parts`` parts is cached.
 
@@ -68,7 +92,7 @@ def partition_cache_dir(cfg: Config, num_parts: int) -> Path:
     from gnnpar.io import content_stamp
     from gnnpar.partition.config import HOW_ONLY
 
-    d, p = cfg.data, cfg.partition
+    d, p = cfg.data, partition_settings(cfg)
     stamp = [(str(f.resolve()), f.stat().st_mtime_ns, content_stamp(f)) for f in _inputs(cfg)]
     made = {k: v for k, v in asdict(p).items() if k not in HOW_ONLY}
     key = json.dumps({"data": {**asdict(d), "root": None}, "partition": made,
@@ -248,7 +272,7 @@ def partition_command(cfg: Config, num_parts: int, out: Path) -> str:
     from gnnpar.config import command_flags
 
     argv = ["gnnpar-partition", *command_flags(cfg.data),
-            *command_flags(cfg.partition, skip=("num_parts",)),
+            *command_flags(partition_settings(cfg), skip=("num_parts",)),
             "--num-parts", str(num_parts), "--out", str(out)]
     if not cfg.data.dataset or argv[1].startswith("--"):
         argv.insert(1, cfg.data.dataset)
@@ -256,7 +280,7 @@ def partition_command(cfg: Config, num_parts: int, out: Path) -> str:
 
 
 def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
-                      make: bool = True) -> Path:
+                      make: bool = True, phases: dict[str, float] | None = None) -> Path:
     """The partition directory to train on, partitioning a dataset spec when needed.
 
     Call it in one process (the launcher): it may partition.
@@ -267,6 +291,8 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
         progress: Show the partitioner's progress bars.
         make: Partition a dataset spec whose partition is not cached yet; ``False``
             (under ``torchrun``, where every rank has started) refuses instead.
+        phases: Gets the seconds of ``load`` and ``partition`` when they run (each also
+            announced and timed in the log).
 
     Returns:
         ``cfg.data.dataset`` when it is a partition directory, else the cache directory
@@ -293,8 +319,17 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
             fix=f"partition it first: `{partition_command(cfg, world_size, out)}`, then "
             "run this command again (or pass that --out as the dataset); gnnpar-train "
             f"--nproc {world_size} partitions before it starts the workers.")
+    log.info("loading %s ...", cfg.data.dataset)
+    t0 = time.time()
     dataset = cfg.data.load_any()  # a link task is checked there
     from gnnpar.datasets.hetero import HeteroGraphDataset
+
+    took = time.time() - t0
+    log.info("loaded %s in %.1f s: %s nodes, %s edges", cfg.data.dataset, took,
+             f"{dataset.num_nodes:,}" if isinstance(dataset.num_nodes, int)
+             else f"{sum(dataset.num_nodes.values()):,}", f"{dataset.num_edges:,}")
+    if phases is not None:
+        phases["load"] = took
 
     if isinstance(dataset, HeteroGraphDataset):  # checked before the partitioning
         check_graph_settings(cfg, cfg.data.dataset, dataset.layout(), 0)
@@ -302,10 +337,16 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
         check_graph_settings(cfg, cfg.data.dataset, None, dataset.feat_dim)
     if cfg.data.task == "node":
         dataset.require_node_task(cfg.data.dataset)
+    log.info("partitioning into %d parts (%s) ...", world_size, cfg.partition.partitioner)
+    t0 = time.time()
     try:
-        cfg.partition.run(dataset, world_size, str(out), task=cfg.data.task,
-                          progress=progress)
+        partition_settings(cfg).run(dataset, world_size, str(out), task=cfg.data.task,
+                                    progress=progress)
     except PartitionError:
         if not (out / META_FILE).is_file():  # not just another run that finished first
             raise
+    took = time.time() - t0
+    log.info("partitioned in %.1f s: %s", took, out)
+    if phases is not None:
+        phases["partition"] = took
     return out

@@ -78,6 +78,12 @@ EPOCH_FIELDS = {
                    "their features), forward, backward (DDP's gradient all-reduce overlaps "
                    "it), optimizer, and wait, the part of sample and fetch blocked in "
                    "exchanges. Host seconds: on a GPU a phase's kernels can finish later.",
+    "rank_time_s": "Per rank, in rank order: wall, the seconds of its training steps "
+                   "(about equal on every rank: the steps are collective), and cpu, the "
+                   "CPU seconds its process spent in them, threads included (waiting in "
+                   "a collective costs none): the slowest rank's cpu over the mean is "
+                   "what an unbalanced partition costs every step. {wall: [...], cpu: "
+                   "[...]}.",
     "comm": "Rows and bytes sent by all ranks in the training steps, by kind: "
             "{kind: {rows, bytes}}.",
     "eval_comm": "The same for this epoch's evaluation ({} when none).",
@@ -106,13 +112,49 @@ SUMMARY_FIELDS = {
     "comm_per_epoch": "Mean comm over the same epochs: {kind: {rows, bytes}}.",
     "eval_comm": "Rows and bytes of the final full-neighbour inference, by kind ({} "
                  "without one).",
-    "wall_time_s": "Seconds from the start of training to the end of the final evaluation.",
+    "wall_time_s": "Seconds from the start of the command (gnnpar-train's launcher, or the "
+                   "Trainer's construction) to the end of the final evaluation and outputs, "
+                   "start-up included.",
+    "startup_s": "Seconds of each start-up phase before the first epoch: check (settings "
+                 "and run directory), load and partition (a dataset spec, when not cached), "
+                 "spawn (starting the workers and joining the process group), setup (each "
+                 "rank's part, model and loaders; the slowest rank's is not awaited).",
+    "predictions": "The predictions directory (--save-predictions, --save-embeddings; "
+                   "gnnpar.load_predictions reads it), else null.",
     "peak_memory_bytes": "Largest peak over the ranks: {host: resident set size, "
                          "host_growth: its rise since the rank's Trainer began (the run's "
                          "data and state, not the imported libraries), device: CUDA "
                          "memory allocated by torch, or null on a CPU}.",
     "record": "Path of this file.",
 }
+
+
+def read_format(path: str | os.PathLike[str], fmt: str, version: int, what: str, fix: str,
+                fix_version: str) -> dict[str, Any]:
+    """A JSON document of format ``fmt`` and ``format_version`` ``version``.
+
+    Raises:
+        ConfigError: Unreadable, another format (``fix``) or another version
+            (``fix_version``), naming the file and the field.
+    """
+    doc = read_json(path, ConfigError)
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        raise ConfigError(f"not a {fmt} {what}.", path=path, field="format", fix=fix)
+    if doc.get("format_version") != version:
+        raise ConfigError(f"format_version {doc.get('format_version')!r}; this gnnpar "
+                          f"reads {version}.", path=path, field="format_version",
+                          fix=fix_version)
+    return doc
+
+
+STARTUP_PHASES = ("check", "load", "partition", "spawn", "setup")
+"""The start-up phases, in the order they run (``summary.startup_s``)."""
+
+
+def format_startup(phases: dict[str, float]) -> str:
+    """``"4.1 s: load 1.0 s, partition 2.9 s, ..."`` of the start-up phases' seconds."""
+    return f"{sum(phases.values()):.1f} s: " + ", ".join(
+        f"{k} {phases[k]:.1f} s" for k in STARTUP_PHASES if k in phases)
 
 
 @dataclass
@@ -154,14 +196,9 @@ class RunRecord:
         Raises:
             ConfigError: Not a gnnpar run record of this format version.
         """
-        doc = read_json(path, ConfigError)
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ConfigError(f"not a {FORMAT} record.", path=path, field="format",
-                              fix="pass a run record written by gnnpar-train.")
-        if doc.get("format_version") != FORMAT_VERSION:
-            raise ConfigError(f"format_version {doc.get('format_version')!r}; this gnnpar "
-                              f"reads {FORMAT_VERSION}.", path=path, field="format_version",
-                              fix="re-run with this gnnpar version.")
+        doc = read_format(path, FORMAT, FORMAT_VERSION, "record",
+                          "pass a run record written by gnnpar-train.",
+                          "re-run with this gnnpar version.")
         return cls(config=doc.get("config", {}), partition=doc.get("partition", {}),
                    env=doc.get("env", {}), epochs=list(doc.get("epochs", [])),
                    summary=doc.get("summary", {}), status=doc.get("status", "running"))

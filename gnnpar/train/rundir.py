@@ -15,6 +15,7 @@ Before any work starts, :func:`prepare_run_dir` settles ``OUT``:
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -77,14 +78,15 @@ def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
         overwrite: The run in ``out`` is replaced.
 
     Returns:
-        The directory to write to (created).
+        The directory to write to. It is created when the run writes its first file, so
+        a run refused later (bad data, a failed start) leaves no directory behind.
 
     Raises:
         ConfigError: ``out`` holds a run and neither ``resume`` nor ``overwrite`` was
             given, holds something else, or is a file.
     """
     if out is None:
-        return _mkdir(default_out(name))
+        return _creatable(default_out(name))
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise ConfigError("is a file, not a directory.", path=path, field="run.out",
@@ -109,17 +111,25 @@ def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
                 shutil.rmtree(target)
             elif target.exists():
                 target.unlink()
-    return _mkdir(path)
+    return _creatable(path)
 
 
-def _mkdir(path: Path) -> Path:
-    """Create the run directory, or raise a :class:`ConfigError` naming why not."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot be created ({exc.strerror or exc}).", path=path,
-                          field="run.out", fix="pass an --out under a writable directory "
-                          "(every part of the path a directory).") from None
+def _creatable(path: Path) -> Path:
+    """``path``, once sure it can be created: its first existing ancestor a writable directory.
+
+    Raises:
+        ConfigError: Naming why it cannot.
+    """
+    ancestor = path
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    why = ("" if ancestor.is_dir() and os.access(ancestor, os.W_OK | os.X_OK) else
+           f"{ancestor} is not a directory" if not ancestor.is_dir() else
+           f"{ancestor} is not writable")
+    if why:
+        raise ConfigError(f"cannot be created ({why}).", path=path, field="run.out",
+                          fix="pass an --out under a writable directory (every part of the "
+                          "path a directory).")
     return path
 
 

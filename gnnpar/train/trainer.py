@@ -45,6 +45,7 @@ Example (every rank of ``torchrun --nproc-per-node 2 my_script.py``)::
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -78,14 +79,22 @@ from gnnpar.train.fullgraph import FullGraphEngine, full_neighbour_accuracy
 from gnnpar.train.grid import GridEngine
 from gnnpar.train.hetero import HeteroEngine, build_hetero_model
 from gnnpar.train.link import LinkEngine, LinkModule
+from gnnpar.train.metrics import StepLog, open_metrics
 from gnnpar.train.minibatch import PHASES, SUMS, MinibatchEngine, StepHook
 from gnnpar.train.models import build_model
+from gnnpar.train.outputs import (
+    predictions_dir,
+    wants_outputs,
+    write_node_outputs,
+    write_typed_outputs,
+)
 from gnnpar.train.prepare import check_graph_settings
-from gnnpar.train.record import RECORD_FILE, RunRecord
+from gnnpar.train.record import RECORD_FILE, RunRecord, format_startup
 from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE, check_resume
 from gnnpar.train.sync import LocalSGD, average_model
 
 log = logging.getLogger("gnnpar")
+
 LINK_FIELDS = ("val_mrr", "test_mrr", "val_hits", "test_hits")
 EVAL_FIELDS = ("val_acc", "test_acc", *LINK_FIELDS)
 """What an engine's ``evaluate`` may return (each epoch's record holds them all)."""
@@ -188,8 +197,13 @@ class Trainer:
         summary["test_acc"]
     """
 
-    def __init__(self, cfg: Config, part_dir: str | Path, ctx: DistContext) -> None:
+    def __init__(self, cfg: Config, part_dir: str | Path, ctx: DistContext,
+                 startup: dict[str, float] | None = None,
+                 started: float | None = None) -> None:
         self._start_rss = rss_bytes()
+        self.started = time.time() if started is None else started
+        self.startup = dict(startup or {})
+        setup_start = time.time()
         self.cfg = cfg.validate()
         if cfg.run.out is None:
             raise ConfigError("the Trainer needs a run directory.", field="run.out",
@@ -201,6 +215,7 @@ class Trainer:
         with self.board.guard():
             self.graph = agreed(ctx, lambda: DistGraph.load(part_dir, ctx))
             self._setup()
+        self.startup["setup"] = time.time() - setup_start
 
     def _setup(self) -> None:
         cfg, ctx, graph = self.cfg, self.ctx, self.graph
@@ -351,7 +366,8 @@ class Trainer:
 
     def _fit(self, hook: StepHook | None) -> dict[str, Any]:
         ctx, t = self.ctx, self.cfg.train
-        wall = time.perf_counter()
+        if ctx.is_main and self.startup:
+            log.info("start-up: %s", format_startup(self.startup))
         partial = self._resume()
         if ctx.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
@@ -363,12 +379,29 @@ class Trainer:
         self._started = True
         self._write_record()
         engine = self.engine
+        run = self.cfg.run
+        shown = run.progress and sys.stderr.isatty()  # rank 0's progress bar
+        self.step_log = StepLog(ctx.is_main and (run.log_every > 0 or not shown),
+                                run.log_every, open_metrics(run.metrics, self.out)
+                                if ctx.is_main else None, engine.steps_per_epoch, t.epochs)
+        if isinstance(engine, MinibatchEngine):
+            engine.step_log = self.step_log
+        try:
+            return self._epochs(partial, hook)
+        finally:
+            self.step_log.close()
+
+    def _epochs(self, partial: dict[str, float], hook: StepHook | None) -> dict[str, Any]:
+        """Train the epochs from the position, then the final evaluation and outputs."""
+        ctx, t, engine = self.ctx, self.cfg.train, self.engine
         for epoch in range(self._position()["epoch"], t.epochs):
             if not partial and isinstance(engine, MinibatchEngine):
                 engine.loader.set_epoch(epoch)
             self.stats.reset()
+            cpu = time.process_time()
             sums = engine.train_epoch(self.ddp, self.optimizer, epoch, self._seed_step,
                                       partial, self._save, hook, self.cfg.run.progress)
+            cpu = time.process_time() - cpu
             partial = {}
             self._next_epoch = epoch + 1
             if not engine.sync.synchronous:
@@ -377,6 +410,9 @@ class Trainer:
             totals = dict(zip(SUMS, all_reduce_sum(ctx, torch.tensor(
                 [sums[k] for k in SUMS], dtype=torch.float64, device=ctx.device)).tolist(),
                 strict=True))
+            ranks = torch.zeros(2, ctx.world_size, dtype=torch.float64, device=ctx.device)
+            ranks[:, ctx.rank] = torch.tensor([sums["time"], cpu], dtype=torch.float64)
+            rank_wall, rank_cpu = all_reduce_sum(ctx, ranks).tolist()
             train = [totals[k] for k in ("loss", "correct", "seeds", "edges", "time")]
             phases = {k: totals[f"t_{k}"] / ctx.world_size for k in PHASES}
             comm = comm_totals(self.stats, ctx)
@@ -399,19 +435,21 @@ class Trainer:
                 "train_acc": train[1] / train[2], **accuracy, "epoch_time_s": epoch_time,
                 "eval_time_s": eval_time, "sampled_edges": int(train[3]) if sample else None,
                 "sampled_edges_per_s": train[3] / epoch_time if sample else None,
-                "step_time_s": phases, "comm": comm, "eval_comm": eval_comm})
+                "step_time_s": phases, "rank_time_s": {"wall": rank_wall, "cpu": rank_cpu},
+                "comm": comm, "eval_comm": eval_comm})
             self._write_record()
             if (epoch + 1) % self.cfg.run.checkpoint_every == 0 or epoch + 1 == t.epochs:
                 self._save({})
             if ctx.is_main:
                 self._log_epoch(entry)
+                self.step_log.epoch(entry)
         self.eval_stats.reset()
         with self.stats.redirect(self.eval_stats):
             final = self._final_accuracy()
         eval_comm = comm_totals(self.eval_stats, ctx)
         if self.link and t.eval != "none" and self.record.epochs:  # the last epoch's
             eval_comm = self.record.epochs[-1]["eval_comm"]
-        self.record.summary = self._summary(final, eval_comm, time.perf_counter() - wall,
+        self.record.summary = self._summary(final, eval_comm, time.time() - self.started,
                                             peak_memory(ctx, self._start_rss))
         self.record.status = "complete"
         self._write_record()
@@ -420,29 +458,48 @@ class Trainer:
     def _final_accuracy(self) -> dict[str, Any]:
         """The run's final metrics as ``--eval`` asks (collective for ``full``).
 
-        Link prediction evaluates exactly after the last epoch anyway: its figures.
+        Link prediction evaluates exactly after the last epoch anyway: its figures.  With
+        ``--save-predictions`` / ``--save-embeddings`` the exact inference also writes
+        ``OUT/predictions`` (and runs whatever ``--eval`` says).
         """
         t = self.cfg.train
         final: dict[str, Any] = dict.fromkeys(("train_acc", "val_acc", "test_acc",
                                                *LINK_FIELDS))
-        if t.eval == "none":
-            return final
-        if self.link:
-            last = self.record.epochs[-1] if self.record.epochs else {}
-            return {**final, **{k: last.get(k) for k in LINK_FIELDS}}
-        if t.eval == "sampled":
-            last = self.record.epochs[-1] if self.record.epochs else {}
-            return {**final, "val_acc": last.get("val_acc"), "test_acc": last.get("test_acc")}
+        save = wants_outputs(self.cfg)
         engine = self.engine
+        last = self.record.epochs[-1] if self.record.epochs else {}
+        source = {"run": str(self.out), "partition": self.part_dir}
+        if save and isinstance(engine, HeteroEngine):
+            write_typed_outputs(predictions_dir(self.out), self.cfg, engine, self.graph,
+                                self.ctx, source)
+        elif save and self.link:
+            assert isinstance(self.trained, LinkModule)
+            write_node_outputs(predictions_dir(self.out), self.cfg, self.trained.gnn,
+                               self.graph, self.ctx, self.stats, logits=False, source=source)
+        homogeneous = not self.link and not isinstance(engine, HeteroEngine)
+        sampled = {**final, "val_acc": last.get("val_acc"), "test_acc": last.get("test_acc")}
+        if not homogeneous or (t.eval != "full" and not save):
+            if t.eval == "none":
+                return final
+            if self.link:
+                return {**final, **{k: last.get(k) for k in LINK_FIELDS}}
+            return sampled
         if isinstance(engine, GridEngine):
             return {**final, **engine.accuracy()}
         flush_pipelines(engine.module)  # no stale halo exchange left in flight
         plan = engine.halo.exchange.plan if isinstance(engine, FullGraphEngine) else None
         embedding = engine.embedding if isinstance(engine, MinibatchEngine) else None
-        return {**final, **full_neighbour_accuracy(
-            self.model, self.graph, self.ctx, self.split_sizes, self.stats, t.precision,
-            int(t.eval_budget_mb * 2**20), plan,
-            None if embedding is None else embedding.weight)}
+        x = None if embedding is None else embedding.weight
+        budget = int(t.eval_budget_mb * 2**20)
+        if save:
+            exact = write_node_outputs(predictions_dir(self.out), self.cfg, self.model,
+                                       self.graph, self.ctx, self.stats, plan, x,
+                                       source=source)
+        else:
+            exact = full_neighbour_accuracy(self.model, self.graph, self.ctx,
+                                            self.split_sizes, self.stats, t.precision,
+                                            budget, plan, x)
+        return {"full": {**final, **(exact or {})}, "sampled": sampled, "none": final}[t.eval]
 
     def _log_epoch(self, entry: dict[str, Any]) -> None:
         t = self.cfg.train
@@ -486,6 +543,8 @@ class Trainer:
                                    for f in ("rows", "bytes")} for k in kinds},
             "eval_comm": eval_comm,
             "wall_time_s": wall,
+            "startup_s": self.startup,
+            "predictions": str(predictions_dir(self.out)) if wants_outputs(self.cfg) else None,
             "peak_memory_bytes": memory,
             "record": str(self.record_path),
         }

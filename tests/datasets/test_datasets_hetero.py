@@ -122,6 +122,28 @@ def test_add_reverse_by_hand() -> None:
     assert exc.value.field == "edges[paper,rev_writes,author]"
 
 
+def test_reverse_modes_recognise_stored_reverses() -> None:
+    # Reverses stored under a reverse's name (rev_writes) and under another name found by
+    # its endpoints (venue -> paper "lists", exactly IN's edges swapped).
+    s, d = EDGES[IN]
+    stored = small(edges={**EDGES, ("paper", "rev_writes", "author"): EDGES[WRITES][::-1],
+                          ("venue", "lists", "paper"): (d, s)})
+    auto = stored.with_reverse("auto")
+    assert set(auto.edge_types) == set(stored.edge_types)  # nothing added twice
+    assert stored.stored_reverse(IN) == ("venue", "lists", "paper")
+    assert stored.stored_reverse(WRITES) == ("paper", "rev_writes", "author")
+    assert small().with_reverse("auto").edge_types == small().add_reverse().edge_types
+    assert stored.with_reverse("none") is stored
+    # Same endpoints but other edges: not a reverse, so auto adds one.
+    other = small(edges={**EDGES, ("venue", "lists", "paper"): (d, [(v + 1) % 4 for v in s])})
+    assert other.stored_reverse(IN) is None
+    assert ("venue", "rev_in", "paper") in other.with_reverse("auto").edges
+    with pytest.raises(DatasetError) as exc:
+        stored.with_reverse("add")
+    assert exc.value.field == "edges[paper,rev_writes,author]"
+    assert "--reverse auto" in str(exc.value)
+
+
 def test_save_load_round_trip_memory_maps(tmp_path: Path) -> None:
     ds = small()
     ds.save(tmp_path / "d")

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gnnpar.datasets.synthetic import sbm
@@ -30,7 +31,15 @@ def test_partition_verify_info(tmp_path: Path) -> None:
     assert "assign (metis)" in r.stderr and "write" in r.stderr  # progress bars
     meta = json.loads((out / "meta.json").read_text())
     assert meta["num_parts"] == 3 and meta["halo_hops"] == 2
-    assert meta["partitioner"] == {"method": "metis", "seed": 5, "balance": ["nodes", "edges"]}
+    made = meta["partitioner"]
+    assert {k: made[k] for k in ("method", "seed", "balance")} == {
+        "method": "metis", "seed": 5, "balance": ["nodes", "edges"]}
+    # The balancing pass records the max/mean it reached: counted here from the parts.
+    owned = np.diff(meta["offsets"])
+    edges = np.array([np.load(out / f"part-{k}" / "indptr.npy")[n] for k, n in enumerate(owned)])
+    assert made["imbalance"] == pytest.approx(
+        {"nodes": owned.max() / owned.mean(), "edges": edges.max() / edges.mean()}, abs=1e-6)
+    assert max(made["imbalance"].values()) <= 1.05
 
     r = cli("verify", str(out), "--dataset", SPEC)
     assert r.returncode == 0, r.stderr
@@ -59,6 +68,10 @@ def test_errors_exit_1_with_the_fix(tmp_path: Path) -> None:
     assert r.returncode == 1 and "--num-parts" in r.stderr
     r = cli(SPEC, "--num-parts", "401", "--out", str(tmp_path / "other"), "--no-progress")
     assert r.returncode == 1 and "num_parts" in r.stderr and "1..400" in r.stderr
+    r = cli(SPEC, "--num-parts", "2", "--out", str(tmp_path / "other"), "--no-progress",
+            "--kaminpar-repeats", "0")
+    assert r.returncode == 1 and "--kaminpar-repeats" in r.stderr, r.stderr
+    assert not (tmp_path / "other").exists()
     r = cli("verify", str(tmp_path / "missing"))
     assert r.returncode == 1 and "does not exist" in r.stderr
 

@@ -96,8 +96,11 @@ def test_graph_without_features_labels_or_training_nodes(tmp_path: Path) -> None
     ds = GraphDataset(num_nodes=40, src=np.arange(39), dst=np.arange(1, 40))
     meta = partition_graph(ds, 4, tmp_path / "p")
     assert meta.feat_dim == 0 and meta.num_classes == 0
-    # No training nodes: the "train" constraint is dropped, the rest balanced.
-    assert meta.partitioner == {"method": "metis", "seed": 0, "balance": ["nodes", "edges"]}
+    # No training nodes: the default's "train" and "sampled" are dropped, nodes balanced.
+    sizes = np.diff(meta.offsets)
+    assert {k: meta.partitioner[k] for k in ("method", "seed", "balance", "imbalance")} == {
+        "method": "metis", "seed": 0, "balance": ["nodes"],
+        "imbalance": {"nodes": sizes.max() / sizes.mean()}}
     p = load_partition(tmp_path / "p", 2)
     assert p.feat.shape == (p.num_owned, 0) and p.feat.dtype == np.float32
     assert (np.asarray(p.label) == -1).all()

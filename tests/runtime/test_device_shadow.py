@@ -24,6 +24,7 @@ Every collective of those runs is issued by the thread that runs the step (NCCL'
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -196,11 +197,14 @@ def _train(shadow: Any, ctx: Any, part_dir: str, out: str, settings: dict[str, A
     from gnnpar.train.config import Config, ModelConfig
     from gnnpar.train.trainer import Trainer
 
+    # No log line inside a measured step: its one read per interval is outside the step's
+    # budget (gnnpar.train.minibatch.STEP_HOST_SYNCS).
+    quiet = {"log_every": 10**9}
     if settings.get("mode") == "full":
         cfg = configure(Config(model=ModelConfig(hidden=16)),
-                        **{"out": out, "progress": False, "epochs": 2, **settings})
+                        **{"out": out, "progress": False, "epochs": 2, **quiet, **settings})
     else:
-        cfg = small_config(out, **{"hidden": 16, **settings})
+        cfg = small_config(out, **{"hidden": 16, **quiet, **settings})
     trainer = Trainer(cfg, part_dir, ctx)
     epochs: list[int] = []
     engine = trainer.engine
@@ -218,8 +222,11 @@ def _train(shadow: Any, ctx: Any, part_dir: str, out: str, settings: dict[str, A
     with shadow.window() as whole:
         trainer.fit(hook)
     hook.close()  # type: ignore[attr-defined]
+    index = Path(out) / "predictions" / "index.json"
     return {"steps": steps, "epochs": epochs, "steps_per_epoch": engine.steps_per_epoch,
-            "threads": sorted({t == main for _, t in whole.collectives})}
+            "threads": sorted({t == main for _, t in whole.collectives}),
+            "outputs": sorted(json.loads(index.read_text())["arrays"]) if index.is_file()
+            else []}
 
 
 def _loader_reads(shadow: Any, loader: Any, batches: int = 3) -> list[tuple[int, Any]]:
@@ -275,11 +282,14 @@ def shadow_jobs(parts: dict[str, str], out: str) -> dict[str, Any]:
             rows.square().sum().backward()
             opt.step()
         res["embedding"] = (w.num_syncs, sorted(set(w.sites)))
-        runs = {"sample": ("node", {}), "gcn": ("node", {"name": "gcn", "cache_mb": 1}),
+        # The outputs (--save-predictions, --save-embeddings) are written under it too.
+        runs = {"sample": ("node", {"save_predictions": True, "save_embeddings": 0}),
+                "gcn": ("node", {"name": "gcn", "cache_mb": 1}),
                 "gat": ("node", {"name": "gat"}), "local_sgd": ("node", {"sync": "every:2"}),
-                "link": ("link", {"task": "link"}),
-                "typed": ("typed", {"eval": "sampled"}), "featureless": ("bare", {}),
-                "full": ("node", {"mode": "full"}),
+                "link": ("link", {"task": "link", "save_embeddings": 0}),
+                "typed": ("typed", {"eval": "sampled", "save_predictions": True}),
+                "featureless": ("bare", {}),
+                "full": ("node", {"mode": "full", "save_predictions": True}),
                 "bns": ("node", {"mode": "full", "boundary_p": 0.5}),
                 "stale": ("node", {"mode": "full", "stale": True}),
                 "grid": ("node", {"mode": "full", "grid": "2,1,1", "name": "gcn"})}
@@ -363,3 +373,12 @@ def test_full_graph_epochs_within_budget(shadowed: dict[str, Any], name: str) ->
     run = shadowed[f"train/{name}"]
     assert len(run["epochs"]) == 2 and max(run["epochs"]) <= EPOCH_HOST_SYNCS == 2, run
     assert run["threads"] == [True]
+
+
+def test_outputs_are_written_under_the_shadow(shadowed: dict[str, Any]) -> None:
+    """--save-predictions / --save-embeddings of every kind of run, device-correct."""
+    assert shadowed["train/sample"]["outputs"] == ["embeddings", "logits", "pred"]
+    assert shadowed["train/full"]["outputs"] == ["logits", "pred"]
+    assert shadowed["train/link"]["outputs"] == ["embeddings"]
+    assert shadowed["train/typed"]["outputs"] == ["logits", "pred"]
+    assert shadowed["train/gcn"]["outputs"] == []

@@ -18,7 +18,13 @@ from gnnpar.errors import ConfigError
 from gnnpar.train.checkpoint import save_checkpoint
 from gnnpar.train.cli import build_parser, main, parse
 from gnnpar.train.config import Config
-from gnnpar.train.prepare import check_world_size, partition_cache_dir, resolve_partition
+from gnnpar.train.prepare import (
+    check_world_size,
+    partition_cache_dir,
+    partition_command,
+    partition_settings,
+    resolve_partition,
+)
 from gnnpar.train.rundir import check_resume, prepare_run_dir
 
 TINY = "synthetic:sbm?nodes=1500&feat_dim=16&classes=4&seed=2"
@@ -189,6 +195,8 @@ def test_run_directory_is_never_overwritten_silently(tmp_path: Path, no_spawn: l
     assert (other / "notes.txt").read_text() == "keep me"
     # Without --out, each run gets a new directory.
     first = prepare_run_dir(None, name=str(tmp_path / "auto"))
+    assert not first.exists()  # made by the run when it writes (a refused run leaves none)
+    first.mkdir()
     (first / "record.json").write_text("{}")
     assert prepare_run_dir(None, name=str(tmp_path / "auto")) == tmp_path / "auto-2"
 
@@ -241,6 +249,22 @@ def test_partition_cache_follows_settings_and_inputs(tmp_path: Path) -> None:
     os.utime(edges, ns=(1, 1))  # an edited input is partitioned anew
     assert partition_cache_dir(parse([str(edges), "--root", str(tmp_path)]), 2) != directed
 
+
+
+def test_full_mode_balances_stored_edges_by_default(tmp_path: Path) -> None:
+    root = ["--root", str(tmp_path)]
+    full = resolve_partition(parse([TINY, *root, "--mode", "full"]), 2)
+    meta = json.loads((full / "meta.json").read_text())
+    assert meta["partitioner"]["balance"] == ["nodes", "train", "edges"]
+    assert "--balance nodes,train,edges" in partition_command(
+        parse([TINY, *root, "--mode", "full"]), 2, full)
+    sample = resolve_partition(parse([TINY, *root]), 2)
+    assert sample != full
+    assert json.loads((sample / "meta.json").read_text())["partitioner"]["balance"] == [
+        "nodes", "train", "sampled"]
+    assert partition_settings(parse([TINY, "--mode", "full", "--balance", "nodes"])
+                              ).balance == ("nodes",)  # a --balance given wins
+    check_world_size(parse([str(sample), "--mode", "full"]), 2)  # a directory as it is
 
 def test_help_imports_no_torch() -> None:
     code = ("import sys; from gnnpar.train.cli import build_parser; "

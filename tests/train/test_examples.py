@@ -75,14 +75,17 @@ def test_dnn_hybrid_parallel_example_writes_the_run_record(tmp_path: Path) -> No
 
 
 def test_typed_example_on_an_ogb_typed_layout_with_nproc(tmp_path: Path) -> None:
-    # An ogbn-mag-like dataset in OGB's typed layout (relations stored once; the loader
-    # adds the reverses), through the example's own --nproc (its workers import it).
+    # An ogbn-mag-like dataset in OGB's typed layout that stores its reverse relations
+    # (rev_writes, and published_in's reverse under another name: found by its
+    # endpoints), trained with default flags through the example's own --nproc.
     sys.path.insert(0, str(Path(__file__).parents[1] / "datasets"))
     from _ogb_files import write_typed_layout
 
     ds = typed(num_papers=1000, num_authors=500, num_venues=20, seed=3)
-    stored = {et: ds.edges[et] for et in ds.edges if not et[1].startswith("rev_")}
-    write_typed_layout(tmp_path / "tinymag", replace(ds, edges=stored))
+    stored_edges = {(et[0], "has_paper" if et[1] == "rev_published_in" else et[1], et[2]): v
+                    for et, v in ds.edges.items()}
+    assert len(stored_edges) == 5
+    write_typed_layout(tmp_path / "tinymag", replace(ds, edges=stored_edges))
     meta = {"dir_path": str(tmp_path / "tinymag"), "split": "time", "num tasks": "1",
             "num classes": str(ds.num_classes), "add_inverse_edge": "False",
             "binary": "False", "is hetero": "True", "name": "tinymag"}
@@ -98,3 +101,4 @@ def test_typed_example_on_an_ogb_typed_layout_with_nproc(tmp_path: Path) -> None
     assert summary["eval"] == "sampled" and summary["test_acc"] > 0.5  # 6 classes
     assert summary["comm_per_epoch"]["embedding_grad"]["bytes"] > 0
     assert sorted(record["partition"]["node_types"]) == ["author", "paper", "venue"]
+    assert "already exists" not in proc.stderr

@@ -113,3 +113,34 @@ def test_cli_prints_the_table_and_trains_nothing(planned: dict[str, Any],
     assert not out.exists()
     assert main([str(root / "parts"), "--plan", "--plan-speeds", "1,0"]) == 1
     assert "--plan-speeds" in capsys.readouterr().err
+
+
+def test_choice_prefers_fewer_bytes_within_the_margin(planned: dict[str, Any]) -> None:
+    from gnnpar.train.plan import PLAN_MARGIN
+
+    p: Plan = planned["plan"]
+    exact = [e for e in p.estimates if e.exact]
+    frugal = min(exact, key=lambda e: e.bytes_per_epoch)
+    assert p.chosen is not None and p.reason
+    assert p.chosen is frugal or p.chosen.epoch_cost_s < (1 - PLAN_MARGIN) * frugal.epoch_cost_s
+
+
+def test_rmat_hubs_bytes_exact_and_memory_within_a_quarter(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A power-law graph (R-MAT: hubs, METIS parts), not the SBM the model was fitted on."""
+    from gnnpar.datasets.synthetic import rmat
+
+    root = tmp_path_factory.mktemp("plan-rmat")
+    partition_graph(rmat(num_nodes=16000, avg_degree=12, feat_dim=256, num_classes=8, seed=3),
+                    2, root / "parts")
+    p = plan(GraphStats.from_meta(PartitionMeta.load(root / "parts")), MODEL, SampleConfig())
+    est = next(e for e in p.estimates if e.name == "full-1d")
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in ENV.items():
+            env.setenv(key, value)
+        summary = run_multiproc(_run, 2, str(root / "parts"), str(root / "run"), None,
+                                timeout=300)[0]
+    measured = {k: v["bytes"] for k, v in summary["comm_per_epoch"].items()}
+    assert {k: v for k, v in est.bytes_by_kind.items() if v} == measured
+    grown = summary["peak_memory_bytes"]["host_growth"]
+    assert abs(est.memory_bytes - grown) <= 0.25 * grown, (est.memory_bytes, grown)

@@ -1,0 +1,214 @@
+"""``gnnpar-predict``: a trained run applied to a graph, exact full-neighbour inference.
+
+Usage::
+
+    gnnpar-predict RUN_DIR DATASET_OR_PARTITION [--nproc K] --out DIR [data flags]
+
+The run's model (its configuration and checkpoint) runs on every node of the graph --
+the training graph or a new one with the same feature width, a partition directory or a
+dataset spec partitioned into ``K`` parts first (cached under ``ROOT/partitions`` as
+``gnnpar-train`` caches) -- layer by layer with every in-neighbour
+(:mod:`gnnpar.nn.inference`), one process per part.  Each rank writes its owned rows
+into ``DIR`` as ``gnnpar-train --save-predictions`` does (logits and classes, or a link
+run's embeddings; ``--save-embeddings [LAYER]`` adds a layer's embeddings), read back
+in dataset order with ``gnnpar.load_predictions(DIR)``.  A graph with labels and a split
+also gets each split's accuracy.  Every check that needs no worker -- the run, the
+feature width, an existing ``DIR`` -- runs before any worker starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gnnpar.config import ArgumentParser, add_config_arguments, option, parse_config
+from gnnpar.console import log_to_stderr
+from gnnpar.datasets.config import DataConfig
+from gnnpar.errors import ConfigError, GnnparError
+from gnnpar.partition.config import PartitionConfig
+
+PROG = "gnnpar-predict"
+
+
+@dataclass
+class PredictRun:
+    """Where the predictions go and how the inference runs."""
+
+    out: str = option("", metavar="DIR")
+    """Directory of the predictions (new or empty, or one written by gnnpar-predict)."""
+
+    nproc: int | None = None
+    """Worker processes on this machine, one part each (default: one)."""
+
+    device: str | None = None
+    """cpu or cuda (default: the local rank's GPU when torch sees one, else cpu)."""
+
+    eval_budget_mb: float = 256.0
+    """MiB per chunk of destination nodes of the layer-wise inference."""
+
+    save_embeddings: int | None = option(None, const=0, metavar="LAYER")
+    """Also write the embeddings of layer LAYER (without LAYER: the last hidden layer;
+    a link run's embeddings are written anyway)."""
+
+    timeout_s: float = 300.0
+    """Collective timeout in seconds."""
+
+
+@dataclass
+class PredictConfig:
+    """``gnnpar-predict``'s settings: the graph, its partitioning, the outputs."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    """The graph to predict on."""
+
+    partition: PartitionConfig = field(default_factory=PartitionConfig)
+    """How a dataset spec is partitioned."""
+
+    predict: PredictRun = field(default_factory=PredictRun)
+    """Outputs and processes."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``gnnpar-predict`` argument parser."""
+    p = ArgumentParser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Apply a trained gnnpar-train run to a graph (exact "
+                       "full-neighbour inference) and write every node's predictions.",
+                       epilog=f"Examples:\n  {PROG} runs/sbm-sample synthetic:sbm --nproc 2 "
+                       "--out preds\n  {PROG} runs/sbm-sample \"synthetic:sbm?seed=7\" --out "
+                       "preds-7".replace("{PROG}", PROG))
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a gnnpar-train run directory")
+    add_config_arguments(p, PredictConfig)
+    return p
+
+
+def settings(run_dir: str, pc: PredictConfig) -> Any:
+    """The run's configuration for inference on ``pc``'s graph (checked, no data read)."""
+    from gnnpar.train.config import FullConfig, LinkConfig
+    from gnnpar.train.export import model_spec, read_run
+
+    cfg, record = read_run(run_dir)
+    model_spec(cfg, record, run_dir)  # refuses typed and featureless runs
+    p = pc.predict
+    if not p.out:
+        raise ConfigError("no output directory.", field="predict.out",
+                          fix="pass --out DIR.")
+    node = cfg.data.task == "node"  # a link run writes its encoder's embeddings
+    run = dataclasses.replace(cfg.run, out=p.out, nproc=p.nproc, device=p.device,
+                              timeout_s=p.timeout_s, save_predictions=node,
+                              save_embeddings=p.save_embeddings if node else cfg.model.layers)
+    train = dataclasses.replace(cfg.train, eval_budget_mb=p.eval_budget_mb, precision="fp32")
+    # The graph is read for its nodes: it needs neither labels nor supervision edges.
+    data = dataclasses.replace(pc.data, task="node")
+    return dataclasses.replace(cfg, data=data, partition=pc.partition, train=train, run=run,
+                               full=FullConfig(), link=LinkConfig()).validate(), record
+
+
+def _check_out(out: Path) -> None:
+    from gnnpar.train.predictions import INDEX_FILE
+
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (
+            out / INDEX_FILE).is_file())):
+        raise ConfigError("exists and is not a predictions directory; gnnpar-predict "
+                          "writes only into a new or empty one (or its own).", path=out,
+                          field="--out", fix="pass a new --out DIR.")
+
+
+def resolve(cfg: Any, record: dict[str, Any], nproc: int) -> Path:
+    """The partition to predict on (partitioning a spec), its feature width checked."""
+    from gnnpar.partition.format import PartitionMeta
+    from gnnpar.train.prepare import META_FILE, is_partition_dir, partition_cache_dir
+
+    d = cfg.data
+    if is_partition_dir(d.dataset):
+        part_dir = Path(d.dataset).expanduser()
+    else:
+        part_dir = partition_cache_dir(cfg, nproc)
+        if not (part_dir / META_FILE).is_file():
+            dataset = d.load()
+            cfg.partition.run(dataset, nproc, str(part_dir), task="node",
+                              progress=cfg.run.progress)
+    meta = PartitionMeta.load(part_dir)
+    want = int(record["partition"]["feat_dim"])
+    if meta.types is not None or meta.feat_dim != want:
+        what = "a typed graph" if meta.types is not None else f"{meta.feat_dim} features"
+        raise ConfigError(f"has {what}; the run's model reads {want} features per node.",
+                          path=d.dataset, field="feat_dim",
+                          fix=f"pass a graph with {want} features per node.")
+    if meta.num_parts != nproc:
+        raise ConfigError(f"the partition has {meta.num_parts} parts for {nproc} processes.",
+                          path=part_dir, field="num_parts",
+                          fix=f"pass --nproc {meta.num_parts}.")
+    return part_dir
+
+
+def predict_worker(run_dir: str, cfg: Any, part_dir: str) -> dict[str, Any] | None:
+    """One rank: the run's model on its part, its rows written (collective).
+
+    Returns:
+        The predictions' ``index.json`` on rank 0, ``None`` elsewhere.
+    """
+    from datetime import timedelta
+
+    from gnnpar.distributed import init, shutdown
+    from gnnpar.graph import DistGraph
+    from gnnpar.train.export import load_trained
+    from gnnpar.train.outputs import write_node_outputs
+    from gnnpar.train.predictions import INDEX_FILE
+
+    ctx = init(device=cfg.run.device, timeout=timedelta(seconds=cfg.run.timeout_s))
+    done = False
+    try:
+        graph = DistGraph.load(part_dir, ctx)
+        _, _, model, _ = load_trained(run_dir)
+        out = Path(cfg.run.out)
+        write_node_outputs(out, cfg, model.to(ctx.device), graph, ctx,
+                           logits=cfg.run.save_predictions,
+                           source={"run": run_dir, "partition": part_dir})
+        done = True
+        return json.loads((out / INDEX_FILE).read_text()) if ctx.is_main else None
+    finally:
+        shutdown(wait=done)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``gnnpar-predict``; the exit status."""
+    from gnnpar.train.predictions import describe
+
+    log_to_stderr()
+    parser = build_parser()
+    try:
+        pc, ns, _ = parse_config(parser, PredictConfig, argv)
+        cfg, record = settings(ns.run_dir, pc)
+        out = Path(cfg.run.out)
+        _check_out(out)
+        nproc = cfg.run.nproc or 1
+        part_dir = resolve(cfg, record, nproc)
+        args = (str(ns.run_dir), cfg, str(part_dir))
+        if cfg.run.nproc is None:
+            index = predict_worker(*args)
+        else:
+            from gnnpar.train.launch import launch_workers
+
+            threads = max(1, (os.cpu_count() or 1) // nproc)
+            launch_workers("gnnpar.train.predict:predict_worker", args, nproc,
+                           threads=threads)
+            from gnnpar.train.predictions import INDEX_FILE
+
+            index = json.loads((out / INDEX_FILE).read_text())
+    except GnnparError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    assert index is not None
+    print(f"{out}: {describe(index)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
