@@ -4,7 +4,9 @@ Two partitions of one graph, features stored in fp32 and in bf16 (``gnnpar-parti
 --feature-dtype``), and ``gnnpar-train --nproc 2`` on each, alternating fp32 and bf16
 (``--precision bf16``) for ``--rounds`` rounds; GraphSAGE 2x256, fan-outs 15,10, batch
 1024, 1 thread per worker. Reported: the median epoch (first epoch of each run dropped),
-the feature bytes per epoch, test accuracy, and whether this CPU computes bf16 natively
+the CPU seconds of an epoch's training steps (both ranks; steadier than the wall time on
+a shared machine), the feature bytes per epoch, test accuracy, the 1-minute load before
+each run, and whether this CPU computes bf16 natively
 (on one that does not, ``--precision bf16`` computes in fp32: the issue's goal is an
 epoch within 1.05x fp32's at half the feature bytes).
 
@@ -67,17 +69,27 @@ def main() -> None:
                            "load_before_runs": loads, "date": time.strftime("%Y-%m-%d %H:%M")}
     for precision, recs in runs.items():
         epochs = [e["epoch_time_s"] for rec in recs for e in rec["epochs"][1:]]
+        cpu = [sum(e["rank_time_s"]["cpu"]) for rec in recs for e in rec["epochs"][1:]]
         feature = [rec["summary"]["comm_per_epoch"]["feature"]["bytes"] for rec in recs]
         out[precision] = {"epoch_s_median": statistics.median(epochs),
+                          "epoch_cpu_s_median": statistics.median(cpu),
                           "feature_bytes_per_epoch": statistics.median(feature),
                           "test_acc_sampled": [rec["summary"]["test_acc_sampled"]
                                                for rec in recs]}
     a, b = out["fp32"], out["bf16"]
+    out["round_epoch_ratios"] = [
+        round(statistics.median(e["epoch_time_s"] for e in rb["epochs"][1:])
+              / statistics.median(e["epoch_time_s"] for e in ra["epochs"][1:]), 3)
+        for ra, rb in zip(runs["fp32"], runs["bf16"], strict=True)]
     print(f"SBM {nodes:,} nodes, 100 features, 2 ranks; native bf16 on this CPU: "
           f"{out['native_bf16_cpu']}; load before the runs {loads}")
     print(f"{'':28s} {'fp32':>12s} {'bf16':>12s} {'bf16/fp32':>10s}")
     print(f"{'epoch, median s':28s} {a['epoch_s_median']:12.3f} {b['epoch_s_median']:12.3f} "
           f"{b['epoch_s_median'] / a['epoch_s_median']:9.2f}x")
+    print(f"{'epoch CPU s, both ranks':28s} {a['epoch_cpu_s_median']:12.3f} "
+          f"{b['epoch_cpu_s_median']:12.3f} "
+          f"{b['epoch_cpu_s_median'] / a['epoch_cpu_s_median']:9.2f}x")
+    print(f"{'epoch bf16/fp32 per round':28s} {out['round_epoch_ratios']}")
     fa, fb = a["feature_bytes_per_epoch"], b["feature_bytes_per_epoch"]
     print(f"{'feature MB per epoch':28s} {fa / 1e6:12.1f} {fb / 1e6:12.1f} {fb / fa:9.2f}x")
     print(f"{'test acc sampled':28s} {statistics.fmean(a['test_acc_sampled']):12.4f} "
