@@ -84,14 +84,12 @@ def main() -> None:
     print(f"SBM {nodes:,} nodes, 100 features, 2 ranks; native bf16 on this CPU: "
           f"{out['native_bf16_cpu']}; load before the runs {loads}")
     print(f"{'':28s} {'fp32':>12s} {'bf16':>12s} {'bf16/fp32':>10s}")
-    print(f"{'epoch, median s':28s} {a['epoch_s_median']:12.3f} {b['epoch_s_median']:12.3f} "
-          f"{b['epoch_s_median'] / a['epoch_s_median']:9.2f}x")
-    print(f"{'epoch CPU s, both ranks':28s} {a['epoch_cpu_s_median']:12.3f} "
-          f"{b['epoch_cpu_s_median']:12.3f} "
-          f"{b['epoch_cpu_s_median'] / a['epoch_cpu_s_median']:9.2f}x")
+    for label, key, scale in (("epoch, median s", "epoch_s_median", 1.0),
+                              ("epoch CPU s, both ranks", "epoch_cpu_s_median", 1.0),
+                              ("feature MB per epoch", "feature_bytes_per_epoch", 1e-6)):
+        print(f"{label:28s} {a[key] * scale:12.3f} {b[key] * scale:12.3f} "
+              f"{b[key] / a[key]:9.2f}x")
     print(f"{'epoch bf16/fp32 per round':28s} {out['round_epoch_ratios']}")
-    fa, fb = a["feature_bytes_per_epoch"], b["feature_bytes_per_epoch"]
-    print(f"{'feature MB per epoch':28s} {fa / 1e6:12.1f} {fb / 1e6:12.1f} {fb / fa:9.2f}x")
     print(f"{'test acc sampled':28s} {statistics.fmean(a['test_acc_sampled']):12.4f} "
           f"{statistics.fmean(b['test_acc_sampled']):12.4f}")
     if args.json:
