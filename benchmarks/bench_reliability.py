@@ -12,19 +12,30 @@ rank killed or stopped — and is classified by how it ended:
   one ``error:`` line on stderr that names a ``Fix:``, no traceback;
 * **unclear**: any other failure (a traceback, an abort, several error lines);
 * **accepted silently**: exit status 0 although the input is bad;
-* for the valid inputs among them (``expect ok``): **ok** or **failed**.
+* **warned**: exit status 0 with the expected warning (inputs that are legal but
+  suspicious, such as identical validation and test edges);
+* **data lost**: whatever the exit status, a directory the command must not touch
+  (a dataset folder, a user's file, the previous run) changed;
+* for the valid inputs among them (``expect ok``): **ok** or **failed**;
+* for the faults (a rank killed or stopped once training runs): **fault survived** (one
+  clear error naming the rank) with the seconds from the signal to the exit, as a
+  multiple of ``--timeout-s`` for a stopped rank (the documented bound: 1.5).
 
-It prints one line per case and the counts, the figures of issue 11's campaign table
-(faults survived, inputs with a clear error, silent acceptances).
+It prints one line per case and the counts, the figures of issue 11's and issue 24's
+campaign tables.  Issue 24's cases (``--round-two`` runs only those) are the data-loss
+reproductions, edits that keep every digest valid, integers that size arrays, and the
+crashes of that campaign.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -36,10 +47,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
-from gnnpar.datasets.synthetic import sbm
+from gnnpar.datasets.synthetic import sbm, typed
 from gnnpar.io import sha256_file, write_digested_json
 from gnnpar.partition import partition_graph
+from gnnpar.partition.format import PartitionMeta
+from gnnpar.train.minibatch import SUMS
 
 TRAIN = ["--hidden", "8", "--epochs", "1", "--no-progress", "--timeout-s", "30"]
 
@@ -59,14 +73,17 @@ class Case:
     argv: Callable[[Path], list[str]]
     expect_ok: bool = False
     fault: str | None = None  # "SIGKILL" / "SIGSTOP" of rank 1 once training runs
+    warning: str | None = None  # expected on stderr of a successful run
+    intact: Callable[[], bool] | None = None  # after the run: nothing it must keep changed
+    timeout_s: float = 5.0  # --timeout-s of a fault case
 
 
-def classify(code: int, err: str, expect_ok: bool) -> str:
-    """``clear error``, ``unclear``, ``accepted silently``, ``ok`` or ``failed``."""
+def classify(code: int, err: str, expect_ok: bool, warning: str | None = None) -> str:
+    """``clear error``, ``unclear``, ``accepted silently``, ``warned``, ``ok`` or ``failed``."""
     if expect_ok:
         return "ok" if code == 0 else "failed"
     if code == 0:
-        return "accepted silently"
+        return "warned" if warning is not None and warning in err else "accepted silently"
     errors = [ln for ln in err.splitlines() if "error:" in ln]
     # 1, or argparse's 2 for a command line it cannot parse (after its usage line).
     return "clear error" if code in (1, 2) and len(errors) == 1 and "Traceback" not in err \
@@ -122,6 +139,26 @@ class Inputs:
         p = self.work / name
         p.write_text(text)
         return p
+
+    def link_parts(self) -> Path:
+        """A 2-part partition with link supervision (made on first use)."""
+        out = self.work / "link-parts"
+        if not out.exists():
+            partition_graph(sbm(num_nodes=1200, avg_degree=8, num_classes=4, feat_dim=8,
+                                seed=3, task="link"), 2, out, task="link")
+        return out
+
+    def typed_parts(self) -> Path:
+        """A 2-part typed partition (made on first use)."""
+        out = self.work / "typed-parts"
+        if not out.exists():
+            partition_graph(typed(num_papers=500, num_authors=100, num_venues=12,
+                                  num_classes=4, feat_dim=8, seed=3), 2, out)
+        return out
+
+    def copy_of(self, src: Path, name: str) -> Path:
+        """A fresh copy of directory ``src``, to damage."""
+        return Path(shutil.copytree(src, self.work / name))
 
 
 def _flip(path: Path, at: int = -5) -> None:
@@ -322,19 +359,247 @@ def resume_cases(inp: Inputs) -> list[Case]:
     ]
 
 
-def fault_cases(inp: Inputs) -> list[Case]:
-    """A rank killed or stopped mid-run, in both modes."""
+SAMPLE = ["--fanouts", "5,5", "--batch-size", "64"]
+FAULT_MODES = {"full": ["--mode", "full", "--model", "gcn"], "sample": ["--mode", "sample",
+                                                                     *SAMPLE],
+               "grid": ["--mode", "full", "--model", "gcn", "--grid", "2,1,1"],
+               "link": ["--task", "link", *SAMPLE],
+               "typed": ["--mode", "sample", "--eval", "sampled", *SAMPLE]}
+
+
+def fault_cases(inp: Inputs, round_two: bool = False) -> list[Case]:
+    """A rank killed or stopped mid-run: both in full and sample mode (issue 11), stopped
+    in every mode at ``--timeout-s 20`` (issue 24's bound)."""
     train = _tool("gnnpar-train")
-    out = []
-    for mode, flags in (("full", ["--mode", "full", "--model", "gcn"]),
-                        ("sample", ["--mode", "sample", "--fanouts", "5,5", "--batch-size",
-                                    "64"])):
-        for sig in ("SIGKILL", "SIGSTOP"):
-            out.append(Case("fault", f"rank 1 {sig} ({mode})", lambda o, f=flags: [
-                *train, str(inp.good), *f, "--hidden", "8", "--epochs", "100000",
-                "--no-progress", "--timeout-s", "5", "--nproc", "2", "--out", str(o)],
-                fault=sig))
-    return out
+    parts = {"link": inp.link_parts, "typed": inp.typed_parts}
+    runs = [(m, sig, 5.0) for m in ("full", "sample") for sig in ("SIGKILL", "SIGSTOP")]
+    runs = [r for r in runs if not round_two] + [(m, "SIGSTOP", 20.0) for m in FAULT_MODES]
+    return [Case("fault", f"rank 1 {sig} ({mode}, --timeout-s {t:g})",
+                 lambda o, m=mode, t=t: [*train, str(parts.get(m, lambda: inp.good)()),
+                                         *FAULT_MODES[m], "--hidden", "8", "--epochs",
+                                         "100000", "--no-progress", "--timeout-s", str(t),
+                                         "--nproc", "2", "--out", str(o)],
+                 fault=sig, timeout_s=t) for mode, sig, t in runs]
+
+
+def _snapshot(d: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*")) if f.is_file()}
+
+
+def _garble(path: Path) -> None:
+    """Two bytes that are not UTF-8 into a JSON file."""
+    data = path.read_bytes()
+    path.write_bytes(data[:10] + b"\xff\xfe" + data[12:])
+
+
+def _edit_state(run: Path, change: Callable[[dict[str, Any], Path], None]) -> None:
+    """Change a checkpoint's ``state.json`` (and maybe ``tensors.bin``), digests recomputed."""
+    ckpt = run / "checkpoint"
+    doc = json.loads((ckpt / "state.json").read_text())
+    del doc["digest"]
+    change(doc, ckpt / "tensors.bin")
+    doc["sha256"]["tensors.bin"] = sha256_file(ckpt / "tensors.bin")
+    write_digested_json(ckpt / "state.json", doc)
+
+
+def _nan_weight(doc: dict[str, Any], tensors: Path) -> None:
+    entry = next(m for k, m in doc["tensors"].items()
+                 if m["dtype"] == "float32" and k.startswith("state/model/"))
+    data = bytearray(tensors.read_bytes())
+    data[entry["offset"]:entry["offset"] + 4] = struct.pack("<f", float("nan"))
+    tensors.write_bytes(bytes(data))
+
+
+def _mid_epoch(doc: dict[str, Any], _: Path) -> None:
+    """A finished 1-epoch run's checkpoint turned into one at step 2 of epoch 2."""
+    extra = doc["state"]["extra"]
+    extra["position"].update(epoch=1, step=2)
+    extra["config"]["train"]["epochs"] = 2
+    extra["partial"] = [dict.fromkeys(SUMS, 1.0) for _ in range(doc["world_size"])]
+
+
+def _ogb_link_layout(d: Path, train_pt: bytes) -> Path:
+    """An OGB csv link layout whose ``train.pt`` holds ``train_pt``; its meta_dict file."""
+    rng = np.random.default_rng(0)
+    pairs = rng.integers(0, 50, (120, 2))
+    raw, split = d / "raw", d / "split" / "time"
+    raw.mkdir(parents=True)
+    split.mkdir(parents=True)
+    for name, rows in (("edge", pairs[:100]), ("num-node-list", [[50]]),
+                       ("num-edge-list", [[100]]), ("node-feat", rng.random((50, 4)))):
+        with gzip.open(raw / f"{name}.csv.gz", "wt") as f:
+            f.write("".join(",".join(map(str, r)) + "\n" for r in np.asarray(rows)))
+    for name, rows in (("valid", pairs[100:110]), ("test", pairs[110:])):
+        torch.save({"edge": torch.from_numpy(rows),
+                    "edge_neg": torch.from_numpy(rng.integers(0, 50, (10, 2)))},
+                   split / f"{name}.pt")
+    (split / "train.pt").write_bytes(train_pt)
+    (d / "RELEASE_v1.txt").write_text("")
+    meta = d.parent / f"{d.name}.json"
+    meta.write_text(json.dumps({
+        "dir_path": str(d), "split": "time", "add_inverse_edge": "True", "binary": "False",
+        "is hetero": "False", "task type": "link prediction", "eval metric": "hits@50",
+        "download_name": "unused", "version": "1", "additional node files": "None",
+        "additional edge files": "None", "has_node_attr": "True", "has_edge_attr": "False"}))
+    return meta
+
+
+def round_two_cases(inp: Inputs) -> list[Case]:
+    """Issue 24's cases: data loss, digests kept valid, sizes, crashes (module docstring)."""
+    train, part = _tool("gnnpar-train"), _tool("gnnpar-partition")
+    w = inp.work
+    x, y = w / "x.npy", w / "y.csv"
+    kept: dict[str, dict[str, bytes]] = {}
+
+    def keep(name: str, d: Path) -> Path:
+        kept[name] = _snapshot(d)
+        return d
+
+    def unchanged(name: str, d: Path) -> Callable[[], bool]:
+        return lambda: _snapshot(d) == kept[name]
+
+    def train_on(parts: Path | Callable[[], Path], *flags: str) -> Callable[[Path], list[str]]:
+        return lambda o: [*train, str(parts() if callable(parts) else parts), *TRAIN, *flags,
+                          "--nproc", "2", "--root", str(w / "data"), "--out", str(o)]
+
+    def resume(name: str, change: Callable[[dict[str, Any], Path], None] | None,
+               *flags: str, parts: Callable[[], Path] | None = None) -> Case:
+        def argv(o: Path) -> list[str]:
+            shutil.copytree(w / "done-run", o)
+            if change is not None:
+                _edit_state(o, change)
+            return [*train, str(parts() if parts else inp.good), "--hidden", "8",
+                    "--timeout-s", "30", "--nproc", "2", "--no-progress", *flags, "--out",
+                    str(o), "--resume"]
+        return Case("resume", name, argv)
+
+    def replaced_partition(o: Path) -> list[str]:
+        """A run trained on a partition, then another partition written at its path."""
+        parts = inp.copy_of(inp.good, "replaced-parts")
+        subprocess.run([*train, str(parts), *TRAIN, "--nproc", "2", "--out", str(o)],
+                       capture_output=True, check=True)
+        partition_graph(inp.ds, 2, parts, overwrite=True, seed=9)
+        return [*train, str(parts), "--hidden", "8", "--timeout-s", "30", "--nproc", "2",
+                "--no-progress", "--epochs", "2", "--out", str(o), "--resume"]
+
+    def typed_edit(name: str, change: Callable[[Path], None]) -> Callable[[], Path]:
+        def make() -> Path:
+            out = inp.copy_of(inp.typed_parts(), name)
+            change(out)
+            return out
+        return make
+
+    def offsets_off(out: Path) -> None:
+        inp.edit_meta(out, lambda m: m["hetero"]["node_offsets"].__setitem__(
+            1, m["hetero"]["node_offsets"][1] + 5))
+
+    def train_other_type(out: Path) -> None:
+        meta = PartitionMeta.load(out)
+        assert meta.types is not None
+        lay = meta.types.layout
+        other = int(meta.types.part_bounds(0)[lay.type_index(lay.target) + 1])
+        f = out / "part-0" / "train_idx.npy"
+        np.save(f, np.append(np.load(f), other))
+        inp.edit_meta(out, lambda m: m["files"].__setitem__("part-0/train_idx.npy",
+                                                            sha256_file(f)))
+
+    def repeat_first(a: np.ndarray) -> np.ndarray:
+        a = np.array(a)
+        a[1] = a[0]
+        return a
+
+    def saved_edit(name: str, change: Callable[[Path], None]) -> Callable[[], Path]:
+        def make() -> Path:
+            d = inp.copy_of(inp.saved, name)
+            change(d / "dataset.json")
+            return d
+        return make
+
+    def text_nodes(meta: Path) -> None:
+        doc = json.loads(meta.read_text())
+        doc["num_nodes"] = "1200 nodes"
+        meta.write_text(json.dumps(doc))
+
+    ogb_dir = w / "ogb-victim"
+    ogb_meta = ogb_dir / "meta.json"
+    mine = w / "parts-with-notes"
+    old_run = w / "old-run"
+    link = sbm(num_nodes=600, avg_degree=6, num_classes=3, feat_dim=4, seed=0, task="link")
+    return [
+        # ---------------------------------------------------------------- data loss
+        Case("output", "partition --overwrite onto a dataset folder with a meta.json",
+             lambda o: (ogb_dir.mkdir(), ogb_meta.write_text('{"num tasks": 1}'),
+                        (ogb_dir / "edges.csv").write_text("0,1\n"), keep("ogb", ogb_dir),
+                        [*part, str(inp.saved), "--num-parts", "2", "--out", str(ogb_dir),
+                         "--overwrite", "--no-progress"])[-1],
+             intact=lambda: _snapshot(ogb_dir) == kept["ogb"]),
+        Case("output", "partition --overwrite of a partition holding a user's file",
+             lambda o: (inp.copy_of(inp.good, mine.name),
+                        (mine / "part-1" / "notes.txt").write_text("mine"), keep("mine", mine),
+                        [*part, str(inp.saved), "--num-parts", "2", "--out", str(mine),
+                         "--overwrite", "--no-progress"])[-1],
+             intact=lambda: _snapshot(mine) == kept["mine"]),
+        Case("output", "train --overwrite whose new run fails before its first checkpoint",
+             lambda o: (inp.copy_of(w / "done-run", old_run.name), keep("run", old_run),
+                        train_on(lambda: (lambda d: (_flip(d / "part-1" / "feat.npy"), d)[1])(
+                            inp.copy("flip-2")), "--overwrite")(old_run))[-1],
+             intact=lambda: _snapshot(old_run) == kept["run"]),
+        # ------------------------------------------- silent before: digests kept valid
+        resume("NaN weight in tensors.bin, digests updated", _nan_weight, "--epochs", "2"),
+        resume("position past the run (epoch 100 of 1)", lambda d, _: d["state"]["extra"][
+            "position"].update(epoch=100), "--epochs", "200"),
+        resume("--epochs 1 below a checkpoint at step 2 of epoch 2", _mid_epoch, "--epochs",
+               "1"),
+        Case("resume", "another partition written at the checkpointed path",
+             replaced_partition),
+        Case("partition", "typed hetero.node_offsets shifted, digest updated", train_on(
+            typed_edit("typed-offsets", offsets_off), *FAULT_MODES["typed"])),
+        Case("partition", "typed train ids of another type, checksum updated", train_on(
+            typed_edit("typed-train", train_other_type), *FAULT_MODES["typed"])),
+        Case("partition", "a repeated e_id, checksum updated", train_on(
+            lambda: inp.part_file("eid-rep", "part-0/e_id.npy", repeat_first, checksum=True))),
+        Case("dataset", "an empty edge list with 1200 feature rows", lambda o: train_on(
+            inp.write("empty.csv", "src,dst\n"), "--features", str(x), "--labels", str(y),
+            "--split", "0.6,0.2,0.2")(o)),
+        Case("dataset", "identical validation and test edges (a warning)", lambda o: (
+            np.savez(w / "same-val-test.npz", src=link.src, dst=link.dst, x=link.x,
+                     train_edges=link.train_edges, val_edges=link.val_edges,
+                     test_edges=link.val_edges, val_neg=link.val_neg, test_neg=link.val_neg),
+            [*part, str(w / "same-val-test.npz"), "--task", "link", "--num-parts", "2",
+             "--out", str(o), "--no-progress"])[1],
+             warning="validation and test supervision edges are the same"),
+        # ------------------------------------------------------- crashes before
+        Case("dataset", "non-UTF-8 bytes in meta.json", train_on(lambda: (lambda d: (
+            _garble(d / "meta.json"), d)[1])(inp.copy("garbled-meta")))),
+        Case("dataset", "non-UTF-8 bytes in dataset.json", train_on(saved_edit(
+            "garbled-dataset", _garble))),
+        Case("resume", "non-UTF-8 bytes in state.json", lambda o: (
+            shutil.copytree(w / "done-run", o), _garble(o / "checkpoint" / "state.json"),
+            [*train, str(inp.good), "--hidden", "8", "--nproc", "2", "--no-progress",
+             "--epochs", "2", "--out", str(o), "--resume"])[-1]),
+        Case("dataset", "a class label of 1e9 in a labels CSV", lambda o: train_on(
+            inp.edges, "--features", str(x), "--labels", str(inp.write(
+                "y-big.csv", "1000000000\n" + y.read_text().split("\n", 1)[1])),
+            "--split", "0.6,0.2,0.2")(o)),
+        Case("dataset", "a node id of 1e12 in an edge list", lambda o: train_on(inp.write(
+            "edges-big.csv", inp.edges.read_text() + "5,1000000000000\n"),
+            "--split", "0.6,0.2,0.2")(o)),
+        Case("flags", "--hidden 10000000 (3 layers)", train_on(
+            inp.good, "--hidden", "10000000", "--layers", "3", "--fanouts", "5,5,5")),
+        Case("dataset", "non-integer num_nodes in dataset.json", train_on(saved_edit(
+            "text-nodes", text_nodes))),
+        Case("flags", "--root not writable", lambda o: [
+            *train, "synthetic:sbm?nodes=500", *TRAIN, "--nproc", "2", "--root",
+            str(inp.write("root-file", "")) + "/data", "--out", str(o)]),
+        Case("dataset", "a pickle payload in an OGB .pt split file", train_on(
+            lambda: _ogb_link_layout(w / "ogb-pickle", b"\x80\x04cposix\nsystem\n(S'touch "
+                                     + str(w / "pwned").encode() + b"'\ntR."),
+            "--task", "link")),
+        Case("example", "dnn_hybrid_parallel --dp 1 --tp 2 --pp 2 on 4 ranks", lambda o: [
+            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+            "4", str(Path(__file__).parent.parent / "examples" / "dnn_hybrid_parallel.py"),
+            "--dp", "1", "--tp", "2", "--pp", "2", "--out", str(o)], expect_ok=True),
+    ]
 
 
 def _rank_pid(launcher: int, rank: int) -> int | None:
@@ -352,7 +617,8 @@ def _rank_pid(launcher: int, rank: int) -> int | None:
 
 
 def run_case(case: Case, out: Path) -> tuple[str, float, str]:
-    """Run one case; its class, seconds and last error line."""
+    """Run one case; its class, seconds and last error line (for a hang: the seconds
+    from the signal to the exit, and their multiple of ``--timeout-s``)."""
     argv = case.argv(out)
     t0 = time.monotonic()
     if case.fault is None:
@@ -377,18 +643,25 @@ def run_case(case: Case, out: Path) -> tuple[str, float, str]:
                 p.wait()
         code = p.returncode
     took = time.monotonic() - t0
-    kind = classify(code, err, case.expect_ok)
+    kind = classify(code, err, case.expect_ok, case.warning)
     if case.fault is not None:
         kind = "fault survived" if kind == "clear error" else kind
+    if case.intact is not None and not case.intact():
+        kind = "data lost"
     lines = [ln for ln in err.splitlines() if "error:" in ln] or err.splitlines()[-1:]
-    return kind, took, (lines[0] if lines else "")[:160]
+    line = (lines[0] if lines else "")[:160]
+    if case.fault == "SIGSTOP":
+        line = f"[{took / case.timeout_s:.2f} x --timeout-s] {line}"
+    return kind, took, line
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write every case's outcome here")
     ap.add_argument("--workdir", help="where the inputs are made (default: a temp dir)")
-    ap.add_argument("--no-faults", action="store_true", help="skip the 4 fault cases")
+    ap.add_argument("--no-faults", action="store_true", help="skip the fault cases")
+    ap.add_argument("--round-two", action="store_true",
+                    help="only issue 24's cases (and its faults: a rank stopped in each mode)")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gnnpar-reliability-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -396,16 +669,18 @@ def main() -> None:
     done = subprocess.run([*_tool("gnnpar-train"), str(inp.good), *TRAIN, "--nproc", "2",
                            "--out", str(work / "done-run")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    todo = cases(inp) + resume_cases(inp) + ([] if args.no_faults else fault_cases(inp))
+    todo = ([] if args.round_two else cases(inp) + resume_cases(inp)) + \
+        round_two_cases(inp) + ([] if args.no_faults else fault_cases(inp, args.round_two))
     results = []
     for i, case in enumerate(todo):
         kind, took, line = run_case(case, work / f"out-{i}")
         results.append({"group": case.group, "case": case.name, "outcome": kind,
                         "seconds": round(took, 1), "message": line})
-        print(f"{case.group:<10} {case.name:<52} {kind:<18} {took:6.1f} s  {line[:90]}",
+        print(f"{case.group:<10} {case.name:<60} {kind:<18} {took:6.1f} s  {line[:110]}",
               flush=True)
     counts = Counter(r["outcome"] for r in results)
     print("\n" + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+    print(f"machine load at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"code executed by a crafted file: {'YES' if (work / 'pwned').exists() else 'no'}")
     if args.json:
         Path(args.json).write_text(json.dumps({"counts": counts, "cases": results,

@@ -50,7 +50,16 @@ from gnnpar.datasets.link_split import (
 )
 from gnnpar.datasets.splits import check_split_fractions, split_sizes
 from gnnpar.errors import DatasetError
-from gnnpar.io import atomic_directory, copy_rows, load_npy, read_json, save_npy, write_json
+from gnnpar.io import (
+    OutputKind,
+    atomic_directory,
+    copy_rows,
+    load_npy,
+    read_json,
+    save_npy,
+    write_json,
+)
+from gnnpar.sizes import NODE_BYTES, check_fits
 
 if TYPE_CHECKING:
     from torch_geometric.data import Data
@@ -62,8 +71,10 @@ READABLE_VERSIONS = (1, 2)
 KIND_LOADERS = {"homogeneous": "GraphDataset.load", "hetero": "HeteroGraphDataset.load"}
 """``dataset.json``'s ``kind`` (absent: homogeneous) -> the class method that reads it."""
 SPLITS = ("train_idx", "val_idx", "test_idx")
-DATASET_MARKER = ("dataset.json", "a dataset directory")
-"""What identifies a dataset directory, typed or not (see :func:`gnnpar.io.check_output_dir`)."""
+DATASET_KIND = OutputKind("dataset.json", "a dataset directory",
+                          lambda doc: [f"{name}.npy" for name in doc["arrays"]])
+"""A dataset directory, typed or not: ``dataset.json`` and the arrays it lists (see
+:func:`gnnpar.io.check_output_dir`)."""
 _CHUNK_ROWS = 1 << 16
 LABELS_FIX = "pass --labels FILE (one integer class per node; -1 = unlabelled)"
 TRAIN_SPLIT_FIX = (
@@ -195,6 +206,26 @@ def check_kind(meta: dict[str, Any], kind: str, path: str | os.PathLike[str]) ->
              if loader else "re-save the dataset with this gnnpar version."))
 
 
+def check_counts(meta: dict[str, Any], keys: Sequence[str],
+                 path: str | os.PathLike[str]) -> None:
+    """Raise unless each of ``keys`` present in ``dataset.json`` is a count (an int >= 0).
+
+    A count may also be a ``{name: count}`` dict or a list of counts (typed graphs);
+    ``num_classes`` may be null.
+    """
+    for key in keys:
+        value = meta.get(key)
+        if value is None and key != "num_nodes":
+            continue
+        items = (value.values() if isinstance(value, dict)
+                 else value if isinstance(value, list) else [value])
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in items):
+            raise DatasetError(f"is {value!r:.60}, expected a count (an integer >= 0).",
+                               path=path, field=key,
+                               fix="re-save the dataset with gnnpar; never edit "
+                               "dataset.json by hand.")
+
+
 def _empty_idx() -> np.ndarray:
     return np.zeros(0, dtype=np.int64)
 
@@ -304,6 +335,9 @@ class GraphDataset:
 
         if n < 1:
             raise fail("num_nodes", f"must be >= 1, got {n}.", "give a graph with nodes.")
+        check_fits(n, NODE_BYTES, what=f"{n:,} nodes (the given count, else the largest "
+                   "node id + 1)", field="num_nodes", path=where, error=DatasetError,
+                   fix="number the nodes 0..N-1 without gaps (ids are positions, not names).")
         check_edges(self.src, self.dst, n, n, where)
         if self.x is not None:
             check_features(self.x, n, where)
@@ -317,6 +351,11 @@ class GraphDataset:
             if len(self.y) and int(np.max(self.y)) >= max(self.num_classes or 0, 1):
                 raise fail("y", f"holds label {int(np.max(self.y))} >= num_classes "
                            f"{self.num_classes}.", "raise num_classes or fix the labels.")
+            if len(self.y) and int(np.max(self.y)) >= n:
+                raise fail("y", f"holds label {int(np.max(self.y)):,}, which implies more "
+                           f"classes than the {n:,} nodes: most could never be seen, and "
+                           "the model's output layer would be that wide.",
+                           "number the classes 0..C-1 (C = the number of distinct labels).")
         check_link_fields(self, where)
         return self.validate_splits(path)
 
@@ -529,7 +568,7 @@ class GraphDataset:
         if validate:
             self.validate()
         out = Path(out_dir)
-        with atomic_directory(out, overwrite, DatasetError, marker=DATASET_MARKER) as tmp:
+        with atomic_directory(out, overwrite, DatasetError, kind=DATASET_KIND) as tmp:
             save_npy(tmp / "src.npy", np.asarray(self.src, dtype=np.int64))
             save_npy(tmp / "dst.npy", np.asarray(self.dst, dtype=np.int64))
             if self.x is not None:
@@ -582,6 +621,7 @@ class GraphDataset:
             if key not in meta:
                 raise DatasetError("field is missing.", path=d / "dataset.json", field=key,
                                    fix="re-save the dataset with GraphDataset.save.")
+        check_counts(meta, ("num_nodes", "num_edges", "num_classes"), d / "dataset.json")
 
         # The arrays it was saved with (older files: x when feat_dim > 0, y with classes).
         saved = set(meta.get("arrays") or [a for a, on in (

@@ -42,10 +42,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gnnpar.datasets.graph import (
-    DATASET_MARKER,
+    DATASET_KIND,
     FORMAT,
     SPLITS,
     GraphDataset,
+    check_counts,
     check_edges,
     check_features,
     check_kind,
@@ -53,6 +54,7 @@ from gnnpar.datasets.graph import (
 )
 from gnnpar.errors import DatasetError
 from gnnpar.io import atomic_directory, load_npy, read_json, save_npy, write_json
+from gnnpar.sizes import NODE_BYTES, check_fits
 
 if TYPE_CHECKING:
     from torch_geometric.data import HeteroData
@@ -329,6 +331,10 @@ class HeteroGraphDataset:
             if n < 1:
                 raise fail(f"num_nodes[{t}]", f"must be >= 1, got {n}.",
                            "drop node types without nodes.")
+        total = sum(self.num_nodes.values())
+        check_fits(total, NODE_BYTES, what=f"{total:,} nodes of all types", field="num_nodes",
+                   path=where, error=DatasetError,
+                   fix="number each type's nodes 0..n-1 without gaps.")
         if self.target not in self.num_nodes:
             raise fail("target", f"{self.target!r} is not a node type (types: "
                        f"{', '.join(self.num_nodes)}).", "name the node type that has labels.")
@@ -556,7 +562,7 @@ class HeteroGraphDataset:
             self.validate()
         out = Path(out_dir)
         arrays = []
-        with atomic_directory(out, overwrite, DatasetError, marker=DATASET_MARKER) as tmp:
+        with atomic_directory(out, overwrite, DatasetError, kind=DATASET_KIND) as tmp:
             for t, name in enumerate(self.num_nodes):
                 if name in self.x:
                     save_npy(tmp / f"x_{t}.npy", np.asarray(self.x[name], dtype=np.float32))
@@ -615,6 +621,7 @@ class HeteroGraphDataset:
                     "target"):
             if key not in meta:
                 raise DatasetError("field is missing.", path=meta_path, field=key, fix=fix)
+        check_counts(meta, ("num_nodes", "num_edges", "feat_dims", "num_classes"), meta_path)
         node_types, edge_types = meta["node_types"], meta["edge_types"]
         num_nodes, num_edges, feat_dims = meta["num_nodes"], meta["num_edges"], meta["feat_dims"]
         if not (isinstance(node_types, list) and isinstance(num_nodes, dict)

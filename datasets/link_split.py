@@ -23,6 +23,7 @@ validation/test positive gets ``num_neg`` random candidate destinations.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,8 @@ from gnnpar.io import copy_rows
 
 if TYPE_CHECKING:
     from gnnpar.datasets.graph import GraphDataset
+
+log = logging.getLogger("gnnpar.datasets")
 
 EDGE_SPLITS = ("train_edges", "val_edges", "test_edges")
 NEG_SPLITS = ("val_neg", "test_neg")
@@ -108,6 +111,13 @@ def check_link_fields(ds: GraphDataset, where: str | os.PathLike[str] | None) ->
                            f"candidates for {len(pos)} {split} edges.",
                            "give C >= 1 candidate destinations per positive, one row each "
                            "(or neg_kind='shared' for negative pairs).")
+    val, test = arrays["val_edges"], arrays["test_edges"]
+    if len(val) and len(val) == len(test) and np.array_equal(
+            np.sort(pair_keys(val, n)), np.sort(pair_keys(test, n))):
+        log.warning("%s: the validation and test supervision edges are the same %d edges, "
+                    "so validation figures are test figures (model selection on them "
+                    "leaks the test set); give disjoint val_edges and test_edges.", loc,
+                    len(val))
     held = [arrays[f] for f in ("val_edges", "test_edges") if len(arrays[f])]
     if held and ds.num_edges:
         keys = np.sort(np.concatenate([pair_keys(p, n) for p in held]))

@@ -160,10 +160,17 @@ def build_dataset(
 ) -> GraphDataset:
     """Convert the optional ``x``/``y``/split entries of ``fields`` and validate.
 
+    A graph without edges is refused (it would train as isolated nodes).
+
     ``files`` maps a GraphDataset field to the file it came from, named in its errors;
     ``link`` holds GraphDataset link fields (``edge_attr``, ``train_edges``, ...) as given.
     """
     files = files or {}
+    if np.size(src) == 0:
+        raise DatasetError(f"holds no edges, so the {num_nodes:,} nodes would train as "
+                           "isolated nodes (no message passing at all).", path=where,
+                           field="src dst", fix="give the graph's edges (an empty edge list "
+                           "is almost always a wrong file or a header-only export).")
     xk, x = pick_field(fields, "x")
     yk, y = pick_field(fields, "y")
     kwargs: dict[str, Any] = {}

@@ -384,24 +384,37 @@ def _torch_split_file(path: Path) -> dict[str, Any]:
         raise DatasetError("split file is missing.", path=path, field="split", fix=fix)
     safe = getattr(torch.serialization, "safe_globals", None)  # torch >= 2.5
     try:
-        if safe is None:  # torch 2.4: for good, and without the (global, name) aliases
-            torch.serialization.add_safe_globals(
-                [g for g in _numpy_globals() if not isinstance(g, tuple)])
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-        else:
-            with safe(_numpy_globals()):
+        with warnings.catch_warnings():  # torch warns of pickle protocols on its way out
+            warnings.simplefilter("ignore")
+            if safe is None:  # torch 2.4: for good, and without the (global, name) aliases
+                torch.serialization.add_safe_globals(
+                    [g for g in _numpy_globals() if not isinstance(g, tuple)])
                 obj = torch.load(path, map_location="cpu", weights_only=True)
+            else:
+                with safe(_numpy_globals()):
+                    obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # the unpickler and torch's readers raise many types
-        # torch's message is long; its core follows "WeightsUnpickler error:".
-        why = str(exc).partition("WeightsUnpickler error:")[2].split("\n\n")
-        reason = " ".join((why[1] if not why[0].strip() and len(why) > 1 else why[0]).split())
         raise DatasetError(f"cannot be read as a weights-only torch file "
-                           f"({type(exc).__name__}: {reason or exc}).", path=path,
+                           f"({type(exc).__name__}: {_unpickler_reason(exc)}).", path=path,
                            field="split", fix=fix) from None
     if not isinstance(obj, dict):
         raise DatasetError(f"holds a {type(obj).__name__}, expected a dict of arrays.",
                            path=path, field="split", fix=fix)
     return obj
+
+
+def _unpickler_reason(exc: Exception) -> str:
+    """What torch's weights-only loader refused, without its advice to load unsafely.
+
+    torch's message explains the ``weights_only`` default, suggests re-running with
+    ``weights_only=False`` ("will likely succeed") and points to its documentation; only
+    the paragraph that names the refused content is kept.
+    """
+    text = str(exc).partition("WeightsUnpickler error:")
+    paragraphs = [" ".join(p.split()) for p in (text[2] or text[0]).split("\n\n")]
+    kept = [p for p in paragraphs if p and "weights_only" not in p.lower()
+            and "documentation" not in p.lower()]
+    return kept[0] if kept else "it holds objects other than tensors and numbers"
 
 
 def _split_array(d: dict[str, Any], key: str, path: Path, ndim: int) -> np.ndarray:

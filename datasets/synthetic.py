@@ -24,6 +24,7 @@ from gnnpar.datasets.graph import GraphDataset, symmetrise, unique_sorted
 from gnnpar.datasets.hetero import HeteroGraphDataset
 from gnnpar.datasets.link_split import random_link_split
 from gnnpar.errors import DatasetError
+from gnnpar.sizes import NODE_BYTES, check_fits
 
 _FEAT_ROWS = 1 << 16  # feature rows drawn at a time
 _EDGE_BLOCK = 1 << 20  # R-MAT edges drawn at a time
@@ -57,6 +58,10 @@ def _check_args(
         raise bad("feat_dim", feat_dim, "must be >= 1")
     if feature_noise < 0:
         raise bad("feature_noise", feature_noise, "must be >= 0")
+    check_fits(num_nodes, NODE_BYTES + 4 * feat_dim + int(16 * avg_degree),
+               what=f"{num_nodes:,} nodes of {feat_dim} features and {avg_degree} edges",
+               field="num_nodes", error=DatasetError,
+               fix="pass fewer nodes, features or edges (?nodes=, feat_dim=, avg_degree=).")
     if len(split) != 3 or min(split) < 0 or sum(split) > 1 + 1e-9:
         raise bad("split", tuple(split), "must be 3 fractions (train, val, test) >= 0 summing "
                   "to <= 1")

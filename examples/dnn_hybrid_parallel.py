@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from gnnpar.comm import CommStats, all_gather_ints, broadcast_text, comm_totals
+from gnnpar.comm import CommStats, all_gather_ints, broadcast_text, comm_totals, per_rank
 from gnnpar.config import add_config_arguments, option, parse_config, to_dict
 from gnnpar.distributed import init, shutdown
 from gnnpar.parallel import (
@@ -207,13 +207,14 @@ record = RunRecord(config=to_dict(dataclasses.replace(cfg, parallel=resolved)),
 for step in range(t.steps):
     x, y = (shard_batch(v, mesh["dp"]).to(ctx.device) for v in batch(step))
     stats = CommStats()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     opt.zero_grad()
     with CollectiveCounter(stats):  # a Python call per operator: part of the step time
         loss = pm.step(x, y)
     stepped = time.perf_counter()
     opt.step()
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    rank_wall, rank_cpu = per_rank(ctx, [elapsed, cpu])
     loss_value = float(loss) if loss is not None else float("nan")  # pp: last stage only
     record.add_epoch({"epoch": step, "train_loss": loss_value, "train_acc": None,
                       "val_acc": None, "test_acc": None, "val_mrr": None, "test_mrr": None,
@@ -223,6 +224,7 @@ for step in range(t.steps):
                       "step_time_s": {"sample": 0.0, "fetch": 0.0,
                                       "forward": stepped - start, "backward": 0.0,
                                       "optimizer": elapsed - (stepped - start), "wait": 0.0},
+                      "rank_time_s": {"wall": rank_wall, "cpu": rank_cpu},
                       "comm": comm_totals(stats, ctx), "eval_comm": {}})
     log(f"[{kind}] step {step:3d}  loss {loss_value:.4f}  {elapsed * 1e3:7.1f} ms")
 

@@ -22,7 +22,6 @@ import torch
 import torch.distributed as dist
 
 from gnnpar.distributed import DistContext, skips_collectives
-from gnnpar.errors import DistributedError
 
 # torch >= 2.13 renames all_gather_into_tensor (and deprecates the old name).
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -313,6 +312,18 @@ def all_reduce_sum(ctx: DistContext, values: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def per_rank(ctx: DistContext, values: list[float]) -> list[list[float]]:
+    """Every rank's float ``values`` (same length on every rank), one list per value.
+
+    Returns:
+        ``out[i][r]`` is rank ``r``'s ``values[i]`` (one all-reduce of a float64 table).
+    """
+    table = torch.zeros(len(values), ctx.world_size, dtype=torch.float64, device=ctx.device)
+    table[:, ctx.rank] = torch.tensor(values, dtype=torch.float64)
+    out: list[list[float]] = all_reduce_sum(ctx, table).tolist()
+    return out
+
+
 def all_gather_ints(ctx: DistContext, values: list[int]) -> torch.Tensor:
     """Every rank's ``values`` (same length on every rank), for agreement checks.
 
@@ -339,6 +350,9 @@ def broadcast_text(ctx: DistContext, text: str, src: int = 0) -> str:
 def comm_totals(stats: CommStats, ctx: DistContext) -> dict[str, dict[str, int]]:
     """Rows and bytes sent by all ranks together, by kind (collective).
 
+    Ranks may count different kinds (pipeline stages: ``send`` on one, ``recv`` on the
+    next): the totals are over the union of the kinds, a rank without a kind adding 0.
+
     Args:
         stats: This rank's counters.
         ctx: Distributed context.
@@ -348,12 +362,14 @@ def comm_totals(stats: CommStats, ctx: DistContext) -> dict[str, dict[str, int]]
     """
     kinds = sorted(stats.counters)
     check = all_gather_ints(ctx, [len(kinds), zlib.crc32(",".join(kinds).encode())])
-    if bool((check != check[0]).any()):
-        raise DistributedError(f"ranks counted different kinds of exchange ({kinds} here); "
-                               "the communication totals cannot be summed.")
+    if bool((check != check[0]).any()):  # every rank's kinds, once per rank
+        kinds = sorted({k for r in range(ctx.world_size)
+                        for k in broadcast_text(ctx, ",".join(kinds), src=r).split(",") if k})
     if not kinds:
         return {}
-    sent = torch.tensor([[stats.counters[k].rows_sent, stats.counters[k].bytes_sent]
-                         for k in kinds], dtype=torch.int64)
+    none = CommCounter()
+    sent = torch.tensor([[stats.counters.get(k, none).rows_sent,
+                          stats.counters.get(k, none).bytes_sent] for k in kinds],
+                        dtype=torch.int64)
     total = all_reduce_sum(ctx, sent.to(ctx.device)).cpu().tolist()
     return {k: {"rows": r, "bytes": b} for k, (r, b) in zip(kinds, total, strict=True)}

@@ -79,3 +79,7 @@ class ConfigError(GnnparError, ValueError):
 
 class DistributedError(GnnparError, RuntimeError):
     """A distributed run failed: a peer died, timed out, or disagreed."""
+
+
+class StorageError(GnnparError, OSError):
+    """An output cannot be written: the disk is full, read-only, or not writable."""

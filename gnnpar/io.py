@@ -19,13 +19,14 @@ import mmap
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gnnpar.errors import GnnparError
+from gnnpar.errors import GnnparError, StorageError
 
 _FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 """Write errors that mean the file system cannot take the output."""
@@ -51,18 +52,64 @@ def _exclusive(out: Path, error: type[GnnparError]) -> Iterator[None]:
         os.close(fd)
 
 
+@dataclass(frozen=True)
+class OutputKind:
+    """A kind of directory that gnnpar writes, and how to tell what in one it wrote.
+
+    Attributes:
+        marker: The JSON file every directory of this kind holds (``meta.json``).
+        name: The kind's name in messages (``"a partition directory"``).
+        listing: The marker's parsed JSON -> the relative paths of every other file that
+            gnnpar wrote there; raises ``KeyError``, ``TypeError`` or ``ValueError`` when
+            the document lists none.
+    """
+
+    marker: str
+    name: str
+    listing: Callable[[Any], Iterable[str]]
+
+    def foreign(self, out: Path) -> tuple[Path | None, str]:
+        """The first entry of ``out`` that gnnpar did not write as this kind, and why.
+
+        Returns:
+            ``(None, "")`` when ``out`` holds only the marker and files it lists (some
+            may be missing: a damaged directory is still replaced), else the offending
+            path and a sentence on it.
+        """
+        marker = out / self.marker
+        if not marker.is_file():
+            return out, f"is not {self.name} (no {self.marker}), so it is never replaced."
+        try:
+            listed = {os.path.normpath(rel) for rel in self.listing(
+                json.loads(marker.read_bytes().decode("utf-8")))}
+        except (AttributeError, KeyError, TypeError, ValueError, OSError):
+            return marker, (f"is not the {self.marker} of {self.name} that lists its files, "
+                            "so the directory is never replaced.")
+        listed.add(self.marker)
+        parents = {str(parent) for rel in listed for parent in Path(rel).parents}
+        for path in sorted(out.rglob("*")):
+            rel = str(path.relative_to(out))
+            if path.is_dir() and not path.is_symlink() and rel in parents:
+                continue
+            if rel not in listed or not path.is_file() or path.is_symlink():
+                return path, (f"was not written by gnnpar as part of {self.name} (its "
+                              f"{self.marker} does not list it), so the directory is never "
+                              "replaced.")
+        return None, ""
+
+
 def check_output_dir(out: str | os.PathLike[str], overwrite: bool,
-                     marker: tuple[str, str] | None, error: type[GnnparError] = GnnparError,
+                     kind: OutputKind | None, error: type[GnnparError] = GnnparError,
                      overwrite_hint: str = "pass overwrite=True (CLI: --overwrite) or "
                      "choose another path.") -> None:
-    """Refuse an ``out`` that exists, unless ``overwrite`` and it is one of ours.
+    """Refuse an ``out`` that exists, unless ``overwrite`` and it is wholly gnnpar's.
 
     Args:
         out: The output directory.
         overwrite: Whether replacing it was asked for.
-        marker: ``(file, kind)``: the file every directory of this kind holds and the
-            kind's name, e.g. ``("meta.json", "a partition directory")``; a non-empty
-            directory without the file is never replaced.  ``None``: any directory.
+        kind: The kind of directory written there: a non-empty ``out`` is replaced only
+            when it holds this kind's marker and nothing the marker does not list.
+            ``None``: any directory.
         error: The exception type raised.
         overwrite_hint: The fix named when ``out`` exists and ``overwrite`` is not set.
     """
@@ -75,10 +122,11 @@ def check_output_dir(out: str | os.PathLike[str], overwrite: bool,
     if not overwrite:
         raise error("the output directory already exists.", path=p, field="out",
                     fix=overwrite_hint)
-    if marker is not None and any(p.iterdir()) and not (p / marker[0]).is_file():
-        raise error(f"is not {marker[1]} (no {marker[0]}), so it is never replaced.",
-                    path=p, field="out",
-                    fix="choose a new output directory, or empty this one yourself.")
+    if kind is not None and any(p.iterdir()):
+        bad, why = kind.foreign(p)
+        if bad is not None:
+            raise error(why, path=bad, field="out",
+                        fix=f"choose a new output directory, or move {bad} away yourself.")
 
 
 @contextlib.contextmanager
@@ -87,7 +135,7 @@ def atomic_directory(
     overwrite: bool = False,
     error: type[GnnparError] = GnnparError,
     overwrite_hint: str = "pass overwrite=True (CLI: --overwrite) or choose another path.",
-    marker: tuple[str, str] | None = None,
+    kind: OutputKind | None = None,
 ) -> Iterator[Path]:
     """Yield a fresh temporary directory that becomes ``out_dir`` when the block succeeds.
 
@@ -98,21 +146,26 @@ def atomic_directory(
     Args:
         out_dir: Final location.
         overwrite: Replace an existing ``out_dir``; the old one is removed only after the
-            new one is complete.
+            new one is complete, and only when it is wholly gnnpar's (checked again then).
         error: Exception type raised when ``out_dir`` exists and ``overwrite`` is False,
             or another process is writing it.
         overwrite_hint: The fix named in that error.
-        marker: The file that identifies a directory of this kind (see
-            :func:`check_output_dir`): others are never replaced.
+        kind: The kind of directory written (see :func:`check_output_dir`): a directory
+            holding anything else is never replaced.
 
     Yields:
         The temporary directory to write into (a sibling of ``out_dir``).
     """
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise error(f"cannot be created ({exc.strerror or exc}).", path=out, field="out",
+                    fix="write under a writable directory (every part of the path a "
+                    "directory).") from None
     with _exclusive(out, error):
         recover_directory(out)
-        check_output_dir(out, overwrite, marker, error, overwrite_hint)
+        check_output_dir(out, overwrite, kind, error, overwrite_hint)
         for stale in out.parent.glob(f".{glob.escape(out.name)}.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)  # a killed writer's (we hold the lock)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
@@ -128,10 +181,14 @@ def atomic_directory(
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        if out.exists() and not overwrite:  # appeared meanwhile, not through this lock
+        try:  # what appeared meanwhile, not through this lock, is never replaced either
+            if out.exists() and not overwrite:
+                raise error("the output directory appeared while it was being written.",
+                            path=out, fix=overwrite_hint)
+            check_output_dir(out, overwrite, kind, error, overwrite_hint)
+        except GnnparError:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise error("the output directory appeared while it was being written.",
-                        path=out, fix=overwrite_hint)
+            raise
         replace_directory(tmp, out)
 
 
@@ -310,19 +367,71 @@ def content_stamp(path: str | os.PathLike[str], block: int = 1 << 20) -> str:
 
 
 def read_json(path: str | os.PathLike[str], error: type[GnnparError] = GnnparError) -> Any:
-    """Parse a JSON file, naming the file in the error when it is missing or invalid."""
+    """Parse a JSON file, naming the file in the error when it is missing or invalid.
+
+    The file must be UTF-8 (as JSON is): other bytes are an error naming their offset.
+    """
     p = Path(path)
     if not p.is_file():
         raise error("file is missing.", path=p, fix="check the path.")
     try:
-        return json.loads(p.read_text())
+        return json.loads(p.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise error(f"is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+                    f"{exc.start}); it is damaged or not a JSON file.", path=p,
+                    fix="re-create the file.") from None
     except json.JSONDecodeError as exc:
-        raise error(f"invalid JSON ({exc}).", path=p, fix="re-create the file.") from exc
+        raise error(f"invalid JSON ({exc}).", path=p, fix="re-create the file.") from None
+    except OSError as exc:
+        raise error(f"cannot be read ({exc.strerror or exc}).", path=p,
+                    fix="check the file's permissions.") from None
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
     """Write ``obj`` as indented JSON."""
     Path(path).write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def storage_error(exc: OSError, directory: str | os.PathLike[str], needed: int,
+                  what: str) -> StorageError:
+    """The error of an output that could not be written, naming where and the bytes needed.
+
+    Args:
+        exc: What the write raised.
+        directory: The directory written into.
+        needed: Bytes the output needs.
+        what: The output, e.g. ``"the checkpoint"``.
+    """
+    try:
+        free = f"{shutil.disk_usage(directory).free:,} bytes are free there"
+    except OSError:
+        free = "the free space there is unknown"
+    full = exc.errno in _FULL_DISK
+    return StorageError(
+        f"{what} cannot be written ({exc.strerror or exc}): it needs {needed:,} bytes, "
+        f"{free}; nothing was replaced and no temporary file is left.", path=directory,
+        fix=("free space on that file system, or write to another one (--out)." if full
+             else "make the directory writable, or write to another one (--out)."))
+
+
+def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write ``obj`` as :func:`write_json` does, through a temporary sibling and a rename.
+
+    A failed write (a full disk) leaves the previous file as it was and no temporary file,
+    and raises :class:`~gnnpar.errors.StorageError` naming the directory and the bytes.
+    """
+    out = Path(path)
+    text = (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise storage_error(exc, out.parent, len(text), out.name) from None
 
 
 DIGEST_KEY = "digest"

@@ -9,6 +9,11 @@ the environment of :mod:`gnnpar.train.launch` (as ``gnnpar-train --nproc`` does)
 returns each rank's return value (through a queue, unlike the launcher).  A rank
 that raises sends its traceback back to the parent, which re-raises it with the rank named;
 a rank that hangs is killed at ``timeout`` seconds.
+
+Timeouts of tests are a generous base times :func:`slowdown`, the machine's load per core
+when the run starts (at least 1): a loaded machine makes the tests slower, not failed.
+The ranks see the same factor (``GNNPAR_TEST_SLOWDOWN``), so their own timeouts
+(:func:`scaled`) follow it.
 """
 
 from __future__ import annotations
@@ -80,11 +85,33 @@ def _child(
                 pass
 
 
+SLOWDOWN_ENV = "GNNPAR_TEST_SLOWDOWN"
+"""Environment variable that fixes :func:`slowdown` (set by :func:`run_multiproc`)."""
+
+
+def slowdown() -> float:
+    """How many times slower than idle this machine runs now (at least 1).
+
+    ``GNNPAR_TEST_SLOWDOWN`` when set, else the 1-minute load average per core: with 40
+    runnable processes on 2 cores each gets a twentieth of a core, and every timeout of a
+    test should stretch as much.
+    """
+    fixed = os.environ.get(SLOWDOWN_ENV)
+    if fixed:
+        return max(1.0, float(fixed))
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
+def scaled(seconds: float) -> float:
+    """``seconds`` times :func:`slowdown`: a test timeout that holds on a loaded machine."""
+    return seconds * slowdown()
+
+
 def run_multiproc(
     fn: Callable[..., Any],
     world_size: int,
     *args: Any,
-    timeout: float = 180.0,
+    timeout: float = 600.0,
     env: dict[str, str] | None = None,
     expect_failure: bool = False,
     device: str = "cpu",
@@ -103,7 +130,8 @@ def run_multiproc(
         fn: Worker function.
         world_size: Number of processes.
         *args: Positional arguments for ``fn`` (picklable).
-        timeout: Seconds after which hung ranks are killed and an error is raised.
+        timeout: Seconds after which hung ranks are killed and an error is raised, on an
+            idle machine: times :func:`slowdown` (measured here, and handed to the ranks).
         env: Extra environment variables for the workers.
         expect_failure: Return each rank's outcome instead of raising on the first
             failure: a list of ``(ok, value_or_traceback)`` pairs, ``None`` for a rank
@@ -116,6 +144,9 @@ def run_multiproc(
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
     env = dict(env or {})
+    factor = slowdown()
+    env.setdefault(SLOWDOWN_ENV, f"{factor:.3f}")
+    timeout *= factor
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     else:
@@ -183,5 +214,6 @@ def run_multiproc(
         raise DistributedError(f"rank {r} of {world_size} failed{others}:\n{outcomes[r][1]}")
     missing = [r for r in range(world_size) if r not in outcomes]
     if missing:
-        raise DistributedError(f"ranks {missing} of {world_size} did not finish in {timeout} s")
+        raise DistributedError(f"ranks {missing} of {world_size} did not finish in "
+                               f"{timeout:.0f} s (slowdown {factor:.1f})")
     return [outcomes[r][1] for r in range(world_size)]

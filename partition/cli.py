@@ -43,7 +43,7 @@ from gnnpar.datasets.config import DataConfig
 from gnnpar.errors import ConfigError, GnnparError, PartitionError
 from gnnpar.io import check_output_dir
 from gnnpar.partition.config import PartitionConfig
-from gnnpar.partition.format import PARTITION_MARKER, PartitionMeta
+from gnnpar.partition.format import PARTITION_KIND, PartitionMeta
 from gnnpar.partition.quality import format_quality
 from gnnpar.partition.stages import StageMeter
 
@@ -129,7 +129,7 @@ def _run_partition(argv: Sequence[str]) -> int:
         raise ConfigError("the number of parts is missing.", field="partition.num_parts",
                           fix="pass --num-parts K.")
     out = Path(ns.out)
-    check_output_dir(out, ns.overwrite, PARTITION_MARKER, PartitionError,
+    check_output_dir(out, ns.overwrite, PARTITION_KIND, PartitionError,
                      "pass --overwrite to replace the partition in it, or choose another --out.")
     meter = StageMeter()
     with meter.stage("load"):

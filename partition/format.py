@@ -43,6 +43,7 @@ needs edge ids refuses them with the fix (re-partition).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
@@ -53,7 +54,15 @@ from typing import Any
 import numpy as np
 
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.io import check_json_digest, load_npy, read_json, sha256_file
+from gnnpar.io import (
+    OutputKind,
+    check_json_digest,
+    json_digest,
+    load_npy,
+    read_json,
+    release,
+    sha256_file,
+)
 from gnnpar.partition.typed import ETYPE_DTYPE, TypeBook, check_typed_part, type_feat_name
 
 FORMAT_VERSION = 4
@@ -62,8 +71,9 @@ READABLE_VERSIONS = (1, 2, 3, 4)
 version 3 edge ids, edge features and link supervision (``EDGE_DTYPES``); version 4 typed
 graphs (``hetero``, :mod:`~gnnpar.partition.typed`)."""
 META_FILE = "meta.json"
-PARTITION_MARKER = (META_FILE, "a partition directory")
-"""What identifies a partition directory (see :func:`gnnpar.io.check_output_dir`)."""
+PARTITION_KIND = OutputKind(META_FILE, "a partition directory", lambda doc: doc["files"].keys())
+"""A partition directory: ``meta.json`` and the part files its ``files`` lists (see
+:func:`gnnpar.io.check_output_dir`)."""
 FEATURE_DTYPES: dict[str, type[np.generic]] = {
     "fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}
 """How ``feat.npy`` stores each feature dtype (numpy has no bfloat16: its raw 16 bits)."""
@@ -246,7 +256,7 @@ class PartitionMeta:
             raise PartitionError(f"has {len(meta.parts)} entries for {meta.num_parts} parts.",
                                  path=path, field="parts", fix=fix)
         if meta.hetero:
-            meta.types  # noqa: B018 - parse now: a damaged hetero fails here
+            meta.type_book(path)  # parse now: a damaged hetero fails here, naming the file
         expected = {f"{part_dir_name(k)}/{a}.npy" for k in range(meta.num_parts)
                     for a in meta.part_dtypes()}
         if set(meta.files) != expected:
@@ -280,10 +290,12 @@ class PartitionMeta:
     @cached_property
     def types(self) -> TypeBook | None:
         """A typed partition's :class:`~gnnpar.partition.typed.TypeBook`, else ``None``."""
-        if not self.hetero:
-            return None
+        return self.type_book(META_FILE) if self.hetero else None
+
+    def type_book(self, path: str | os.PathLike[str]) -> TypeBook:
+        """Parse ``hetero`` (errors name ``path``)."""
         return TypeBook.from_dict(self.hetero, self.num_parts,
-                                  [int(p["num_owned"]) for p in self.parts], META_FILE)
+                                  [int(p["num_owned"]) for p in self.parts], path)
 
     def part_dtypes(self) -> dict[str, type[np.generic]]:
         """Every part file's stored dtype: this version's schema, this partition's features."""
@@ -388,12 +400,13 @@ def check_part(d: Path, p: Partition, finite: bool = True) -> None:
 
     What a part alone determines, without the other parts (``verify_partition`` checks
     the rest): cheap bounds from ``meta.json``, one pass over each id array and, with
-    ``finite``, one pass over the features in blocks.
+    ``finite``, one pass over the features in blocks and one sort of the edge ids.
 
     Args:
         d: The part's directory (named in errors).
         p: The loaded part.
-        finite: Also check that every feature value is finite.
+        finite: Also check that every feature value is finite and no edge id repeats
+            (the checks of :func:`load_partition`'s ``verify``).
 
     Raises:
         PartitionError: Naming the file and the field.
@@ -459,7 +472,9 @@ def check_part(d: Path, p: Partition, finite: bool = True) -> None:
     if meta.types is not None:
         assert p.etype is not None
         check_typed_part(d, meta.types, k, meta.offsets, indptr, np.asarray(p.indices),
-                         halo, p.edge_ids(), np.asarray(p.etype), label, p.type_feat)
+                         halo, p.edge_ids(), np.asarray(p.etype), label, p.type_feat,
+                         {s: np.asarray(getattr(p, s)) for s in ("train_idx", "val_idx",
+                                                                  "test_idx")})
     if finite:
         for name, feat in (("feat", p.feat), *((type_feat_name(t), f)
                                                 for t, f in p.type_feat.items())):
@@ -493,6 +508,13 @@ def _check_edge_arrays(d: Path, p: Partition, finite: bool) -> None:
                                      or int(np.max(e_id)) >= meta.num_edges)):
         raise _bad(d / "e_id.npy", "e_id", f"must hold {nnz} edge ids in "
                    f"[0, {meta.num_edges}), one per in-edge.")
+    if finite and nnz > 1:  # every stored in-edge is another edge: no id twice
+        ids = np.sort(e_id)  # a transient 8 bytes per stored edge, before the adjacency
+        release(e_id)
+        twice = np.flatnonzero(ids[1:] == ids[:-1])
+        if len(twice):
+            raise _bad(d / "e_id.npy", "e_id", f"holds edge id {int(ids[twice[0]])} twice "
+                       f"({len(twice)} repeats); each stored in-edge is a distinct edge.")
     if p.edge_attr.shape != (nnz, meta.edge_dim):
         raise _bad(d / "edge_attr.npy", "edge_attr", f"has shape {p.edge_attr.shape}, "
                    f"expected ({nnz}, {meta.edge_dim}).")
@@ -519,6 +541,24 @@ def _check_edge_arrays(d: Path, p: Partition, finite: bool) -> None:
             if len(neg) != len(pos) and len(neg):
                 raise _bad(d / f"{split}_neg.npy", f"{split}_neg", f"has {len(neg)} rows "
                            f"for {len(pos)} {split} edges.")
+
+
+def part_bytes(out_dir: str | os.PathLike[str], meta: PartitionMeta) -> list[int]:
+    """Bytes of each part's files (what loading it with ``verify`` reads), from ``stat``."""
+    sizes = [0] * meta.num_parts
+    for rel in meta.files:
+        with contextlib.suppress(OSError):  # a missing file is the loader's error to name
+            sizes[int(rel.split("/")[0][len("part-"):])] += os.path.getsize(Path(out_dir) / rel)
+    return sizes
+
+
+def content_digest(out_dir: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a partition's content, wherever it lies (what checkpoints bind to).
+
+    ``meta.json``'s own digest: it covers every field and the checksum of every part
+    file (computed, for a version-1 file, which carries none).
+    """
+    return json_digest(read_json(Path(out_dir) / META_FILE, PartitionError))
 
 
 def verify_checksums(out_dir: str | os.PathLike[str], meta: PartitionMeta,

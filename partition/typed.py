@@ -111,6 +111,15 @@ class TypeBook:
                 raise PartitionError(f"part {k}'s type counts {list(row)} do not sum to its "
                                      f"{size} owned nodes.", path=path, field="hetero.counts",
                                      fix=fix)
+        per_type = [sum(col) for col in zip(*tables["counts"], strict=True)] or [0] * t
+        sizes = np.diff(np.asarray(layout.node_offsets)).tolist()
+        if per_type != sizes:
+            i = next(j for j, (a, b) in enumerate(zip(per_type, sizes, strict=True)) if a != b)
+            raise PartitionError(f"gives node type {layout.node_types[i]!r} {sizes[i]} ids "
+                                 f"({layout.node_offsets[i]}..{layout.node_offsets[i + 1]}), "
+                                 f"but the parts own {per_type[i]} nodes of it "
+                                 "(hetero.counts).", path=path, field="hetero.node_offsets",
+                                 fix=fix)
         if r > MAX_RELATIONS:
             raise PartitionError(f"{r} relations exceed {MAX_RELATIONS}.", path=path,
                                  field="hetero.edge_types", fix="merge relations.")
@@ -167,8 +176,10 @@ def sort_by_relation(indptr: np.ndarray, indices: np.ndarray, e_id: np.ndarray,
 def check_typed_part(d: Any, book: TypeBook, part: int, offsets: tuple[int, ...],
                      indptr: np.ndarray, indices: np.ndarray, halo_gids: np.ndarray,
                      e_id: np.ndarray, etype: np.ndarray, label: np.ndarray,
-                     type_feat: dict[int, np.ndarray]) -> None:
+                     type_feat: dict[int, np.ndarray], splits: dict[str, np.ndarray]) -> None:
     """Check one typed part: relations, their order and endpoint types, typed features.
+
+    ``splits`` (``{"train_idx": local ids, ...}``) must hold nodes of the target type.
 
     Raises:
         PartitionError: Naming the file and the field.
@@ -205,6 +216,11 @@ def check_typed_part(d: Any, book: TypeBook, part: int, offsets: tuple[int, ...]
     if (lab[: pb[tgt]] != -1).any() or (lab[pb[tgt + 1]:] != -1).any():
         raise PartitionError(f"labels a node outside the target type {lay.target!r}.",
                              path=d / "label.npy", field="label", fix=fix)
+    for name, idx in splits.items():
+        if len(idx) and (int(idx[0]) < pb[tgt] or int(idx[-1]) >= pb[tgt + 1]):
+            raise PartitionError(f"holds a node of another type than the target "
+                                 f"{lay.target!r} (local ids {pb[tgt]}..{pb[tgt + 1]}).",
+                                 path=d / f"{name}.npy", field=name, fix=fix)
     for t, width in enumerate(lay.feat_dims):
         if width == 0:
             continue

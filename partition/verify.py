@@ -101,6 +101,9 @@ def verify_partition(out_dir: str | os.PathLike[str],
     checks = ["checksums", "dtypes and shapes", "offsets and sizes", "ownership coverage",
               "local CSC", "in-degrees", f"halo = nodes within {meta.halo_hops} hop(s)",
               "complete halo rows"]
+    if meta.has_edge_ids:
+        _check_edge_ids(out, parts, meta.num_edges)
+        checks.append("edge ids a permutation")
     if meta.types is not None:
         checks += ["relations sorted and consistent with edge ids", "endpoint types",
                    "typed feature shapes"]
@@ -142,6 +145,19 @@ def _global_graph(out: Path, parts: list[Partition], meta: PartitionMeta) -> sp.
                     f"{len(d)} in-edges of owned nodes.")
     n = meta.num_nodes
     return sp.csr_matrix((np.ones(len(d), dtype=np.int64), (d, s)), shape=(n, n))
+
+
+def _check_edge_ids(out: Path, parts: list[Partition], num_edges: int) -> None:
+    """The owned in-edges of all parts hold every edge id ``0 .. num_edges - 1`` once."""
+    seen = np.zeros(num_edges, dtype=np.int64)
+    for p in parts:
+        seen += np.bincount(np.asarray(p.edge_ids())[: int(p.indptr[p.num_owned])],
+                            minlength=num_edges)
+    if not (seen == 1).all():
+        bad = int(np.flatnonzero(seen != 1)[0])
+        raise _fail(out, "e_id", f"the owned in-edges do not hold every edge id exactly once "
+                    f"(edge id {bad} is held {int(seen[bad])} times): e_id.npy must be a "
+                    "permutation of the stored edges.")
 
 
 def _check_halo(d: Path, p: Partition, graph: sp.csr_matrix) -> None:
@@ -249,10 +265,10 @@ def _check_edge_round_trip(out: Path, parts: list[Partition], old_of_new: np.nda
                            ds: GraphDataset) -> None:
     """Edge ids, edge features and supervision rows equal the dataset's.
 
-    Each stored in-edge is the dataset's edge ``e_id`` (endpoints and features), the
-    owned in-edges hold every edge id once, and the supervision rows are the dataset's.
+    Each stored in-edge is the dataset's edge ``e_id`` (endpoints and features; that the
+    owned in-edges hold every edge id once is :func:`_check_edge_ids`'), and the
+    supervision rows are the dataset's.
     """
-    seen = np.zeros(ds.num_edges, dtype=np.int64)
     for p in parts:
         d = out / part_dir_name(p.part_id)
         e_id = np.asarray(p.edge_ids())
@@ -264,14 +280,11 @@ def _check_edge_round_trip(out: Path, parts: list[Partition], old_of_new: np.nda
                 and np.array_equal(np.asarray(ds.dst)[e_id], dst)):
             raise _fail(d / "e_id.npy", "e_id", "an in-edge's id names a dataset edge with "
                         "other endpoints.")
-        seen += np.bincount(e_id[: indptr[p.num_owned]], minlength=ds.num_edges)
         want = (np.zeros((len(e_id), 0), np.float32) if ds.edge_attr is None
                 else np.asarray(ds.edge_attr, dtype=np.float32)[e_id])
         if want.tobytes() != np.asarray(p.edge_attr).tobytes():
             raise _fail(d / "edge_attr.npy", "edge_attr", "differs from the dataset's "
                         "features of the same edge ids.")
-    if not (seen == 1).all():
-        raise _fail(out, "e_id", "the owned in-edges do not hold every edge id exactly once.")
     for name in ("train_edges", "val_edges", "test_edges", "val_neg", "test_neg"):
         got = np.concatenate([old_of_new[np.asarray(getattr(p, name))] for p in parts])
         want = np.asarray(getattr(ds, name))

@@ -86,7 +86,7 @@ from gnnpar.partition.format import (
     FORMAT_VERSION,
     LINK_ARRAYS,
     META_FILE,
-    PARTITION_MARKER,
+    PARTITION_KIND,
     PartitionMeta,
     check_feature_range,
     part_dir_name,
@@ -190,7 +190,7 @@ def partition_graph(
     hint = "pass overwrite=True (CLI: --overwrite) or choose another --out."
     out = Path(out_dir)
     with (atomic_directory(out, overwrite, PartitionError, hint,
-                           marker=PARTITION_MARKER) as tmp,
+                           kind=PARTITION_KIND) as tmp,
           tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp-scratch-",
                                       dir=out.parent) as scratch_dir):
         scratch = Path(scratch_dir)

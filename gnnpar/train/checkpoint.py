@@ -28,6 +28,7 @@ directory is shared, as for the run record).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -52,6 +53,7 @@ from gnnpar.io import (
     read_json,
     recover_directory,
     replace_directory,
+    storage_error,
     write_digested_json,
 )
 
@@ -150,13 +152,20 @@ def save_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Mo
         tensors: dict[str, Tensor] = {}
         skeleton = _split(state, "state", tensors)
         tmp = out.parent / f".{out.name}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        index, digest = _write_tensors(tmp / TENSORS_FILE, tensors)
-        write_digested_json(tmp / STATE_FILE, {
-            "format": FORMAT, "format_version": FORMAT_VERSION, "world_size": ctx.world_size,
-            "state": skeleton, "tensors": index, "sha256": {TENSORS_FILE: digest}})
-        replace_directory(tmp, out)
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            index, digest = _write_tensors(tmp / TENSORS_FILE, tensors)
+            write_digested_json(tmp / STATE_FILE, {
+                "format": FORMAT, "format_version": FORMAT_VERSION,
+                "world_size": ctx.world_size, "state": skeleton, "tensors": index,
+                "sha256": {TENSORS_FILE: digest}})
+            replace_directory(tmp, out)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            needed = sum(t.numel() * t.element_size() for t in tensors.values()) + \
+                len(json.dumps(skeleton)) + (1 << 16)
+            raise storage_error(exc, out.parent, needed, "the checkpoint") from None
     _barrier(ctx)
 
 
@@ -260,8 +269,15 @@ def load_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Mo
     if optimizer is not None and "optim" not in skeleton:
         raise ConfigError("the checkpoint holds no optimizer state.", path=ckpt,
                           field="optim", fix="load it without an optimizer.")
+    tensors = _read_tensors(ckpt, doc)
+    for key, t in tensors.items():
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise ConfigError(f"tensor {key!r} holds a NaN or infinite value, which training "
+                              "would spread to every weight.", path=ckpt / TENSORS_FILE,
+                              field=key, fix="resume from an earlier, undamaged copy of the "
+                              "run, or start anew (--overwrite).")
     try:
-        state = _join(skeleton, _read_tensors(ckpt, doc))
+        state = _join(skeleton, tensors)
     except KeyError as exc:
         raise ConfigError(f"state.json names tensor {exc} that the index lacks.",
                           path=ckpt / STATE_FILE, field="tensors",

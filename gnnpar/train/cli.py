@@ -40,12 +40,14 @@ from typing import Any
 from gnnpar.config import ArgumentParser, add_config_arguments, parse_config
 from gnnpar.console import log_to_stderr
 from gnnpar.errors import GnnparError
+from gnnpar.sizes import format_bytes
 from gnnpar.train.config import Config
 from gnnpar.train.launch import Interrupted
 from gnnpar.train.record import RECORD_FILE, format_startup
 from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE
 
 PROG = "gnnpar-train"
+PRINTER_GRACE_S = 5.0  # how long a rank that does not print an error waits to exit
 log = logging.getLogger("gnnpar")
 
 
@@ -109,7 +111,6 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
     from gnnpar.comm import broadcast_text
     from gnnpar.distributed import init, shutdown
     from gnnpar.faults import agreed
-    from gnnpar.train.prepare import check_before_start, resolve_partition
 
     spawned = time.time()
     started = spawned if started is None else started
@@ -121,9 +122,9 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
         log_to_stderr()
     ready = spawned if startup is None else started + sum(phases.values())
     phases["spawn"] = time.time() - ready  # the launcher's processes, or init() alone
-    if ctx.is_main:
-        log.info("%d worker%s joined the process group (%.1f s)", ctx.world_size,
-                 "s" if ctx.world_size > 1 else "", phases["spawn"])
+    if ctx.is_main and ctx.world_size > 1:
+        log.info("%d workers joined the process group (%.1f s)", ctx.world_size,
+                 phases["spawn"])
     done = False
     try:
         if part_dir is None:
@@ -131,12 +132,9 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
                 if not ctx.is_main:
                     return ""
                 local = int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size))
-                t0 = time.time()
-                run_dir = check_before_start(cfg, ctx.world_size, local)
-                phases["check"] = time.time() - t0
                 # Under torchrun the other ranks are waiting: never partition there.
-                parts = resolve_partition(cfg, ctx.world_size, progress=cfg.run.progress,
-                                          make=ctx.world_size == 1, phases=phases)
+                parts, run_dir = _settle(cfg, ctx.world_size, local, phases,
+                                         make=ctx.world_size == 1)
                 return json.dumps([str(parts), str(run_dir), phases])
 
             part_dir, out, phases = json.loads(broadcast_text(ctx, agreed(ctx, settle)))
@@ -144,10 +142,33 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
         record = _train(cfg, part_dir, ctx, phases, started)
         done = True
         return record
-    except KeyboardInterrupt:
-        raise Interrupted(out) from None
+    except BaseException as exc:
+        _restore(out if ctx.is_main else None)
+        if isinstance(exc, KeyboardInterrupt):
+            raise Interrupted(out) from None
+        raise
     finally:
         shutdown(wait=done)
+
+
+def _settle(cfg: Config, world_size: int, local_world_size: int, phases: dict[str, float],
+            make: bool = True) -> tuple[Path, Path]:
+    """The checks, the run directory and the partition: ``(partition dir, run dir)``.
+
+    Their seconds go to ``phases``; a failed partition puts back the run that
+    ``--overwrite`` set aside.
+    """
+    from gnnpar.train.prepare import check_before_start, resolve_partition
+
+    t0 = time.time()
+    out = check_before_start(cfg, world_size, local_world_size)
+    phases["check"] = time.time() - t0
+    try:
+        return resolve_partition(cfg, world_size, progress=cfg.run.progress, make=make,
+                                 phases=phases), out
+    except BaseException:
+        _restore(out)
+        raise
 
 
 def _train(cfg: Config, part_dir: str, ctx: Any, startup: dict[str, float],
@@ -167,30 +188,49 @@ def launch(cfg: Config) -> dict[str, Any]:
         WorkersFailed: A rank failed (the message names it and its error).
         Interrupted: Ctrl-C or SIGTERM; every rank was stopped.
     """
+    from gnnpar.faults import stale_after
     from gnnpar.train.launch import launch_workers
-    from gnnpar.train.prepare import check_before_start, resolve_partition
     from gnnpar.train.record import RunRecord
 
     nproc = cfg.run.nproc
     assert nproc is not None
     started = time.time()
-    out = check_before_start(cfg, nproc, nproc)
-    phases = {"check": time.time() - started}
-    part_dir = resolve_partition(cfg, nproc, progress=cfg.run.progress, phases=phases)
+    phases: dict[str, float] = {}
+    part_dir, out = _settle(cfg, nproc, nproc, phases)
     threads = cfg.run.threads or max(1, (os.cpu_count() or 1) // nproc)
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, threads=threads))
     log.info("starting %d workers (%d torch threads each)", nproc, threads)
     try:
-        # A hung rank: the others' collective times out (timeout_s), they wait up to half
-        # of it for notices (faults.FailureBoard), then the launcher a quarter for the
-        # rest to exit: every rank is reported and stopped within 1.75 timeouts.
+        # A hung rank: the others' collective times out (T = timeout_s), they find its
+        # heartbeat stale within 0.15 T (faults.FailureBoard) and the launcher stops it at
+        # once: every rank is reported and stopped within 1.5 T.  A silent rank whose
+        # heartbeat still runs (a deadlock) gets a quarter of T (the board), then a tenth
+        # (here, at least 2 s for the others to report theirs).
+        t = cfg.run.timeout_s
         launch_workers("gnnpar.train.cli:run_worker", (cfg, str(part_dir), str(out), phases,
                                                        started), nproc,
-                       threads=threads, grace_s=min(10.0, cfg.run.timeout_s / 4))
+                       threads=threads, grace_s=min(10.0, max(2.0, t / 10)),
+                       stale_s=stale_after(t))
     except Interrupted:
-        _mark_interrupted(out / RECORD_FILE)
+        if not _restore(out):
+            _mark_interrupted(out / RECORD_FILE)
         raise Interrupted(str(out)) from None
+    except GnnparError:
+        _restore(out)
+        raise
     return RunRecord.load(out / RECORD_FILE).to_dict()
+
+
+def _restore(out: str | Path | None) -> bool:
+    """Put back the run that ``--overwrite`` was replacing, when the new one failed first."""
+    from gnnpar.train.rundir import restore_replaced
+
+    if not restore_replaced(out):
+        return False
+    log.warning(
+        "%s: the new run ended before its first checkpoint; the run that --overwrite was "
+        "replacing is back in place.", out)
+    return True
 
 
 def _mark_interrupted(path: Path) -> None:
@@ -206,14 +246,6 @@ def _mark_interrupted(path: Path) -> None:
 
 
 # ---------------------------------------------------------------------- reports
-def _size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000 or unit == "GB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1000
-    raise AssertionError("unreachable")
-
-
 def _acc(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
@@ -279,13 +311,13 @@ def format_summary(record: dict[str, Any]) -> str:
     lines.append("communicated per epoch (all ranks):")
     width = max([12, *map(len, s["comm_per_epoch"])])
     for kind, v in s["comm_per_epoch"].items():
-        lines.append(f"  {kind:<{width}} {v['rows']:>14,} rows {_size(v['bytes']):>12}")
+        lines.append(f"  {kind:<{width}} {v['rows']:>14,} rows {format_bytes(v['bytes']):>12}")
     if s["eval"] == "full":
         total = sum(v["bytes"] for v in s["eval_comm"].values())
-        lines.append(f"full-neighbour inference: {_size(total)} communicated")
+        lines.append(f"full-neighbour inference: {format_bytes(total)} communicated")
     mem = s["peak_memory_bytes"]
-    lines.append(f"peak memory:       {_size(mem['host'])} host (largest rank)" + (
-        f", {_size(mem['device'])} GPU" if mem["device"] is not None else ""))
+    lines.append(f"peak memory:       {format_bytes(mem['host'])} host (largest rank)" + (
+        f", {format_bytes(mem['device'])} GPU" if mem["device"] is not None else ""))
     startup = s.get("startup_s") or {}
     lines.append(f"total wall time:   {s['wall_time_s']:.1f} s" + (
         f" (start-up {format_startup(startup)})" if startup else ""))
@@ -351,9 +383,13 @@ def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = No
         record = launch(cfg) if cfg.run.nproc is not None else run_worker(cfg)
     except GnnparError as exc:
         text = str(exc)
+        _report_to_torchrun(text)
         if _printer(exc):
             print(f"{prog}: error: {text}", file=sys.stderr)
-        _report_to_torchrun(text)
+        elif int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            # torchrun stops every rank when the first exits: let the printer go first
+            # (an error every rank raises, such as a bad flag, is printed once).
+            time.sleep(PRINTER_GRACE_S)
         return 1
     except (Interrupted, KeyboardInterrupt) as exc:
         if int(os.environ.get("RANK", "0")) == 0:

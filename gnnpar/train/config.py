@@ -353,7 +353,8 @@ class RunConfig:
     """Continue the run in --out from its newest checkpoint (same settings required)."""
 
     overwrite: bool = False
-    """Replace the run in --out (its record.json, config.json and checkpoint/)."""
+    """Replace the run in --out (its record.json, config.json and checkpoint/; kept aside
+    until the new run's first checkpoint, and put back if the new run fails first)."""
 
     checkpoint_every: int = 1
     """Checkpoint every this many epochs (and after the last)."""
@@ -375,7 +376,11 @@ class RunConfig:
 
     timeout_s: float = 300.0
     """Collective timeout in seconds: a peer silent this long (dead or hung) fails the
-    run, naming the rank."""
+    run, naming the rank (a hung rank ends the run within 1.5 x this)."""
+
+    startup_timeout_s: float | None = None
+    """Longest wait, before the first collective, for every rank to load and verify its
+    part (default: --timeout-s plus the largest part's bytes at 25 MB/s; docs/startup.md)."""
 
     progress: bool = True
     """Show progress bars (rank 0, on a terminal)."""
@@ -429,6 +434,9 @@ class RunConfig:
         if self.device is not None and self.device.split(":")[0] not in ("cpu", "cuda"):
             raise config_error(RunConfig, "run.device", self.device, "need cpu or cuda", "cuda")
         check_number(RunConfig, "run.timeout_s", self.timeout_s, 0.0, strict=True)
+        if self.startup_timeout_s is not None:
+            check_number(RunConfig, "run.startup_timeout_s", self.startup_timeout_s, 0.0,
+                         strict=True)
         check_int(RunConfig, "run.log_every", self.log_every, 0)
         if self.metrics is not None:
             check_choice(RunConfig, "run.metrics", self.metrics, METRICS)

@@ -12,7 +12,8 @@ interface and keeps pickled state in an unauthenticated store.  The launcher:
   ``LOCAL_RANK``, ``WORLD_SIZE``, ...), which dies with the launcher (``PR_SET_PDEATHSIG``);
 * collects each rank's outcome from a JSON error file (never a pickle): when a rank fails,
   the others get ``grace_s`` to report theirs (a peer's failure reaches them as a failed
-  collective), then the rest are killed, so no rank is left hanging;
+  collective), then the rest are killed, so no rank is left hanging; a rank whose
+  heartbeat (:mod:`gnnpar.faults`) has stood still for ``stale_s`` is not waited for;
 * on Ctrl-C, stops every rank and raises :class:`Interrupted`.
 
 Multi-machine runs use ``torchrun`` instead; its c10d store is unauthenticated, so it
@@ -34,9 +35,12 @@ import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gnnpar.errors import DistributedError, GnnparError
+
+if TYPE_CHECKING:
+    from gnnpar.faults import HeartbeatWatch
 
 _PR_SET_PDEATHSIG = 1
 
@@ -199,7 +203,8 @@ def summarise(outcomes: Sequence[RankOutcome], world_size: int) -> str:
 
 
 def launch_workers(target: str, args: tuple[Any, ...], nproc: int,
-                   threads: int | None = None, grace_s: float = 10.0) -> None:
+                   threads: int | None = None, grace_s: float = 10.0,
+                   stale_s: float | None = None) -> None:
     """Run ``target(*args)`` on ``nproc`` local ranks and wait for all of them.
 
     Args:
@@ -209,12 +214,17 @@ def launch_workers(target: str, args: tuple[Any, ...], nproc: int,
         nproc: Number of ranks.
         threads: Torch threads per rank.
         grace_s: Once a rank has failed, how long the others get to report theirs.
+        stale_s: Once a rank has failed, a living rank whose heartbeat count has stood
+            still this long is stopped without waiting out ``grace_s`` (a stopped or hung
+            process: it will report nothing); ``None``: heartbeats are not read.
 
     Raises:
         WorkersFailed: A rank failed; the message is :func:`summarise`'s.
         Interrupted: Ctrl-C or SIGTERM; every rank was stopped.
     """
     import torch.multiprocessing as mp
+
+    from gnnpar.faults import HeartbeatWatch
 
     ctx = mp.get_context("spawn")
     store = loopback_store(nproc)
@@ -228,7 +238,8 @@ def launch_workers(target: str, args: tuple[Any, ...], nproc: int,
             for rank, p in enumerate(procs):
                 with _environ(worker_env(rank, nproc, port, threads)):
                     p.start()  # the rank's environment from its start, as under torchrun
-            _wait(procs, grace_s)
+            _wait(procs, grace_s, None if stale_s is None else HeartbeatWatch(
+                store, list(range(nproc)), stale_s))
         except (KeyboardInterrupt, Interrupted):
             _stop(procs, 5.0)
             raise Interrupted() from None
@@ -249,13 +260,20 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise Interrupted()
 
 
-def _wait(procs: list[Any], grace_s: float) -> None:
-    """Until every rank has exited, or ``grace_s`` after the first one failed."""
+def _wait(procs: list[Any], grace_s: float, watch: HeartbeatWatch | None) -> None:
+    """Until every rank has exited, or ``grace_s`` after the first one failed.
+
+    With ``watch``, also until every living rank's heartbeat stands still, once one failed.
+    """
     deadline = None
     while any(p.is_alive() for p in procs):
+        if watch is not None:
+            watch.update()
         if deadline is None and any(p.exitcode not in (None, 0) for p in procs):
             deadline = time.monotonic() + grace_s
-        if deadline is not None and time.monotonic() >= deadline:
+        if deadline is not None and (time.monotonic() >= deadline or (
+                watch is not None and set(watch.stale()) >= {
+                    r for r, p in enumerate(procs) if p.is_alive()})):
             return
         time.sleep(0.05)
 

@@ -27,12 +27,12 @@ import torch
 from torch import Tensor
 
 from gnnpar.errors import ConfigError
+from gnnpar.train.rundir import METRICS_CSV as CSV_FILE
+from gnnpar.train.rundir import TENSORBOARD_DIR
 
 log = logging.getLogger("gnnpar")
 LOG_INTERVAL_S = 10.0
 """Seconds of training between two log lines when ``--log-every`` is 0."""
-CSV_FILE = "metrics.csv"
-TENSORBOARD_DIR = "tensorboard"
 
 
 class MetricsWriter(Protocol):

@@ -130,7 +130,7 @@ def check_world_size(cfg: Config, world_size: int) -> None:
                 f"--num-parts {world_size} --out DIR`.")
         check_partition_settings(cfg, meta)
         check_graph_settings(cfg, cfg.data.dataset, meta.types.layout if meta.types else None,
-                             meta.feat_dim)
+                             meta.feat_dim, meta.num_classes)
 
 
 def check_partition_settings(cfg: Config, meta: PartitionMeta) -> None:
@@ -196,12 +196,14 @@ TYPED_ONLY = (("sample", "relation_fanouts"), ("model", "embed_dim"),
 
 
 def check_graph_settings(cfg: Config, where: str, layout: HeteroLayout | None,
-                         feat_dim: int) -> None:
-    """The checks of a typed graph (``layout``) or of one without features.
+                         feat_dim: int, num_classes: int = 0) -> None:
+    """The checks of a typed graph (``layout``) or of one without features, and the size.
 
     A graph without features learns a row per node, in sample mode (node
-    classification); a graph with features refuses the embedding settings.
+    classification); a graph with features refuses the embedding settings.  The model
+    that ``--hidden`` and ``--layers`` make on this graph must fit in memory.
     """
+    check_model_size(cfg, where, layout, feat_dim, num_classes)
     if layout is not None:
         check_typed_settings(cfg, where, layout)
         return
@@ -229,6 +231,27 @@ def check_graph_settings(cfg: Config, where: str, layout: HeteroLayout | None,
                           f"{' and features' if feat_dim else ''}: they apply to typed graphs "
                           "(the embedding settings also to graphs without features).",
                           path=where, field=set_[0][0], fix=f"drop {flags}.")
+
+
+def check_model_size(cfg: Config, where: str, layout: HeteroLayout | None, feat_dim: int,
+                     num_classes: int) -> None:
+    """Refuse a ``--hidden`` whose model would not fit in this machine's memory.
+
+    Counts the weight matrices of a GraphSAGE-like model (two per layer and relation):
+    ``F x H``, ``(L - 2)`` of ``H x H`` and ``H x C``, at :data:`PARAMETER_BYTES` each.
+    """
+    from gnnpar.sizes import PARAMETER_BYTES, check_fits
+
+    m = cfg.model
+    width = max([feat_dim, *(layout.feat_dims if layout else ())]) or m.embedding_width()
+    out = m.hidden if cfg.data.task == "link" else max(num_classes, 1)
+    relations = len(layout.edge_types) if layout else 1
+    per_relation = (width * m.hidden + max(m.layers - 2, 0) * m.hidden ** 2
+                    + m.hidden * out if m.layers > 1 else width * out)
+    params = 2 * relations * per_relation
+    check_fits(params, PARAMETER_BYTES, path=where, field="model.hidden",
+               what=f"--hidden {m.hidden} with {m.layers} layers makes about {params:,} "
+               "parameters, which", fix="pass a smaller --hidden (or fewer --layers).")
 
 
 def check_device(cfg: Config, local_world_size: int) -> None:
@@ -310,7 +333,7 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
 
         meta = PartitionMeta.load(out)
         check_graph_settings(cfg, cfg.data.dataset, meta.types.layout if meta.types else None,
-                             meta.feat_dim)
+                             meta.feat_dim, meta.num_classes)
         return out
     if not make:
         raise ConfigError(
@@ -319,6 +342,13 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
             fix=f"partition it first: `{partition_command(cfg, world_size, out)}`, then "
             "run this command again (or pass that --out as the dataset); gnnpar-train "
             f"--nproc {world_size} partitions before it starts the workers.")
+    try:  # before the dataset is read: a --root that cannot hold the partition
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"the partition cache {out.parent} cannot be created there "
+                          f"({exc.strerror or exc}).", path=cfg.data.root, field="data.root",
+                          fix="pass --root DIR under a writable directory (every part of "
+                          "the path a directory).") from None
     log.info("loading %s ...", cfg.data.dataset)
     t0 = time.time()
     dataset = cfg.data.load_any()  # a link task is checked there
@@ -332,9 +362,10 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
         phases["load"] = took
 
     if isinstance(dataset, HeteroGraphDataset):  # checked before the partitioning
-        check_graph_settings(cfg, cfg.data.dataset, dataset.layout(), 0)
+        check_graph_settings(cfg, cfg.data.dataset, dataset.layout(), 0, dataset.num_classes)
     else:
-        check_graph_settings(cfg, cfg.data.dataset, None, dataset.feat_dim)
+        check_graph_settings(cfg, cfg.data.dataset, None, dataset.feat_dim,
+                             dataset.num_classes)
     if cfg.data.task == "node":
         dataset.require_node_task(cfg.data.dataset)
     log.info("partitioning into %d parts (%s) ...", world_size, cfg.partition.partitioner)

@@ -28,11 +28,10 @@ import os
 import platform
 import socket
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gnnpar.errors import ConfigError
-from gnnpar.io import read_json, write_json
+from gnnpar.io import read_json, write_json_atomic
 
 FORMAT = "gnnpar-run"
 FORMAT_VERSION = 2
@@ -224,9 +223,10 @@ class RunRecord:
                 "epochs": self.epochs, "summary": self.summary}
 
     def write(self, path: str | os.PathLike[str]) -> None:
-        """Write the record to ``path`` atomically (call on rank 0 only)."""
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-        write_json(tmp, self.to_dict())
-        os.replace(tmp, out)
+        """Write the record to ``path`` atomically (call on rank 0 only).
+
+        Raises:
+            StorageError: The disk is full (naming the directory and the bytes needed);
+                the previous record stays as it was.
+        """
+        write_json_atomic(path, self.to_dict())

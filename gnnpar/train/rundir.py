@@ -9,12 +9,22 @@ Before any work starts, :func:`prepare_run_dir` settles ``OUT``:
 * ``--out`` absent or an empty directory: used;
 * ``--out`` holding a run: continued with ``--resume`` (its checkpoint, with the same
   settings: :func:`check_resume` names every setting that differs), replaced with
-  ``--overwrite`` (only gnnpar's own files are removed), otherwise refused;
+  ``--overwrite``, otherwise refused;
 * ``--out`` holding anything else, or a file: refused, even with ``--overwrite``.
+
+A run directory is one whose ``record.json`` is a gnnpar run record (the marker) and
+that holds nothing but gnnpar's files (:data:`RUN_FILES`, the checkpoint's own two files
+inside ``checkpoint/``, and the temporary names of their atomic writes).  ``--overwrite``
+moves the old run's files aside into ``OUT/.previous-run/``; the new run's first
+checkpoint deletes them (:func:`commit_replacement`), and a new run that fails, is
+interrupted or is killed before it gets there has them put back (:func:`restore_replaced`,
+also called by the next ``gnnpar-train`` on that ``--out``), so a failed replacement loses
+nothing.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -25,12 +35,21 @@ from gnnpar.config import flag_of, sections
 from gnnpar.errors import ConfigError
 from gnnpar.partition.config import HOW_ONLY
 from gnnpar.train.config import Config
+from gnnpar.train.predictions import PREDICTIONS_DIR
 from gnnpar.train.record import RECORD_FILE
 
 CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoint"
-RUN_FILES = (RECORD_FILE, CONFIG_FILE, CHECKPOINT_DIR)
-"""What a run writes into its directory (and what ``--overwrite`` removes)."""
+METRICS_CSV = "metrics.csv"
+TENSORBOARD_DIR = "tensorboard"
+RUN_FILES = (RECORD_FILE, CONFIG_FILE, CHECKPOINT_DIR, METRICS_CSV, TENSORBOARD_DIR,
+             PREDICTIONS_DIR)
+"""What a run writes into its directory (and what ``--overwrite`` replaces)."""
+PREVIOUS_RUN = ".previous-run"
+"""Where ``--overwrite`` keeps the replaced run until the new one's first checkpoint."""
+_CHECKPOINT_FILES = ("state.json", "tensors.bin")
+_TEMPORARY = re.compile(r"^\.(record\.json\.tmp-\d+|checkpoint\.tmp|checkpoint\.old-.*)$")
+"""The temporary names of gnnpar's atomic writes in a run directory."""
 
 RESUMABLE = {"train.epochs", "train.eval_every", "train.eval", "train.eval_budget_mb",
              "sample.eval_batch_size", "sample.prefetch",
@@ -64,6 +83,77 @@ def holds_run(out: Path) -> bool:
     return any((out / name).exists() for name in RUN_FILES)
 
 
+def _is_run_record(path: Path) -> bool:
+    """Whether ``path`` is a gnnpar run record (the run directory's marker)."""
+    from gnnpar.train.record import RunRecord
+
+    try:
+        RunRecord.load(path)
+    except ConfigError:
+        return False
+    return True
+
+
+def foreign_entry(out: Path) -> Path | None:
+    """The first entry of ``out`` that a gnnpar run did not write, if any.
+
+    A run directory holds its marker (``record.json``, a gnnpar run record),
+    ``config.json``, ``checkpoint/`` with the checkpoint's files, the temporary names of
+    their atomic writes, and the run that ``--overwrite`` put aside.
+    """
+    if not _is_run_record(out / RECORD_FILE):
+        return out / RECORD_FILE
+    for entry in sorted(out.iterdir()):
+        if entry.name in (*RUN_FILES, PREVIOUS_RUN) and entry.name != CHECKPOINT_DIR \
+                or _TEMPORARY.match(entry.name):
+            continue  # a directory of outputs (predictions, tensorboard) is gnnpar's whole
+        if entry.name != CHECKPOINT_DIR or not entry.is_dir() or entry.is_symlink():
+            return entry
+        for inner in sorted(entry.iterdir()):
+            if inner.name not in _CHECKPOINT_FILES or not inner.is_file():
+                return inner
+    return None
+
+
+def restore_replaced(out: str | os.PathLike[str] | None) -> bool:
+    """Put back the run that ``--overwrite`` moved aside, if the new one never checkpointed.
+
+    Call it when a run ends in failure (any rank, Ctrl-C), and before a run directory is
+    used: a run killed before its first checkpoint leaves the old one aside.  Once the
+    new run has a checkpoint, the old one is deleted instead (:func:`commit_replacement`).
+
+    Returns:
+        Whether the previous run was put back.
+    """
+    if out is None:
+        return False
+    path = Path(out)
+    aside = path / PREVIOUS_RUN
+    if not aside.is_dir():
+        return False
+    if (path / CHECKPOINT_DIR / "state.json").is_file():  # committed; its deletion was cut
+        shutil.rmtree(aside, ignore_errors=True)
+        return False
+    for name in RUN_FILES:
+        _remove(path / name)
+    for entry in aside.iterdir():
+        os.rename(entry, path / entry.name)
+    aside.rmdir()
+    return True
+
+
+def commit_replacement(out: str | os.PathLike[str]) -> None:
+    """Delete the run that ``--overwrite`` replaced (the new run has checkpointed)."""
+    shutil.rmtree(Path(out) / PREVIOUS_RUN, ignore_errors=True)
+
+
+def _remove(target: Path) -> None:
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    elif target.exists() or target.is_symlink():
+        target.unlink()
+
+
 def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
                     overwrite: bool = False) -> Path:
     """Settle the run directory before any work (see the module docstring).
@@ -75,7 +165,8 @@ def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
         name: Name of a new run directory (e.g. ``sbm-sample``).
         resume: The run in ``out`` is continued (its checkpoint is checked by the caller,
             e.g. :func:`check_resume`).
-        overwrite: The run in ``out`` is replaced.
+        overwrite: The run in ``out`` is replaced: its files move to
+            ``OUT/.previous-run/`` until the new run's first checkpoint.
 
     Returns:
         The directory to write to. It is created when the run writes its first file, so
@@ -91,26 +182,31 @@ def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
     if path.exists() and not path.is_dir():
         raise ConfigError("is a file, not a directory.", path=path, field="run.out",
                           fix="pass another --out.")
+    restore_replaced(path)
     if resume:
         return path
     if path.is_dir() and any(path.iterdir()):
-        others = sorted(p.name for p in path.iterdir() if p.name not in RUN_FILES)
-        if not holds_run(path) or others:
+        bad = foreign_entry(path)
+        if bad is not None:
+            what = ("holds no gnnpar run record" if bad == path / RECORD_FILE
+                    else f"holds {bad.name}, which is not a gnnpar run's")
             raise ConfigError(
-                f"holds files that are not a gnnpar run ({', '.join(others[:5])}); gnnpar "
-                "does not write into or delete them.", path=path, field="run.out",
+                f"{what}; gnnpar does not write into a directory that is not a gnnpar run, "
+                "nor delete what it did not write.", path=bad, field="run.out",
                 fix="pass a new or empty --out.")
         if not overwrite:
             raise ConfigError(
                 f"already holds a run ({_describe(path)}).", path=path, field="run.out",
                 fix="continue it with --resume, replace it with --overwrite, or pass "
                 "another --out.")
-        for entry in RUN_FILES:
-            target = path / entry
-            if target.is_dir():
-                shutil.rmtree(target)
-            elif target.exists():
-                target.unlink()
+        aside = path / PREVIOUS_RUN
+        aside.mkdir()
+        for name in RUN_FILES:
+            if (path / name).exists():
+                os.rename(path / name, aside / name)
+        for entry in path.iterdir():
+            if _TEMPORARY.match(entry.name):
+                _remove(entry)
     return _creatable(path)
 
 
@@ -149,15 +245,18 @@ def _flat(doc: dict[str, Any]) -> dict[str, Any]:
             for k, v in body.items()}
 
 
-def check_resume(out: Path, cfg: Config) -> None:
+def check_resume(out: Path, cfg: Config, partition_dir: str | None = None) -> None:
     """Refuse to resume ``out`` unless its checkpoint exists and the run is the same.
 
     Every setting outside the ``run`` section and :data:`RESUMABLE` must equal the
-    checkpoint's; ``--epochs`` must exceed the epochs already finished.
+    checkpoint's; the checkpoint's position must lie within its run (its finished epochs
+    recorded, mid-epoch sums only mid-epoch, not past the run's ``--epochs``); ``--epochs``
+    must exceed the position's epoch; and, given ``partition_dir``, the partition must be
+    the one the checkpoint was trained on (its content digest, wherever it lies).
 
     Raises:
-        ConfigError: Nothing to resume, or the settings that differ, each with its flag
-            and both values.
+        ConfigError: Nothing to resume, the settings that differ (each with its flag and
+            both values), a position outside the run, or another partition.
     """
     from gnnpar.train.checkpoint import read_state
 
@@ -187,9 +286,60 @@ def check_resume(out: Path, cfg: Config) -> None:
             fix=f"resume with the run's own settings (--config {out / CONFIG_FILE}, then the "
             "flags you may change: --epochs, --eval-every, --eval, --eval-budget-mb and the "
             "run section), or start a new run (another --out, or --overwrite).")
-    done = len(extra.get("epochs", []))
-    if cfg.train.epochs <= done and not extra.get("partial"):
+    epoch, step = saved_position(ckpt, extra)
+    if cfg.train.epochs <= epoch:
+        where = (f"is at step {step} of epoch {epoch + 1}" if step else
+                 f"has finished {epoch} epochs")
+        short = "trains nothing more" if cfg.train.epochs == epoch and not step else \
+            "is below its position"
+        raise ConfigError(f"the run {where}, so --epochs {cfg.train.epochs} {short}.",
+                          path=out, field="train.epochs",
+                          fix=f"pass --epochs above {epoch} to continue it.")
+    if partition_dir is not None:
+        from gnnpar.partition.format import content_digest
+
+        digest = content_digest(partition_dir)
+        if extra.get("partition_digest") != digest:
+            raise ConfigError(
+                f"the checkpoint was trained on a partition of content digest "
+                f"{str(extra.get('partition_digest'))[:12]}..., and {partition_dir} now "
+                f"holds another ({digest[:12]}...).", path=ckpt, field="partition_digest",
+                fix="resume on the partition the run was trained on, or start a new run "
+                "(another --out, or --overwrite).")
+
+
+def saved_position(ckpt: Path, extra: dict[str, Any]) -> tuple[int, int]:
+    """``(epoch, step)`` of a checkpoint's next step, checked against the rest of it.
+
+    The epochs recorded must be exactly those before the position, the per-rank sums of
+    an unfinished epoch finite numbers present exactly when the step is not 0, and the
+    position within the saved run's ``--epochs``.
+
+    Raises:
+        ConfigError: Naming ``state.json`` and the field.
+    """
+    raw = extra.get("position")
+    pos = raw if isinstance(raw, dict) else {}
+    epochs = extra.get("epochs") if isinstance(extra.get("epochs"), list) else None
+    partial = extra.get("partial") if isinstance(extra.get("partial"), list) else None
+    total: Any = (extra.get("config") or {}).get("train", {}).get("epochs")
+
+    def count(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    epoch: Any = pos.get("epoch")
+    step: Any = pos.get("step")
+    ok = (count(epoch) and count(step) and count(total) and epochs is not None
+          and partial is not None and len(epochs) == epoch and (step > 0) == bool(partial)
+          and (epoch < total or (epoch == total and step == 0))
+          and all(isinstance(e, dict) and e.get("epoch") == i for i, e in enumerate(epochs))
+          and all(isinstance(r, dict) and all(
+              isinstance(v, int | float) and math.isfinite(v) for v in r.values())
+              for r in partial))
+    if not ok:
         raise ConfigError(
-            f"the run has finished {done} epochs, so --epochs {cfg.train.epochs} trains "
-            "nothing more.", path=out, field="train.epochs",
-            fix=f"pass --epochs above {done} to continue it.")
+            f"the saved position {raw!r:.80} does not fit the run it belongs to "
+            f"({'?' if epochs is None else len(epochs)} finished epochs recorded of "
+            f"{total!r}).", path=ckpt / "state.json", field="position",
+            fix="resume from an undamaged copy of the run, or start anew (--overwrite).")
+    return int(epoch), int(step)

@@ -62,16 +62,18 @@ from gnnpar.comm import (
     all_gather_ints,
     all_reduce_sum,
     comm_totals,
+    per_rank,
     record_all_reduce,
 )
 from gnnpar.distributed import DistContext
-from gnnpar.errors import ConfigError
+from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.faults import FailureBoard, agreed
 from gnnpar.graph import DistGraph, global_split_sizes
-from gnnpar.io import write_json
+from gnnpar.io import write_json_atomic
 from gnnpar.link.model import LinkDecoder
 from gnnpar.nn import flush_pipelines
 from gnnpar.parallel.measure import peak_rss_bytes, rss_bytes
+from gnnpar.partition.format import PartitionMeta, content_digest, part_bytes
 from gnnpar.sampler import mix_int
 from gnnpar.train.checkpoint import load_checkpoint, read_state, save_checkpoint
 from gnnpar.train.config import Config
@@ -90,7 +92,12 @@ from gnnpar.train.outputs import (
 )
 from gnnpar.train.prepare import check_graph_settings
 from gnnpar.train.record import RECORD_FILE, RunRecord, format_startup
-from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE, check_resume
+from gnnpar.train.rundir import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    check_resume,
+    commit_replacement,
+)
 from gnnpar.train.sync import LocalSGD, average_model
 
 log = logging.getLogger("gnnpar")
@@ -163,6 +170,27 @@ def peak_memory(ctx: DistContext, start_rss: int) -> dict[str, int | None]:
             "device": int(peak[2]) if cuda else None}
 
 
+STARTUP_READ_RATE = 25e6
+"""Bytes per second that the default start-up timeout allows each rank to verify at: far
+below a local disk (docs/startup.md), for many ranks reading one shared file system."""
+
+
+def startup_timeout(cfg: Config, part_dir: str | Path) -> float:
+    """Seconds every rank may take to load and verify its part before the first collective.
+
+    ``--startup-timeout-s`` when given, else ``--timeout-s`` plus the largest part's bytes
+    at :data:`STARTUP_READ_RATE` (``meta.json`` unreadable: ``--timeout-s``; the load
+    names the problem).
+    """
+    if cfg.run.startup_timeout_s is not None:
+        return float(cfg.run.startup_timeout_s)
+    try:
+        largest = max(part_bytes(part_dir, PartitionMeta.load(part_dir)))
+    except PartitionError:
+        largest = 0
+    return float(cfg.run.timeout_s + largest / STARTUP_READ_RATE)
+
+
 def _mean(values: list[Any]) -> float | None:
     values = [v for v in values if v is not None]
     return sum(values) / len(values) if values else None
@@ -213,12 +241,17 @@ class Trainer:
         self.part_dir = str(part_dir)
         self.board = FailureBoard.connect(ctx)
         with self.board.guard():
-            self.graph = agreed(ctx, lambda: DistGraph.load(part_dir, ctx))
+            # Verifying a large part can outlast the collective timeout: no rank waits in a
+            # collective meanwhile, the start-up timeout bounds the wait (docs/startup.md).
+            self.graph = self.board.settle(lambda: DistGraph.load(part_dir, ctx),
+                                           startup_timeout(cfg, part_dir),
+                                           "load and verify its part")
             self._setup()
         self.startup["setup"] = time.time() - setup_start
 
     def _setup(self) -> None:
         cfg, ctx, graph = self.cfg, self.ctx, self.graph
+        self.partition_digest = content_digest(self.part_dir)  # what checkpoints bind to
         self.link = cfg.data.task == "link"
         self.split_sizes = global_split_sizes(graph, ctx, cfg.data.task)
         self.stats, self.eval_stats = CommStats(), CommStats()
@@ -228,7 +261,7 @@ class Trainer:
         engine_cls: type[Any] = MinibatchEngine if cfg.train.mode == "sample" else (
             FullGraphEngine if cfg.full.grid is None else GridEngine)
         check_graph_settings(cfg, self.part_dir, meta.types.layout if meta.types else None,
-                             meta.feat_dim)
+                             meta.feat_dim, meta.num_classes)
         if meta.types is not None:
             self.model = build_hetero_model(cfg.model, graph, out).to(ctx.device)
             engine_cls = HeteroEngine
@@ -298,7 +331,10 @@ class Trainer:
                   else {})
         save_checkpoint(self.checkpoint_dir, ctx, self.trained, self.optimizer, extra={
             "position": self._position(), "partial": per_rank, "epochs": self.record.epochs,
-            "config": self.cfg.to_dict(), "engine": engine})
+            "config": self.cfg.to_dict(), "engine": engine,
+            "partition_digest": self.partition_digest})
+        if ctx.is_main:  # the run that --overwrite replaced is no longer needed
+            commit_replacement(self.out)
 
     def _resume(self) -> dict[str, float]:
         """Restore the newest checkpoint; return the unfinished epoch's sums."""
@@ -306,7 +342,7 @@ class Trainer:
             return {}
 
         def check() -> None:
-            check_resume(self.out, self.cfg)
+            check_resume(self.out, self.cfg, self.part_dir)
             saved = read_state(self.checkpoint_dir)["world_size"]
             if saved != self.ctx.world_size:
                 raise ConfigError(f"the checkpoint was written by {saved} ranks, this run has "
@@ -366,15 +402,15 @@ class Trainer:
 
     def _fit(self, hook: StepHook | None) -> dict[str, Any]:
         ctx, t = self.ctx, self.cfg.train
+        partial = self._resume()
         if ctx.is_main and self.startup:
             log.info("start-up: %s", format_startup(self.startup))
-        partial = self._resume()
         if ctx.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
             # A file that repeats the run: --config OUT/config.json [--resume].
             doc = self.cfg.to_dict()
             doc["run"].update(resume=False, overwrite=False)
-            write_json(self.out / CONFIG_FILE, doc)
+            write_json_atomic(self.out / CONFIG_FILE, doc)
         self.record.status = "running"
         self._started = True
         self._write_record()
@@ -410,9 +446,7 @@ class Trainer:
             totals = dict(zip(SUMS, all_reduce_sum(ctx, torch.tensor(
                 [sums[k] for k in SUMS], dtype=torch.float64, device=ctx.device)).tolist(),
                 strict=True))
-            ranks = torch.zeros(2, ctx.world_size, dtype=torch.float64, device=ctx.device)
-            ranks[:, ctx.rank] = torch.tensor([sums["time"], cpu], dtype=torch.float64)
-            rank_wall, rank_cpu = all_reduce_sum(ctx, ranks).tolist()
+            rank_wall, rank_cpu = per_rank(ctx, [sums["time"], cpu])
             train = [totals[k] for k in ("loss", "correct", "seeds", "edges", "time")]
             phases = {k: totals[f"t_{k}"] / ctx.world_size for k in PHASES}
             comm = comm_totals(self.stats, ctx)

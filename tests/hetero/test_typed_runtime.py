@@ -94,7 +94,7 @@ def test_typed_part_checks_relation_order(runs: Any) -> None:
     with pytest.raises(PartitionError, match="etype"):
         check_typed_part(Path(part_dir) / "part-0", meta.types, 0, meta.offsets,
                          np.asarray(p.indptr), np.asarray(p.indices), np.asarray(p.halo_gids),
-                         np.asarray(p.e_id), etype, np.asarray(p.label), p.type_feat)
+                         np.asarray(p.e_id), etype, np.asarray(p.label), p.type_feat, {})
 
 
 @pytest.mark.parametrize("world", WORLDS)

@@ -1,8 +1,8 @@
 """``gnnpar-train --nproc``: loopback only, one short error naming the rank, no rank left.
 
 Each test runs the real command in a subprocess and acts on its processes from outside —
-a corrupted part, a rank killed or stopped mid-run, Ctrl-C — as a user or a cluster would.
-The collective timeout is set short (``--timeout-s``) so that a hang ends in seconds.
+a corrupted part, a rank killed mid-run, Ctrl-C — as a user or a cluster would.  A hung
+rank, in every mode, is ``test_hang_bound.py``'s.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from _procs import descendants, exe, listeners, rank_pid, start, wait_for_epochs
 
+from gnnpar.testing import scaled
 from gnnpar.train.cli import parse
 from gnnpar.train.prepare import resolve_partition
 
@@ -38,7 +39,7 @@ def test_nothing_listens_beyond_loopback(parts: Path, tmp_path: Path) -> None:
                   str(tmp_path / "run"), cwd=tmp_path)
     seen: set[str] = set()
     try:
-        wait_for_epochs(tmp_path / "run" / "record.json", 1, proc, 120)
+        wait_for_epochs(tmp_path / "run" / "record.json", 1, proc, scaled(120))
         for _ in range(20):  # the store, and each rank's gloo pairs
             seen.update(listeners([proc.pid, *descendants(proc.pid)]))
             time.sleep(0.05)
@@ -58,29 +59,29 @@ def test_a_damaged_part_is_one_line_naming_the_rank(parts: Path, tmp_path: Path)
     data[-1] ^= 0xFF
     feat.write_bytes(bytes(data))
     proc = subprocess.run([*exe(), str(bad), *RUN, "--nproc", "2", "--out",
-                           str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
+                           str(tmp_path / "run")], capture_output=True, text=True,
+                          timeout=scaled(300))
     assert proc.returncode == 1
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if "error:" in ln]  # beside the log
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert lines[0].startswith("gnnpar-train: error: rank 1 of 2: ")
     assert "part-1/feat.npy" in lines[0] and "sha256 differs" in lines[0]
 
 
 @pytest.mark.parametrize("mode", ["full", "sample"])
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])
-def test_a_dead_or_hung_rank_ends_the_run(parts: Path, tmp_path: Path, sig: int,
-                                          mode: str) -> None:
+def test_a_dead_rank_ends_the_run(parts: Path, tmp_path: Path, mode: str) -> None:
     flags = RUN if mode == "full" else ["--mode", "sample", "--hidden", "16", "--fanouts",
                                         "5,5", "--batch-size", "64", "--no-progress"]
+    # A killed rank is seen at once; the collective timeout only has to survive the load.
     proc = start(str(parts), *flags, "--epochs", "100000", "--checkpoint-every", "1000",
-                 "--timeout-s", "5", "--nproc", "2", "--out", str(tmp_path / "run"),
-                 cwd=tmp_path)
+                 "--timeout-s", str(round(scaled(30))), "--nproc", "2", "--out",
+                 str(tmp_path / "run"), cwd=tmp_path)
     try:
-        wait_for_epochs(tmp_path / "run" / "record.json", 2, proc, 120)
+        wait_for_epochs(tmp_path / "run" / "record.json", 2, proc, scaled(120))
         victim = rank_pid(proc.pid, 1)
         assert victim is not None
-        os.kill(victim, sig)
-        _, err = proc.communicate(timeout=120)
+        os.kill(victim, signal.SIGKILL)
+        _, err = proc.communicate(timeout=scaled(120))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -88,10 +89,7 @@ def test_a_dead_or_hung_rank_ends_the_run(parts: Path, tmp_path: Path, sig: int,
     assert not descendants(proc.pid)  # no rank left behind
     lines = [ln for ln in err.splitlines() if "error:" in ln]
     assert len(lines) == 1, err
-    if sig == signal.SIGKILL:
-        assert "rank 1 of 2: killed by signal 9 (SIGKILL)" in lines[0], err
-    else:  # rank 0's collective timed out, and rank 1 never answered
-        assert "rank 1 of 2" in lines[0] and "hung" in lines[0], err
+    assert "rank 1 of 2: killed by signal 9 (SIGKILL)" in lines[0], err
 
 
 def test_ctrl_c_stops_every_rank_and_says_how_to_resume(parts: Path, tmp_path: Path) -> None:
@@ -99,9 +97,9 @@ def test_ctrl_c_stops_every_rank_and_says_how_to_resume(parts: Path, tmp_path: P
     proc = start(str(parts), *RUN, "--epochs", "3000", "--nproc", "2", "--out", str(run),
                   cwd=tmp_path)
     try:
-        wait_for_epochs(run / "record.json", 3, proc, 120)
+        wait_for_epochs(run / "record.json", 3, proc, scaled(120))
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=scaled(60))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -115,7 +113,7 @@ def test_ctrl_c_stops_every_rank_and_says_how_to_resume(parts: Path, tmp_path: P
     done = json.loads((run / "checkpoint" / "state.json").read_text())
     finished = len(done["state"]["extra"]["epochs"])
     resumed = subprocess.run([*exe(), *command[1:], "--epochs", str(finished + 2)],
-                             capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                             capture_output=True, text=True, timeout=scaled(300), cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     record = json.loads((run / "record.json").read_text())
     assert [e["epoch"] for e in record["epochs"]] == list(range(finished + 2))
@@ -126,7 +124,7 @@ def test_under_torchrun_an_error_prints_once(parts: Path, tmp_path: Path) -> Non
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
          "2", "-m", "gnnpar.train", str(parts), *RUN, "--fanouts", "5,5"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        capture_output=True, text=True, timeout=scaled(300), cwd=tmp_path)
     assert proc.returncode != 0
     ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("gnnpar-train: error:")]
     assert len(ours) == 1 and "--fanouts" in ours[0], proc.stderr
@@ -137,11 +135,11 @@ def test_under_torchrun_a_spec_is_never_partitioned_while_others_wait(tmp_path: 
     # once with the command that partitions it, and that command makes the rerun work.
     spec = "synthetic:sbm?nodes=900&feat_dim=8&classes=3&seed=4"
     train = [spec, "--root", str(tmp_path / "data"), "--undirected", *RUN,
-             "--epochs", "1", "--timeout-s", "30"]
+             "--epochs", "1", "--timeout-s", str(round(scaled(30)))]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 "--nproc-per-node", "2", "-m", "gnnpar.train"]
     proc = subprocess.run([*torchrun, *train, "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=scaled(300), cwd=tmp_path)
     assert proc.returncode != 0
     assert not (tmp_path / "data" / "partitions").exists()  # nothing was partitioned
     ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("gnnpar-train: error:")]
@@ -150,8 +148,8 @@ def test_under_torchrun_a_spec_is_never_partitioned_while_others_wait(tmp_path: 
     assert command.startswith("gnnpar-partition ") and "--undirected" in command
     argv = shlex.split(command)
     made = subprocess.run([sys.executable, "-m", "gnnpar.partition", *argv[1:], "--no-progress"],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=scaled(300), cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     again = subprocess.run([*torchrun, *train, "--out", str(tmp_path / "run")],
-                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                           capture_output=True, text=True, timeout=scaled(300), cwd=tmp_path)
     assert again.returncode == 0, again.stderr

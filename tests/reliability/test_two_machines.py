@@ -3,7 +3,8 @@
 Two ``torchrun`` agents on loopback stand for two machines (``--nnodes 2``, static
 rendezvous, one worker each).  The second machine's worker is killed (SIGKILL) or
 stopped (SIGSTOP) once training runs; the first machine's agent must exit non-zero
-within twice the collective timeout, its error naming rank 1.
+within the documented 1.5 collective timeouts, its error naming rank 1.  (The second
+machine's agent stops its own worker on its own timing; the test prints when.)
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ def test_a_dead_or_hung_rank_on_another_machine_is_named(tmp_path: Path, sig: in
         hit = time.monotonic()
         first.wait(timeout=2 * TIMEOUT_S + 30)
         took = time.monotonic() - hit
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            second.wait(timeout=120)
+        whole = time.monotonic() - hit
     finally:
         for proc in (first, second):
             if proc.poll() is None:
@@ -75,5 +79,6 @@ def test_a_dead_or_hung_rank_on_another_machine_is_named(tmp_path: Path, sig: in
     assert first.returncode != 0
     ours = [ln for ln in err.splitlines() if ln.startswith("gnnpar-train: error:")]
     assert ours and "rank 1 of 2" in ours[0], err[-3000:]
-    print(f"rank 1 {signal.Signals(sig).name}: reported after {took:.1f} s")
-    assert took <= 2 * TIMEOUT_S, f"reported after {took:.0f} s"
+    print(f"rank 1 {signal.Signals(sig).name}: reported after {took:.1f} s "
+          f"({took / TIMEOUT_S:.2f} x --timeout-s); the second agent exited after {whole:.1f} s")
+    assert took <= 1.5 * TIMEOUT_S, f"reported after {took:.0f} s"

@@ -183,9 +183,9 @@ def test_run_directory_is_never_overwritten_silently(tmp_path: Path, no_spawn: l
     assert "--resume" in err and "--overwrite" in err
     assert (run / "record.json").is_file() and no_spawn == []
     assert not (tmp_path / "partitions").exists()  # refused before any data was read
-    # --overwrite replaces the run's own files only.
+    # --overwrite moves the run's own files aside until the new run checkpoints.
     assert prepare_run_dir(str(run), name="x", overwrite=True) == run
-    assert list(run.iterdir()) == []
+    assert [p.name for p in run.iterdir()] == [".previous-run"]
     # A directory holding other files is never written into, not even with --overwrite.
     other = tmp_path / "mine"
     other.mkdir()
@@ -210,7 +210,7 @@ def test_resume_refuses_other_settings(tmp_path: Path) -> None:
     cfg = parse(["--out", str(out), "--epochs", "4"])
     model = torch.nn.Linear(2, 2)
     save_checkpoint(out / "checkpoint", ctx, model, extra={
-        "config": cfg.to_dict(), "epochs": [{}, {}], "partial": [],
+        "config": cfg.to_dict(), "epochs": [{"epoch": 0}, {"epoch": 1}], "partial": [],
         "position": {"epoch": 2, "step": 0}})
     check_resume(out, parse(["--out", str(out), "--resume", "--epochs", "6", "--no-progress"]))
     # What the run ends with changes no training step.

@@ -1,0 +1,56 @@
+"""Size checks before allocation: an integer from an input that sizes arrays, checked first.
+
+A node id of 10^12 in an edge list, a class label of 10^9 or ``--hidden 10000000`` each
+imply arrays far larger than any machine; allocated as they are, they end in the
+allocator's ``can't allocate 64000000064 bytes`` or numpy's ``Unable to allocate 931 GiB``
+after work has started.  :func:`check_fits` compares what the integer implies with this
+machine's physical memory before anything is allocated, and names the field and the file.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gnnpar.errors import ConfigError, GnnparError
+
+NODE_BYTES = 64
+"""Bytes of per-node arrays that a graph costs at the least (the partitioner's id arrays,
+docs/memory.md): what a node count is checked at."""
+PARAMETER_BYTES = 16
+"""Bytes per model parameter in training: fp32 weight, gradient and Adam's two moments."""
+
+
+def physical_memory() -> int:
+    """This machine's physical memory in bytes."""
+    return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+
+
+def format_bytes(n: float) -> str:
+    """``n`` bytes as ``"931.3 GB"`` (powers of 1000)."""
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1000 or unit == "PB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def check_fits(count: int, bytes_each: int, *, what: str, field: str, fix: str,
+               path: str | os.PathLike[str] | None = None,
+               error: type[GnnparError] = ConfigError) -> None:
+    """Raise ``error`` when ``count`` items of ``bytes_each`` bytes exceed physical memory.
+
+    Args:
+        count: The integer from the input (nodes, classes, parameters, ...).
+        bytes_each: Bytes each of them costs at the least.
+        what: What ``count`` counts and where it comes from, e.g. ``"1,000,000,000,001
+            nodes (the largest node id + 1)"``.
+        field: The field or flag named in the error.
+        fix: What to do about it.
+        path: The file it came from, if any.
+        error: The exception type.
+    """
+    need, have = int(count) * int(bytes_each), physical_memory()
+    if need > have:
+        raise error(f"{what} need {format_bytes(need)} ({bytes_each} bytes each) before "
+                    f"anything else, more than this machine's {format_bytes(have)} of "
+                    "memory.", path=path, field=field, fix=fix)
