@@ -53,7 +53,7 @@ from gnnpar.datasets.synthetic import sbm, typed
 from gnnpar.io import sha256_file, write_digested_json
 from gnnpar.partition import partition_graph
 from gnnpar.partition.format import PartitionMeta
-from gnnpar.train.minibatch import SUMS
+from gnnpar.train.engine import SUMS
 
 TRAIN = ["--hidden", "8", "--epochs", "1", "--no-progress", "--timeout-s", "30"]
 

@@ -105,7 +105,11 @@ def mix_int(*values: int) -> int:
 
 
 def mix(z: Tensor) -> Tensor:
-    """SplitMix64 finaliser on an int64 tensor (wrapping arithmetic, logical shifts).
+    """A 64-bit mixer on an int64 tensor: ``z *= C1; z ^= z >> 30; z *= C2; z ^= z >> 31``.
+
+    SplitMix64's constants and shifts, one xorshift fewer than its finaliser (which starts
+    with ``z ^= z >> 30`` and shifts by 27 in the middle): each step is invertible, so
+    distinct inputs give distinct outputs.  Wrapping arithmetic, logical shifts.
 
     Args:
         z: int64 tensor of any shape.

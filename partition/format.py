@@ -1,4 +1,4 @@
-"""The partition directory, format version 3: its schema and its reader.
+"""The partition directory, format version 4: its schema and its reader.
 
 Nodes are renumbered so that part ``k`` owns the contiguous range
 ``offsets[k] .. offsets[k+1]`` of new global ids; the partition book is ``offsets``.
@@ -156,7 +156,8 @@ class PartitionMeta:
     """Contents of ``meta.json``.
 
     Attributes:
-        format_version: On-disk format version (1).
+        format_version: On-disk format version (:data:`FORMAT_VERSION` when written;
+            any of :data:`READABLE_VERSIONS` is read).
         name: Dataset name.
         num_parts: Number of parts ``K``.
         num_nodes: Nodes in the whole graph.

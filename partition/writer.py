@@ -1,6 +1,6 @@
 """``partition_graph``: split a :class:`GraphDataset` into K parts and write the directory.
 
-The directory is format version 3 of :mod:`gnnpar.partition.format` (whose docstring is
+The directory is format version 4 of :mod:`gnnpar.partition.format` (whose docstring is
 the contract every reader relies on)::
 
     OUT/
@@ -60,6 +60,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from tqdm import tqdm
@@ -220,18 +221,17 @@ def partition_graph(
                                 desc="write", unit="part", disable=not progress))
         hetero = {}
         if typed is not None:
-            hetero = TypeBook(typed.layout, *(tuple(tuple(w[3][key]) for w in written)
+            hetero = TypeBook(typed.layout, *(tuple(tuple(w.figures[key]) for w in written)
                                               for key in ("counts", "edges", "halo"))).to_dict()
-        files = {name: digest for _, _, part_files, _ in written
-                 for name, digest in part_files.items()}
+        files = {name: digest for w in written for name, digest in w.files.items()}
         meta = PartitionMeta(
             format_version=FORMAT_VERSION, name=dataset.name, num_parts=num_parts,
             num_nodes=dataset.num_nodes, num_edges=dataset.num_edges,
             feat_dim=dataset.feat_dim, num_classes=dataset.num_classes,
             offsets=tuple(int(o) for o in ren.offsets), halo_hops=int(halo_hops),
             partitioner=partitioner,
-            quality=quality_report([w[0] for w in written], dataset.num_edges),
-            parts=tuple(w[1] for w in written), files=dict(sorted(files.items())),
+            quality=quality_report([w.load for w in written], dataset.num_edges),
+            parts=tuple(w.sizes for w in written), files=dict(sorted(files.items())),
             feat_dtype=feature_dtype, edge_dim=dataset.edge_dim, neg_kind=dataset.neg_kind,
             hetero=hetero)
         write_digested_json(tmp / META_FILE, meta.to_dict())
@@ -308,8 +308,18 @@ def _link_arrays(dataset: GraphDataset,
     return out
 
 
-_Written = tuple[PartStats, dict[str, int], dict[str, str], dict[str, list[int]]]
-"""A written part: its load, sizes, file digests and (typed) per-type figures."""
+class _Written(NamedTuple):
+    """A written part."""
+
+    load: PartStats
+    sizes: dict[str, int]
+    """``meta.json``'s ``parts`` entry."""
+    files: dict[str, str]
+    """Path -> sha256 of every file written."""
+    figures: dict[str, list[int]]
+    """Typed graphs: per-type ``counts``, ``edges`` and ``halo`` (else empty)."""
+
+
 _JOB: _PartJob | None = None  # the job of a forked writer
 
 
@@ -383,10 +393,10 @@ def _write_part(job: _PartJob, k: int) -> _Written:
         owned_in_split[split] = int(b - a)
     stats = PartStats(owned=len(owned), train=owned_in_split["train_idx"],
                       edges=local.owned_edges, halo=len(local.halo_gids), cut=local.cut_edges)
-    return stats, {"num_owned": len(owned), "num_halo": len(local.halo_gids),
-                   "num_edges": len(local.indices),
-                   **{f"num_{n}": int(job.link[n][1][k + 1] - job.link[n][1][k])
-                      for n in LINK_ARRAYS[:3]}}, files, figures
+    return _Written(stats, {"num_owned": len(owned), "num_halo": len(local.halo_gids),
+                            "num_edges": len(local.indices),
+                            **{f"num_{n}": int(job.link[n][1][k + 1] - job.link[n][1][k])
+                               for n in LINK_ARRAYS[:3]}}, files, figures)
 
 
 def _write_typed(typed: _Typed, local: LocalGraph, owned: np.ndarray,

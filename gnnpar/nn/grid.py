@@ -35,7 +35,6 @@ forward, ``"grid_grad"`` for the backward).
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,9 +58,6 @@ ROTATIONS = ((0, 1, 2), (2, 0, 1), (1, 2, 0))
 # the old names).
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-# A checkpoint gathers the weights whole once per save; DTensor's advice to flatten the
-# mesh for a nested Shard concerns hot paths, and would otherwise be logged per tensor.
-logging.getLogger("torch.distributed.tensor._redistribute").setLevel(logging.ERROR)
 
 
 def chunk_sizes(n: int, k: int) -> list[int]:
@@ -159,7 +155,8 @@ class ProcessGrid:
 
     Rank ``r`` sits at ``(r // (Y Z), r // Z mod Y, r mod Z)``: a ``z`` group is ``Z``
     adjacent ranks (on GPUs: the GPUs of one machine).  Building is collective (every rank,
-    in the same order; each mesh creates its axis groups).
+    in the same order): it creates one process group per axis (one NCCL communicator each
+    on GPUs), and each rotation's mesh names those three in its role order.
 
     Attributes:
         dims: ``(X, Y, Z)``.
@@ -186,8 +183,13 @@ class ProcessGrid:
         ranks = torch.tensor(dist.get_process_group_ranks(ctx.group) if ctx.group is not None
                              else list(range(ctx.world_size))).view(*dims)
         coords = grid_coords(dims, ctx.rank)
-        meshes = {k: DeviceMesh(ctx.device.type, ranks.permute(*ROTATIONS[k]).contiguous(),
-                                mesh_dim_names=ROLES)
+        # One communicator per axis, shared by the rotations: each layer's mesh names the
+        # same three groups in its own role order.
+        axes = DeviceMesh(ctx.device.type, ranks, mesh_dim_names=AXES)
+        groups = [axes.get_group(name) for name in AXES]
+        meshes = {k: DeviceMesh.from_group([groups[a] for a in ROTATIONS[k]], ctx.device.type,
+                                           ranks.permute(*ROTATIONS[k]).contiguous(),
+                                           mesh_dim_names=ROLES)
                   for k in range(min(num_layers, 3))}
         return cls(dims, coords, meshes, stats)
 

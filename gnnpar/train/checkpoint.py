@@ -29,8 +29,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +131,22 @@ def _write_tensors(path: Path, tensors: dict[str, Tensor]) -> tuple[dict[str, An
     return index, h.hexdigest()
 
 
+@contextmanager
+def _gathering() -> Iterator[None]:
+    """Hold back DTensor's advice to flatten the mesh, while a checkpoint is gathered.
+
+    A grid layer's weight is sharded on two mesh axes; gathering it whole, once per save
+    or load, is not a hot path, and the advice would be logged for every tensor.
+    """
+    logger = logging.getLogger("torch.distributed.tensor._redistribute")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def save_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Module,
                     optimizer: torch.optim.Optimizer | None = None,
                     extra: dict[str, Any] | None = None) -> None:
@@ -142,11 +161,12 @@ def save_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Mo
             is saved.
     """
     out = Path(path)
-    if optimizer is None:
-        state: dict[str, Any] = {"model": get_model_state_dict(model, options=_FULL)}
-    else:
-        model_sd, optim_sd = get_state_dict(model, optimizer, options=_FULL)
-        state = {"model": model_sd, "optim": optim_sd}
+    with _gathering():
+        if optimizer is None:
+            state: dict[str, Any] = {"model": get_model_state_dict(model, options=_FULL)}
+        else:
+            model_sd, optim_sd = get_state_dict(model, optimizer, options=_FULL)
+            state = {"model": model_sd, "optim": optim_sd}
     if ctx.is_main:
         state["extra"] = extra or {}
         tensors: dict[str, Tensor] = {}
@@ -284,11 +304,12 @@ def load_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Mo
                           fix="resume from a checkpoint written by gnnpar, or start anew.") from exc
     options = StateDictOptions(full_state_dict=True)
     try:
-        if optimizer is None:
-            set_model_state_dict(model, state["model"], options=options)
-        else:
-            set_state_dict(model, optimizer, model_state_dict=state["model"],
-                           optim_state_dict=state["optim"], options=options)
+        with _gathering():
+            if optimizer is None:
+                set_model_state_dict(model, state["model"], options=options)
+            else:
+                set_state_dict(model, optimizer, model_state_dict=state["model"],
+                               optim_state_dict=state["optim"], options=options)
     except (RuntimeError, KeyError, ValueError) as exc:
         raise ConfigError(f"the checkpoint does not fit this model/optimizer ({exc}).",
                           path=ckpt, field="model",

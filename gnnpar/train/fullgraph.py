@@ -20,7 +20,6 @@ same figures layer by layer in chunks of owned nodes under a memory budget
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,9 +35,8 @@ from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.nn import HaloGraph, HaloPlan, distribute_convs
 from gnnpar.nn.inference import layerwise_inference
 from gnnpar.train.config import Config
-from gnnpar.train.minibatch import SUMS, StepHook
+from gnnpar.train.engine import WholeGraphEngine
 from gnnpar.train.models import COMPUTE_DTYPES, autocast
-from gnnpar.train.sync import LocalSGD
 
 EPOCH_HOST_SYNCS = 2
 """Host reads of a full-graph epoch (its one step): the loss and the correct count."""
@@ -144,7 +142,7 @@ def full_neighbour_accuracy(model: BasicGNN, graph: DistGraph, ctx: DistContext,
                           num_global, ctx)
 
 
-class FullGraphEngine:
+class FullGraphEngine(WholeGraphEngine):
     """One gradient step on the whole partitioned graph per epoch.
 
     Args:
@@ -170,44 +168,16 @@ class FullGraphEngine:
         self.precision = cfg.train.precision
         self.data = NodeData.load(graph, ctx.device, num_global, COMPUTE_DTYPES[self.precision])
         self.module = distribute_convs(model, self.halo)
-        self.steps_per_epoch = 1
-        self.sync = LocalSGD()  # one exact step per epoch: synchronous
+        self.halo_plan = self.halo.exchange.plan
 
-    def train_epoch(self, ddp: nn.Module, optimizer: torch.optim.Optimizer, epoch: int,
-                    seed_step: Callable[[int, int], None], acc: dict[str, float],
-                    save: Callable[[dict[str, float]], None], hook: StepHook | None,
-                    progress: bool) -> dict[str, float]:
-        """The epoch's gradient step (collective).
-
-        Args: as :meth:`~gnnpar.train.minibatch.MinibatchEngine.train_epoch` (``acc`` and
-        ``save`` are unused: an epoch is one step; ``hook`` gets ``batch=None``).
-
-        Returns:
-            This rank's sums: ``loss``, ``correct``, ``seeds``, ``edges`` (0), ``time``.
-        """
-        seed_step(epoch, 0)
-        t0 = time.perf_counter()
+    def forward_loss(self, ddp: nn.Module, epoch: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """See :meth:`WholeGraphEngine.forward_loss` (DDP divides by the world size)."""
         self.halo.set_epoch(epoch)
-        ddp.train()
         data, idx = self.data, self.data.splits["train"]
-        optimizer.zero_grad(set_to_none=True)
         with autocast(self.ctx.device, self.precision):
             out = ddp(data.x, self.halo.edge_index)[idx]
             loss = F.cross_entropy(out, data.y[idx], reduction="sum")
-        t1 = time.perf_counter()
-        scaled = loss * (self.ctx.world_size / data.num_global["train"])
-        scaled.backward()  # type: ignore[no-untyped-call]
-        t2 = time.perf_counter()
-        optimizer.step()
-        t3 = time.perf_counter()
-        correct = (out.argmax(-1) == data.y[idx]).sum()
-        sums = {**dict.fromkeys(SUMS, 0.0), "loss": float(loss.detach()),
-                "correct": float(correct), "seeds": float(idx.numel()),
-                "time": time.perf_counter() - t0, "t_forward": t1 - t0, "t_backward": t2 - t1,
-                "t_optimizer": t3 - t2}
-        if hook is not None:
-            hook(epoch, 0, None)
-        return sums
+        return loss, loss * (self.ctx.world_size / data.num_global["train"]), out, data.y[idx]
 
     def evaluate(self) -> dict[str, float]:
         """Exact validation and test accuracy (collective)."""

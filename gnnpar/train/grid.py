@@ -12,9 +12,6 @@ Evaluation is the same forward pass, exact.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -25,12 +22,11 @@ from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.nn.grid import ProcessGrid, parse_grid
 from gnnpar.nn.grid_gnn import SPLIT_CODES, GridGNN, GridGraph, model_kind
 from gnnpar.train.config import Config
+from gnnpar.train.engine import WholeGraphEngine
 from gnnpar.train.fullgraph import split_accuracy
-from gnnpar.train.minibatch import SUMS, StepHook
-from gnnpar.train.sync import LocalSGD
 
 
-class GridEngine:
+class GridEngine(WholeGraphEngine):
     """One gradient step on the whole graph per epoch, 3D-parallel.
 
     Args:
@@ -47,6 +43,8 @@ class GridEngine:
         module: The :class:`~gnnpar.nn.grid_gnn.GridGNN` (what the optimizer steps).
     """
 
+    replicated = False  # sharded weights, synchronised by the layers
+
     def __init__(self, cfg: Config, graph: DistGraph, ctx: DistContext, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
         kind = model_kind(model)
@@ -58,40 +56,22 @@ class GridEngine:
         widths = (graph.meta.feat_dim, *[cfg.model.hidden] * (layers - 1), graph.meta.num_classes)
         self.layout = GridGraph.build(graph, ctx, self.grid, kind, widths, stats)
         self.module = GridGNN(model, self.layout)
-        self.steps_per_epoch = 1
-        self.sync = LocalSGD()
         split = self.layout.split.long()
         self.rows = {s: torch.nonzero(split == SPLIT_CODES[s]).flatten() for s in SPLITS}
 
-    def train_epoch(self, ddp: nn.Module, optimizer: torch.optim.Optimizer, epoch: int,
-                    seed_step: Callable[[int, int], None], acc: dict[str, float],
-                    save: Callable[[dict[str, float]], None], hook: StepHook | None,
-                    progress: bool) -> dict[str, float]:
-        """The epoch's gradient step (collective); arguments as the 1D full-graph engine's."""
-        seed_step(epoch, 0)
-        t0 = time.perf_counter()
-        module, y, idx = self.module, self.layout.y, self.rows["train"]
-        module.train()
-        optimizer.zero_grad(set_to_none=True)
-        out = module(self.layout.x)[idx]
+    def forward_loss(self, ddp: nn.Module, epoch: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """See :meth:`WholeGraphEngine.forward_loss` (no DDP: the layers sum the gradients)."""
+        y, idx = self.layout.y, self.rows["train"]
+        out = self.module(self.layout.x)[idx]
         loss = F.cross_entropy(out, y[idx], reduction="sum")
-        t1 = time.perf_counter()
-        (loss / self.num_global["train"]).backward()  # type: ignore[no-untyped-call]
-        t2 = time.perf_counter()
-        optimizer.step()
-        t3 = time.perf_counter()
-        mine = float(self.layout.counts_rows)
-        correct = (out.argmax(-1) == y[idx]).sum()
-        sums = {**dict.fromkeys(SUMS, 0.0), "loss": mine * float(loss.detach()),
-                "correct": mine * float(correct), "seeds": mine * idx.numel(),
-                "time": time.perf_counter() - t0, "t_forward": t1 - t0, "t_backward": t2 - t1,
-                "t_optimizer": t3 - t2}
-        if hook is not None:
-            hook(epoch, 0, None)
-        return sums
+        return loss, loss / self.num_global["train"], out, y[idx]
+
+    def counted_share(self) -> float:
+        """1 on the ranks whose rows count, 0 on their copies along the grid."""
+        return float(self.layout.counts_rows)
 
     @torch.no_grad()
-    def accuracy(self) -> dict[str, float]:
+    def exact_accuracy(self) -> dict[str, float]:
         """Exact accuracy of every split (collective: the forward and one all-reduce)."""
         self.module.eval()
         pred: Tensor = self.module(self.layout.x).argmax(-1)
@@ -101,6 +81,6 @@ class GridEngine:
 
     def evaluate(self) -> dict[str, float]:
         """Exact validation and test accuracy (collective)."""
-        acc = self.accuracy()
+        acc = self.exact_accuracy()
         return {"val_acc": acc["val_acc"], "test_acc": acc["test_acc"]}
 

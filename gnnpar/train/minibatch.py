@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 from typing import Any, cast
 
 import torch
@@ -31,20 +30,13 @@ from gnnpar.feature_store import DistFeatureStore
 from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.hetero.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
 from gnnpar.loader import DistNeighborLoader, SeedSchedule
+from gnnpar.nn.halo import HaloPlan
 from gnnpar.ops import from_mmap
 from gnnpar.train.config import Config
-from gnnpar.train.metrics import StepLog
+from gnnpar.train.engine import SUMS, EpochLoop
 from gnnpar.train.models import SampledGNN, autocast, forward_batch, sampled_precision
 from gnnpar.train.sync import average_model
 
-StepHook = Callable[[int, int, "Data | None"], None]
-"""Called as ``hook(epoch, step, batch)`` after each optimizer step (and its checkpoint);
-``batch`` is the minibatch (``None`` in full-graph mode)."""
-PHASES = ("sample", "fetch", "forward", "backward", "optimizer", "wait")
-"""Where a step's time goes (the run record's ``step_time_s``); ``wait`` is the part of
-``sample`` and ``fetch`` spent blocked in exchanges."""
-SUMS = ("loss", "correct", "seeds", "edges", "time", *(f"t_{p}" for p in PHASES))
-"""What an engine's ``train_epoch`` sums on each rank (the trainer all-reduces them)."""
 STEP_HOST_SYNCS = 0
 """Host reads of a training step (forward, backward, optimiser): none; the epoch's sums
 are read once at its end (and every :data:`POSTFIX_EVERY` steps for a progress bar, and
@@ -96,8 +88,9 @@ class MinibatchEngine:
 
     embedding: DistEmbedding | None = None
     sparse: SparseOptimizer | None = None
-    step_log: StepLog | None = None
-    """Rank 0's lines and per-step scalars (set by the trainer)."""
+    replicated = True
+    sampled = True
+    halo_plan: HaloPlan | None = None  # the exact inference builds its own
 
     def __init__(self, cfg: Config, graph: DistGraph, ctx: DistContext, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
@@ -130,21 +123,21 @@ class MinibatchEngine:
         self.sync = cfg.train.local_sgd()
         self.sync_group = self.sync.subgroup(ctx)
 
+    def start_epoch(self, epoch: int) -> None:
+        """Shuffle the training seeds of ``epoch`` (the loader starts at its first step)."""
+        self.loader.set_epoch(epoch)
+
     def train_epoch(self, ddp: nn.Module, optimizer: torch.optim.Optimizer, epoch: int,
-                    seed_step: Callable[[int, int], None], acc: dict[str, float],
-                    save: Callable[[dict[str, float]], None], hook: StepHook | None,
-                    progress: bool) -> dict[str, float]:
+                    partial: dict[str, float], loop: EpochLoop) -> dict[str, float]:
         """Run the rest of ``epoch`` from the loader's position (collective).
 
         Args:
             ddp: The DDP-wrapped :attr:`module`.
             optimizer: Its optimizer.
             epoch: The epoch.
-            seed_step: Re-seeds dropout for ``(epoch, step)``.
-            acc: This rank's sums of the epoch so far (after a resume mid-epoch).
-            save: Checkpoints mid-epoch with the sums so far (every ``checkpoint_steps``).
-            hook: Called after every step.
-            progress: Show a progress bar.
+            partial: This rank's sums of the epoch so far (after a resume mid-epoch).
+            loop: The trainer's seeding, mid-epoch checkpoints (every
+                ``checkpoint_steps``), hook, progress bar and step log.
 
         Returns:
             This rank's sums (:data:`SUMS`): loss, correct predictions, seeds (items:
@@ -152,12 +145,12 @@ class MinibatchEngine:
             phase (``t_sample`` ... ``t_wait``).
         """
         ctx, every = self.ctx, self.cfg.run.checkpoint_steps
-        acc = {**dict.fromkeys(SUMS, 0.0), **acc}
+        acc = {**dict.fromkeys(SUMS, 0.0), **partial}
         start = self.loader.state_dict()["step"]
         ddp.train()
         bar = tqdm(total=len(self.loader), initial=start, leave=False, unit="step",
                    desc=f"epoch {epoch + 1}/{self.cfg.train.epochs}",
-                   disable=None if ctx.is_main and progress else True)
+                   disable=None if ctx.is_main and loop.progress else True)
         dev, precision = ctx.device, self.precision
         # On the device, so that a step does not wait for it; read once per epoch.
         loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
@@ -180,7 +173,7 @@ class MinibatchEngine:
         t0 = time.perf_counter()
         for step, batch in enumerate(self.loader, start):
             t1 = time.perf_counter()
-            seed_step(epoch, step)
+            loop.seed_step(epoch, step)
             batch = batch.to(dev)
             global_step = epoch * len(self.loader) + step
             # Local SGD: this step's gradients stay on this rank (no DDP all-reduce).
@@ -208,18 +201,18 @@ class MinibatchEngine:
             seeds += count
             edges = self.batch_edges(batch)
             acc["edges"] += edges
-            if self.step_log is not None:
-                self.step_log.step(epoch, step, loss, count, edges)
+            if loop.log is not None:
+                loop.log.step(epoch, step, loss, count, edges)
             bar.update()
             if not bar.disable and (step + 1) % POSTFIX_EVERY == 0:
                 bar.set_postfix(loss=f"{float(loss_sum) / max(seeds, 1):.4f}")
             if every and (step + 1) % every == 0 and step + 1 < len(self.loader):
-                save(totals(t0))
-            if hook is not None:
-                hook(epoch, step, batch)
+                loop.save(totals(t0))
+            if loop.hook is not None:
+                loop.hook(epoch, step, batch)
         bar.close()
-        if self.step_log is not None:
-            self.step_log.flush(epoch, len(self.loader) - 1, line=False)
+        if loop.log is not None:
+            loop.log.flush(epoch, len(self.loader) - 1, line=False)
         return totals(t0)
 
     @property
@@ -232,14 +225,28 @@ class MinibatchEngine:
         if self.sparse is not None:
             self.sparse.step()
 
+    def position(self, next_epoch: int) -> dict[str, int]:
+        """The training loader's position (``next_epoch`` is implied by it)."""
+        return self.loader.state_dict()
+
     def extra_state(self) -> dict[str, Any]:
         """The embedding table and its optimiser state for a checkpoint (collective)."""
         return {} if self.sparse is None else {"embeddings": self.sparse.state_dict()}
 
-    def load_extra_state(self, extra: dict[str, Any]) -> None:
-        """Restore what :meth:`extra_state` saved."""
+    def restore(self, position: dict[str, int], extra: dict[str, Any]) -> None:
+        """Continue at ``position`` with what :meth:`extra_state` saved."""
         if self.sparse is not None:
             self.sparse.load_state_dict(extra["embeddings"])
+        self.loader.load_state_dict({**position, "num_steps": len(self.loader),
+                                     "seed": self.cfg.train.seed})
+
+    def input_rows(self) -> Tensor | None:
+        """Every owned node's learnt input row (featureless graphs), else ``None``."""
+        return None if self.embedding is None else self.embedding.weight
+
+    def exact_accuracy(self) -> dict[str, float] | None:
+        """``None``: the trainer runs layer-wise inference of the model."""
+        return None
 
     def batch_edges(self, batch: Data) -> int:
         """Sampled edges of a batch (the record's ``sampled_edges``)."""

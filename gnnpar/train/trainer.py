@@ -2,7 +2,9 @@
 
 Each rank loads its part (:class:`~gnnpar.graph.DistGraph`), builds the same PyG model
 (same seed on every rank) and wraps it in ``DistributedDataParallel`` — the one gradient
-synchronisation of every mode — and the mode's engine runs the epochs:
+synchronisation of every mode but the grid's — and the mode's engine runs the epochs
+(:class:`~gnnpar.train.engine.Engine`: the loop asks what an engine does, never which one
+it is):
 
 * ``sample`` — :class:`~gnnpar.train.minibatch.MinibatchEngine`: minibatches of sampled
   neighbourhoods, validation and test accuracy on sampled neighbourhoods;
@@ -15,8 +17,8 @@ synchronisation of every mode — and the mode's engine runs the epochs:
 
 Per epoch, rank 0 appends the epoch to the run record ``OUT/record.json``
 (:mod:`gnnpar.train.record`: loss, accuracies, epoch time, rows and bytes by kind —
-training steps and evaluation counted apart) and every rank takes part in a
-``torch.distributed.checkpoint`` of the model, the optimizer and the engine's position
+training steps and evaluation counted apart) and every rank takes part in a checkpoint
+(:mod:`gnnpar.train.checkpoint`) of the model, the optimizer and the engine's position
 (``OUT/checkpoint``, every ``checkpoint_every`` epochs and, in sample mode, every
 ``checkpoint_steps`` steps).  ``resume`` continues from it with the same batches as an
 uninterrupted run, and refuses other settings (:func:`~gnnpar.train.rundir.check_resume`).
@@ -49,7 +51,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -77,12 +79,13 @@ from gnnpar.partition.format import PartitionMeta, content_digest, part_bytes
 from gnnpar.sampler import mix_int
 from gnnpar.train.checkpoint import load_checkpoint, read_state, save_checkpoint
 from gnnpar.train.config import Config
+from gnnpar.train.engine import PHASES, SUMS, Engine, EpochLoop, StepHook
 from gnnpar.train.fullgraph import FullGraphEngine, full_neighbour_accuracy
 from gnnpar.train.grid import GridEngine
 from gnnpar.train.hetero import HeteroEngine, build_hetero_model
 from gnnpar.train.link import LinkEngine, LinkModule
 from gnnpar.train.metrics import StepLog, open_metrics
-from gnnpar.train.minibatch import PHASES, SUMS, MinibatchEngine, StepHook
+from gnnpar.train.minibatch import MinibatchEngine
 from gnnpar.train.models import build_model
 from gnnpar.train.outputs import (
     predictions_dir,
@@ -98,38 +101,13 @@ from gnnpar.train.rundir import (
     check_resume,
     commit_replacement,
 )
-from gnnpar.train.sync import LocalSGD, average_model
+from gnnpar.train.sync import average_model
 
 log = logging.getLogger("gnnpar")
 
 LINK_FIELDS = ("val_mrr", "test_mrr", "val_hits", "test_hits")
 EVAL_FIELDS = ("val_acc", "test_acc", *LINK_FIELDS)
 """What an engine's ``evaluate`` may return (each epoch's record holds them all)."""
-
-
-class Engine(Protocol):
-    """What a mode provides to the training loop."""
-
-    @property
-    def module(self) -> nn.Module:
-        """The module DDP wraps."""
-
-    @property
-    def steps_per_epoch(self) -> int:
-        """Steps per epoch, the same on every rank."""
-
-    def train_epoch(self, ddp: nn.Module, optimizer: torch.optim.Optimizer, epoch: int,
-                    seed_step: Callable[[int, int], None], acc: dict[str, float],
-                    save: Callable[[dict[str, float]], None], hook: StepHook | None,
-                    progress: bool) -> dict[str, float]:
-        """Train the rest of ``epoch``; return this rank's sums."""
-
-    @property
-    def sync(self) -> LocalSGD:
-        """When the steps synchronise (sample mode; full mode is synchronous)."""
-
-    def evaluate(self) -> dict[str, float]:
-        """``{"val_acc", "test_acc"}`` of the mode's own evaluation (collective)."""
 
 
 class _GradCounter:
@@ -253,12 +231,13 @@ class Trainer:
         cfg, ctx, graph = self.cfg, self.ctx, self.graph
         self.partition_digest = content_digest(self.part_dir)  # what checkpoints bind to
         self.link = cfg.data.task == "link"
+        self.typed = graph.meta.types is not None
         self.split_sizes = global_split_sizes(graph, ctx, cfg.data.task)
         self.stats, self.eval_stats = CommStats(), CommStats()
         meta = graph.meta
         torch.manual_seed(cfg.train.seed)  # the same initial weights on every rank
         out = cfg.model.hidden if self.link else meta.num_classes
-        engine_cls: type[Any] = MinibatchEngine if cfg.train.mode == "sample" else (
+        engine_cls: Callable[..., Engine] = MinibatchEngine if cfg.train.mode == "sample" else (
             FullGraphEngine if cfg.full.grid is None else GridEngine)
         check_graph_settings(cfg, self.part_dir, meta.types.layout if meta.types else None,
                              meta.feat_dim, meta.num_classes)
@@ -276,7 +255,7 @@ class Trainer:
         self.engine: Engine = engine_cls(cfg, graph, ctx, self.trained, self.split_sizes,
                                          self.stats)
         self.ddp: nn.Module
-        if isinstance(self.engine, GridEngine):  # sharded weights, synchronised by the layers
+        if not self.engine.replicated:  # sharded weights, synchronised by the layers
             self.trained = self.ddp = self.engine.module
         else:
             ddp = DistributedDataParallel(self.engine.module, process_group=ctx.group)
@@ -311,9 +290,7 @@ class Trainer:
     # ------------------------------------------------------------------ state
     def _position(self) -> dict[str, int]:
         """``{"epoch", "step"}`` of the next step."""
-        if isinstance(self.engine, MinibatchEngine):
-            return self.engine.loader.state_dict()
-        return {"epoch": self._next_epoch, "step": 0}
+        return self.engine.position(self._next_epoch)
 
     def _save(self, partial: dict[str, float]) -> None:
         """Checkpoint (collective); ``partial``: this rank's sums of the unfinished epoch."""
@@ -327,8 +304,7 @@ class Trainer:
             rows[ctx.rank] = torch.tensor([partial[k] for k in SUMS], dtype=torch.float64)
             per_rank = [dict(zip(SUMS, r, strict=True))
                         for r in all_reduce_sum(ctx, rows).cpu().tolist()]
-        engine = (self.engine.extra_state() if isinstance(self.engine, MinibatchEngine)
-                  else {})
+        engine = self.engine.extra_state()
         save_checkpoint(self.checkpoint_dir, ctx, self.trained, self.optimizer, extra={
             "position": self._position(), "partial": per_rank, "epochs": self.record.epochs,
             "config": self.cfg.to_dict(), "engine": engine,
@@ -352,12 +328,8 @@ class Trainer:
 
         agreed(self.ctx, check)
         extra = load_checkpoint(self.checkpoint_dir, self.ctx, self.trained, self.optimizer)
-        if isinstance(self.engine, MinibatchEngine):
-            self.engine.load_extra_state(extra.get("engine", {}))
         pos = extra["position"]
-        if isinstance(self.engine, MinibatchEngine):
-            self.engine.loader.load_state_dict({**pos, "num_steps": len(self.engine.loader),
-                                                "seed": self.cfg.train.seed})
+        self.engine.restore(pos, extra.get("engine", {}))
         self._next_epoch = int(pos["epoch"])
         self.record.epochs = list(extra["epochs"])
         if self.ctx.is_main:
@@ -420,8 +392,6 @@ class Trainer:
         self.step_log = StepLog(ctx.is_main and (run.log_every > 0 or not shown),
                                 run.log_every, open_metrics(run.metrics, self.out)
                                 if ctx.is_main else None, engine.steps_per_epoch, t.epochs)
-        if isinstance(engine, MinibatchEngine):
-            engine.step_log = self.step_log
         try:
             return self._epochs(partial, hook)
         finally:
@@ -430,13 +400,14 @@ class Trainer:
     def _epochs(self, partial: dict[str, float], hook: StepHook | None) -> dict[str, Any]:
         """Train the epochs from the position, then the final evaluation and outputs."""
         ctx, t, engine = self.ctx, self.cfg.train, self.engine
+        loop = EpochLoop(self._seed_step, self._save, hook, self.cfg.run.progress,
+                         self.step_log)
         for epoch in range(self._position()["epoch"], t.epochs):
-            if not partial and isinstance(engine, MinibatchEngine):
-                engine.loader.set_epoch(epoch)
+            if not partial:
+                engine.start_epoch(epoch)
             self.stats.reset()
             cpu = time.process_time()
-            sums = engine.train_epoch(self.ddp, self.optimizer, epoch, self._seed_step,
-                                      partial, self._save, hook, self.cfg.run.progress)
+            sums = engine.train_epoch(self.ddp, self.optimizer, epoch, partial, loop)
             cpu = time.process_time() - cpu
             partial = {}
             self._next_epoch = epoch + 1
@@ -463,7 +434,7 @@ class Trainer:
                     [time.perf_counter() - t0], dtype=torch.float64, device=ctx.device))
                     ) / ctx.world_size
                 eval_comm = comm_totals(self.eval_stats, ctx)
-            sample = isinstance(engine, MinibatchEngine)
+            sample = engine.sampled
             entry = self.record.add_epoch({
                 "epoch": epoch, "train_loss": train[0] / train[2],
                 "train_acc": train[1] / train[2], **accuracy, "epoch_time_s": epoch_time,
@@ -503,14 +474,14 @@ class Trainer:
         engine = self.engine
         last = self.record.epochs[-1] if self.record.epochs else {}
         source = {"run": str(self.out), "partition": self.part_dir}
-        if save and isinstance(engine, HeteroEngine):
+        if save and self.typed:
             write_typed_outputs(predictions_dir(self.out), self.cfg, engine, self.graph,
                                 self.ctx, source)
         elif save and self.link:
             assert isinstance(self.trained, LinkModule)
             write_node_outputs(predictions_dir(self.out), self.cfg, self.trained.gnn,
                                self.graph, self.ctx, self.stats, logits=False, source=source)
-        homogeneous = not self.link and not isinstance(engine, HeteroEngine)
+        homogeneous = not self.link and not self.typed
         sampled = {**final, "val_acc": last.get("val_acc"), "test_acc": last.get("test_acc")}
         if not homogeneous or (t.eval != "full" and not save):
             if t.eval == "none":
@@ -518,12 +489,11 @@ class Trainer:
             if self.link:
                 return {**final, **{k: last.get(k) for k in LINK_FIELDS}}
             return sampled
-        if isinstance(engine, GridEngine):
-            return {**final, **engine.accuracy()}
+        own = engine.exact_accuracy()
+        if own is not None:
+            return {**final, **own}
         flush_pipelines(engine.module)  # no stale halo exchange left in flight
-        plan = engine.halo.exchange.plan if isinstance(engine, FullGraphEngine) else None
-        embedding = engine.embedding if isinstance(engine, MinibatchEngine) else None
-        x = None if embedding is None else embedding.weight
+        plan, x = engine.halo_plan, engine.input_rows()
         budget = int(t.eval_budget_mb * 2**20)
         if save:
             exact = write_node_outputs(predictions_dir(self.out), self.cfg, self.model,

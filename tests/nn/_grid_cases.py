@@ -13,6 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.distributed_c10d import _world
 
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.partition.format import load_partition
@@ -53,7 +54,7 @@ def grid_errors(part_dir: str, dataset: GraphDataset, grids: list[tuple[int, int
     """Largest relative error of each grid and model against :func:`reference`."""
     from gnnpar.distributed import init
     from gnnpar.graph import DistGraph
-    from gnnpar.nn.grid import ProcessGrid
+    from gnnpar.nn.grid import ROLES, ProcessGrid
     from gnnpar.nn.grid_gnn import GridGNN, GridGraph, model_kind
 
     ctx = init()
@@ -67,10 +68,16 @@ def grid_errors(part_dir: str, dataset: GraphDataset, grids: list[tuple[int, int
         for kind in ("gcn", "sage"):
             ref = reference(dataset, kind)
             model = ref["model"]
+            made = len(_world.pg_map)
             grid = ProcessGrid.build(ctx, dims, LAYERS)
+            made = len(_world.pg_map) - made
             widths = (x_all.shape[1], HIDDEN, HIDDEN, dataset.num_classes)
             layout = GridGraph.build(graph, ctx, grid, model_kind(model), widths)
             name = f"{kind}-{'x'.join(map(str, dims))}"
+            # Communicators: the groups created, and those the layers' meshes use.
+            errors[f"{name}-groups-made"] = made
+            errors[f"{name}-groups-used"] = len({
+                grid.group(layer, role).group_name for layer in range(LAYERS) for role in ROLES})
             lo, hi = layout.shape.rows(0, grid.coords)
             c0, c1 = layout.shape.cols(0, grid.coords)
             errors[f"{name}-x"] = float((layout.x - x_all[orig[lo:hi], c0:c1]).abs().max()) \

@@ -26,6 +26,8 @@ TOL = {"float64": 1e-9, "float32": 1e-5}
 
 GNNS = ("sage", "sage_max", "gcn", "gcn_improved", "gcn_noloops", "gat", "gin")
 """PyG models of the layer-wise inference checks: every path of gnnpar.nn.inference."""
+LAYERS = 3
+"""Layers of every :func:`make_gnn` model."""
 BUDGETS = (1, 2000, 10**9)
 """Chunk budgets in bytes: one row per chunk, a few rows, the whole part at once."""
 
@@ -106,16 +108,17 @@ def make_model(kind: str, dtype: torch.dtype, seed: int = 0) -> nn.Module:
 
 
 def make_gnn(kind: str, seed: int = 0) -> BasicGNN:
-    """A 3-layer float64 PyG model of ``kind`` (:data:`GNNS`), initialised from ``seed``."""
+    """A :data:`LAYERS`-layer float64 PyG model of ``kind`` (:data:`GNNS`), from ``seed``."""
     torch.manual_seed(seed)
+    n = LAYERS
     models = {
-        "sage": lambda: GraphSAGE(FEAT, HIDDEN, 3, CLASSES),
-        "sage_max": lambda: GraphSAGE(FEAT, HIDDEN, 3, CLASSES, aggr="max"),
-        "gcn": lambda: GCN(FEAT, HIDDEN, 3, CLASSES),
-        "gcn_improved": lambda: GCN(FEAT, HIDDEN, 3, CLASSES, improved=True),
-        "gcn_noloops": lambda: GCN(FEAT, HIDDEN, 3, CLASSES, add_self_loops=False),
-        "gat": lambda: GAT(FEAT, HIDDEN, 3, CLASSES, heads=2),
-        "gin": lambda: GIN(FEAT, HIDDEN, 3, CLASSES),
+        "sage": lambda: GraphSAGE(FEAT, HIDDEN, n, CLASSES),
+        "sage_max": lambda: GraphSAGE(FEAT, HIDDEN, n, CLASSES, aggr="max"),
+        "gcn": lambda: GCN(FEAT, HIDDEN, n, CLASSES),
+        "gcn_improved": lambda: GCN(FEAT, HIDDEN, n, CLASSES, improved=True),
+        "gcn_noloops": lambda: GCN(FEAT, HIDDEN, n, CLASSES, add_self_loops=False),
+        "gat": lambda: GAT(FEAT, HIDDEN, n, CLASSES, heads=2),
+        "gin": lambda: GIN(FEAT, HIDDEN, n, CLASSES),
     }
     return models[kind]().double().eval()
 

@@ -75,6 +75,9 @@ def test_blocks_logits_and_gradients_equal_pyg(grid_runs: dict[int, dict[str, An
             assert worst[f"{name}-x"] == 0.0 and worst[f"{name}-y"] == 0.0, name
             assert worst[f"{name}-names"] == 0.0 and worst[f"{name}-weights"] == 0.0, name
             assert worst[f"{name}-logits"] <= 1e-5, (name, worst[f"{name}-logits"])
+            # One communicator per grid axis, shared by the three layer rotations.
+            assert worst[f"{name}-groups-made"] <= 3, (name, worst[f"{name}-groups-made"])
+            assert worst[f"{name}-groups-used"] == 3, name
             grads = {k: v for k, v in worst.items() if k.startswith(f"{name}-grad-")}
             assert len(grads) == (2 if kind == "gcn" else 3) * gc.LAYERS, name
             assert max(grads.values()) <= 1e-5, (name, grads)

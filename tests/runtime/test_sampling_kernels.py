@@ -189,10 +189,25 @@ def test_mix_with_equals_the_scalar_hash() -> None:
         assert got == [mix_int(*prefix, r) for r in range(5)]
 
 
-def test_mix_matches_scalar_hash_and_spreads_bits() -> None:
-    assert mix_int(1, 2) == mix_int(1, 2) != mix_int(2, 1)
+def test_mix_int_is_splitmix64_and_mix_is_its_documented_mixer() -> None:
+    m64 = (1 << 64) - 1
+    # SplitMix64's published first outputs (Vigna's splitmix64.c) for seeds 0 and 1234567:
+    # mix_int(v) is one step from state v.
+    assert mix_int(0) & m64 == 0xE220A8397B1DCDAF
+    assert mix_int(1234567) & m64 == 6457827717110365317
+    assert mix_int(1, 2) != mix_int(2, 1)  # order matters
+
+    def reference(v: int) -> int:  # mix's docstring, on Python integers mod 2^64
+        z = v * 0xBF58476D1CE4E5B9 & m64
+        z ^= z >> 30
+        z = z * 0x94D049BB133111EB & m64
+        return z ^ (z >> 31)
+
+    values = [0, 1, -1, 2**63 - 1, -(2**63), 12345, -987654321, 2**40 + 7]
+    got = mix(torch.tensor(values, dtype=torch.int64)).tolist()
+    assert [g & m64 for g in got] == [reference(v & m64) for v in values]
     h = mix(torch.arange(1 << 16))
-    assert torch.unique(h).numel() == 1 << 16
+    assert torch.unique(h).numel() == 1 << 16  # a bijection: no two inputs collide
     bits = torch.stack([(h >> b) & 1 for b in range(64)]).float().mean(1)
     assert float(bits.min()) > 0.48 and float(bits.max()) < 0.52
 
