@@ -4,6 +4,8 @@ r"""DistDGL side of ``benchmarks/bench_vs_distdgl.py``; run only by the DGL venv
         --dataset DATASET_DIR --name NAME --out PART_DIR
     ... serve                  (DGL_ROLE=server and the other DGL_* variables set)
     ... train --ip-config IP --name NAME --part-config PART_DIR/NAME.json --result OUT.json
+    ... step --batches BATCHES.npz --rounds R --hidden H --classes C --result OUT.json
+    ... sample --dataset DATASET_DIR --fanouts 10,15 --batches N --result OUT.json
 
 ``bench_vs_distdgl.py`` starts all of these itself (it installs DGL 2.1.0 from PyPI into a
 venv of its own, since gnnpar's venv has a newer torch than DGL's wheels support); this
@@ -14,6 +16,11 @@ file never imports gnnpar and gnnpar never imports it.
 * ``serve``: one DistGraph server (``dgl.distributed.initialize`` in server mode never
   returns); its configuration comes from the ``DGL_*`` variables, as ``tools/launch.py``
   in the DGL repository sets them.
+* ``step``: DGL's GraphSAGE forward and backward on the batches gnnpar sampled
+  (``bench_step.py`` writes them): each becomes DGL's blocks, then the same model as
+  ``train`` runs them; per-step milliseconds as JSON.
+* ``sample``: DGL's ``NeighborSampler`` on a whole dataset in one process (several of
+  these run side by side for "per rank" figures): sampled edges per second as JSON.
 * ``train``: one trainer written against DistDGL's public API (``initialize``,
   ``DistGraph``, ``node_split``, ``DistNodeDataLoader``, ``MultiLayerNeighborSampler``,
   ``dgl.nn.SAGEConv``, DDP over gloo, Adam). Rank 0 writes the per-epoch times and the
@@ -214,6 +221,88 @@ def _full_inference(model: SAGE, g: Any, batch_size: int) -> Any:
     return x
 
 
+def _blocks(edge_index: torch.Tensor, nodes: list[int], edges: list[int]) -> list[Any]:
+    """DGL's blocks (input layer first) of one batch in PyG ``NeighborLoader`` order.
+
+    Block ``i`` of ``L`` has the nodes within ``L - i`` hops of the seeds as destinations,
+    those within ``L - i + 1`` hops as sources and the edges into its destinations, which
+    are the first ones of ``edge_index`` (stored hop by hop): DGL's message-flow graphs.
+    """
+    hops = len(edges)
+    out = []
+    for i in range(hops):
+        n_dst, n_src = sum(nodes[: hops - i]), sum(nodes[: hops - i + 1])
+        e = sum(edges[: hops - i])
+        out.append(dgl.create_block((edge_index[0, :e], edge_index[1, :e]),
+                                    num_src_nodes=n_src, num_dst_nodes=n_dst))
+    return out
+
+
+def cmd_step(args: argparse.Namespace) -> None:
+    """Time DGL's GraphSAGE forward, backward and Adam step on gnnpar's batches."""
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    with np.load(args.batches, allow_pickle=False) as f:
+        count = int(f["count"])
+        batches = [{k: torch.from_numpy(f[f"{k}{i}"]) for k in ("x", "ei", "y", "nodes",
+                                                                  "edges")}
+                   for i in range(count)]
+    in_dim = int(batches[0]["x"].shape[1])
+    model = SAGE(in_dim, args.hidden, args.classes, len(batches[0]["edges"]), args.dropout)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    phases = ("blocks", "forward", "backward", "optimizer")
+    totals = {f"{k}_{c}": 0.0 for k in phases for c in ("ms", "cpu_ms")}
+    steps = 0
+    for r in range(args.rounds + 1):  # round 0 warms up
+        for b in batches:
+            t = [(time.perf_counter(), time.process_time())]
+            blocks = _blocks(b["ei"], b["nodes"].tolist(), b["edges"].tolist())
+            seeds = int(b["nodes"][0])
+            t.append((time.perf_counter(), time.process_time()))
+            logits = model(blocks, b["x"])
+            loss = F.cross_entropy(logits, b["y"][:seeds])
+            t.append((time.perf_counter(), time.process_time()))
+            opt.zero_grad()
+            loss.backward()
+            t.append((time.perf_counter(), time.process_time()))
+            opt.step()
+            t.append((time.perf_counter(), time.process_time()))
+            if r:
+                steps += 1
+                for i, k in enumerate(phases):
+                    totals[f"{k}_ms"] += 1e3 * (t[i + 1][0] - t[i][0])
+                    totals[f"{k}_cpu_ms"] += 1e3 * (t[i + 1][1] - t[i][1])
+    result: dict[str, Any] = {k: v / steps for k, v in totals.items()}
+    result.update(steps=steps, dgl=dgl.__version__, torch=torch.__version__,
+                  threads=torch.get_num_threads())
+    Path(args.result).write_text(json.dumps(result))
+
+
+def cmd_sample(args: argparse.Namespace) -> None:
+    """Sampled edges per second of DGL's ``NeighborSampler`` on a whole dataset."""
+    torch.set_num_threads(args.threads)
+    d = _load_dataset(Path(args.dataset))
+    n = int(d["meta"]["num_nodes"])
+    g = dgl.graph((torch.from_numpy(d["src"]), torch.from_numpy(d["dst"])), num_nodes=n)
+    g = g.formats("csc")  # in-edges, as the sampler reads them (what DistDGL stores)
+    g.create_formats_()
+    sampler = dgl.dataloading.NeighborSampler([int(k) for k in args.fanouts.split(",")])
+    gen = torch.Generator().manual_seed(args.seed)
+    dgl.random.seed(args.seed)
+    seeds = torch.randperm(n, generator=gen)
+    edges = 0
+    for i in range(args.warmup + args.batches):
+        if i == args.warmup:
+            edges, wall, cpu = 0, time.perf_counter(), time.process_time()
+        batch = seeds[(i * args.batch_size) % n:][: args.batch_size]
+        _, _, blocks = sampler.sample(g, batch)
+        edges += sum(b.num_edges() for b in blocks)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    Path(args.result).write_text(json.dumps({
+        "edges": edges, "wall_s": wall, "cpu_s": cpu, "edges_per_s": edges / wall,
+        "edges_per_cpu_s": edges / cpu, "batches": args.batches, "dgl": dgl.__version__}))
+
+
 def cmd_train(args: argparse.Namespace) -> None:
     """One DistDGL trainer: sampled minibatch training, DDP, then test accuracy."""
     torch.set_num_threads(args.threads)
@@ -256,19 +345,24 @@ def cmd_train(args: argparse.Namespace) -> None:
         torch.distributed.barrier()
         t0, c0 = time.perf_counter(), time.process_time()
         loss_sum = correct = seen = edges = 0.0
-        sample_s = 0.0
+        phase = dict.fromkeys(("sample", "forward", "backward", "optimizer"), 0.0)
         it = iter(loader)
         for _ in range(steps_per_epoch):
             ts = time.perf_counter()
             input_nodes, seeds, blocks = next(it)
             x = g.ndata["feat"][input_nodes]
             y = g.ndata["label"][seeds]
-            sample_s += time.perf_counter() - ts
+            tf = time.perf_counter()
             logits = ddp(blocks, x)
             loss = F.cross_entropy(logits, y)
+            tb = time.perf_counter()
             opt.zero_grad()
             loss.backward()
+            to = time.perf_counter()
             opt.step()
+            te = time.perf_counter()
+            for k, dt in zip(phase, (tf - ts, tb - tf, to - tb, te - to), strict=True):
+                phase[k] += dt
             loss_sum += float(loss) * len(seeds)
             correct += int((logits.argmax(1) == y).sum())
             seen += len(seeds)
@@ -277,15 +371,18 @@ def cmd_train(args: argparse.Namespace) -> None:
         # samples on demand, so stopping early leaves nothing queued).
         torch.distributed.barrier()
         epoch_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
-        tot = torch.tensor([loss_sum, correct, seen, edges, sample_s, cpu_s],
+        tot = torch.tensor([loss_sum, correct, seen, edges, cpu_s, *phase.values()],
                            dtype=torch.float64)
         torch.distributed.all_reduce(tot)
         epochs.append({"epoch": epoch, "epoch_time_s": epoch_s, "steps": steps_per_epoch,
                        "train_loss": float(tot[0] / tot[2]),
                        "train_acc": float(tot[1] / tot[2]),
                        "sampled_edges": int(tot[3]),
-                       "sample_and_fetch_s_per_rank": float(tot[4]) / world,
-                       "trainer_cpu_s_all_ranks": float(tot[5])})
+                       "sample_and_fetch_s_per_rank": float(tot[5]) / world,
+                       # Seconds per rank by phase, as gnnpar's run record has them.
+                       "step_time_s": {k: float(v) / world for k, v in
+                                       zip(phase, tot[5:].tolist(), strict=True)},
+                       "trainer_cpu_s_all_ranks": float(tot[4])})
         if rank == 0:
             print(f"distdgl epoch {epoch + 1}/{args.epochs}: {epoch_s:.2f} s, loss "
                   f"{epochs[-1]['train_loss']:.4f}", flush=True)
@@ -358,8 +455,28 @@ def main() -> None:
     s.add_argument("--threads", type=int, default=1)
     s.add_argument("--full-inference", action=argparse.BooleanOptionalAction, default=True)
     s.add_argument("--result", required=True)
+    s = sub.add_parser("step")
+    s.add_argument("--batches", required=True, help=".npz written by bench_step.py")
+    s.add_argument("--rounds", type=int, default=3)
+    s.add_argument("--hidden", type=int, default=256)
+    s.add_argument("--classes", type=int, required=True)
+    s.add_argument("--dropout", type=float, default=0.5)
+    s.add_argument("--lr", type=float, default=0.003)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--threads", type=int, default=1)
+    s.add_argument("--result", required=True)
+    s = sub.add_parser("sample")
+    s.add_argument("--dataset", required=True)
+    s.add_argument("--fanouts", default="10,15", help="DGL order: input layer first")
+    s.add_argument("--batch-size", type=int, default=1024)
+    s.add_argument("--batches", type=int, default=30)
+    s.add_argument("--warmup", type=int, default=3)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--threads", type=int, default=1)
+    s.add_argument("--result", required=True)
     args = p.parse_args()
-    {"partition": cmd_partition, "serve": cmd_serve, "train": cmd_train}[args.cmd](args)
+    {"partition": cmd_partition, "serve": cmd_serve, "train": cmd_train, "step": cmd_step,
+     "sample": cmd_sample}[args.cmd](args)
 
 
 if __name__ == "__main__":

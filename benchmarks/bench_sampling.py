@@ -1,15 +1,20 @@
 """Distributed neighbour-sampling throughput: sampled edges per second per rank.
 
 Runs ``DistNeighborSampler`` (and the whole ``DistNeighborLoader``, features included) on
-2 gloo ranks over a METIS partition of an SBM graph of 1M nodes / 10M edges, fan-outs
-[15, 10], batch 1024, and prints the figures next to PyG's ``NeighborLoader`` — run in
-the same process when ``pyg-lib`` or ``torch-sparse`` is importable, else next to the
-anchors measured on a 2-core machine (issue 4).  A 1-rank row (whole graph, no
-communication) shows what the exchanges cost.  Next to the throughput: per loader batch,
+1 and 2 gloo ranks over METIS partitions of an SBM graph of 1M nodes / 10M edges, fan-outs
+[15, 10], batch 1024, with the compiled CPU kernels (:mod:`gnnpar.cpu_sampling`) and with
+the torch ones (``GNNPAR_SAMPLER=torch``: what runs on a GPU), next to DGL 2.1's
+``NeighborSampler`` on the same graph in DGL's own environment (``_distdgl_worker.py
+sample``; ``bench_vs_distdgl.py`` builds ``/work/.distdgl-venv``): 1 process, and 2
+processes side by side for the per-rank figure at 2 ranks (each samples the whole graph;
+no communication, which gnnpar's 2 ranks pay).  PyG's ``NeighborLoader`` runs too when
+``pyg-lib`` or ``torch-sparse`` is importable.  Next to the throughput: per loader batch,
 the operations that would make a CUDA host wait for the device and the collectives
-(:func:`_measure.sync_budget`).
+(:func:`_measure.sync_budget`).  DGL counts the seeds' in-edges again at the second hop
+(its blocks' inputs include the seeds): about 10% more edges per batch for the same
+sampling, so edges per second slightly favour it.
 
-    python benchmarks/bench_sampling.py [--small] [--json OUT] [--workdir DIR]
+    python benchmarks/bench_sampling.py [--small] [--json OUT] [--workdir DIR] [--dgl-venv DIR]
 
 Wall-clock figures on a shared machine are noisy; the per-CPU-second column (edges per
 second of process CPU time) is steadier.
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -32,8 +38,6 @@ from gnnpar.datasets.synthetic import sbm
 from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 
-ANCHORS = {"PyG NeighborLoader + pyg-lib": 6.0e6, "PyG NeighborLoader + torch-sparse": 1.9e6,
-           "DGL 2.1 NeighborSampler": 16.5e6}
 FANOUTS = [15, 10]
 BATCH = 1024
 
@@ -118,58 +122,97 @@ def _pyg_reference(ds: Any, num_batches: int) -> dict[str, float] | None:
             "edges_per_cpu_s": edges / (time.process_time() - cpu)}
 
 
+def dgl_sampler(venv: Path, dataset: Path, procs: int, batches: int,
+                workdir: Path) -> dict[str, float] | None:
+    """DGL's ``NeighborSampler`` in ``procs`` processes side by side: per-process means."""
+    python = venv / "bin" / "python"
+    if not python.is_file():
+        return None
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(OMP_NUM_THREADS="1", DGLBACKEND="pytorch")
+    worker = Path(__file__).resolve().parent / "_distdgl_worker.py"
+    outs = [workdir / f"dgl-sample-{procs}-{i}.json" for i in range(procs)]
+    running = [subprocess.Popen(
+        [str(python), str(worker), "sample", "--dataset", str(dataset), "--fanouts",
+         ",".join(map(str, reversed(FANOUTS))), "--batch-size", str(BATCH), "--batches",
+         str(batches), "--seed", str(i), "--result", str(out)], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for i, out in enumerate(outs)]
+    for proc in running:
+        _, err = proc.communicate()
+        if proc.returncode:
+            raise SystemExit(f"bench_sampling: DGL's sampler failed:\n{err.decode()[-2000:]}")
+    res = [json.loads(out.read_text()) for out in outs]
+    return {k: sum(r[k] for r in res) / procs for k in ("edges_per_s", "edges_per_cpu_s")} | {
+        "edges_per_batch": sum(r["edges"] for r in res) / procs / batches}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", action="store_true", help="100k nodes / 1M edges")
     ap.add_argument("--batches", type=int, default=30, help="timed batches per rank")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--workdir", help="where partitions are written (reused if present)")
+    ap.add_argument("--dgl-venv", type=Path, default=Path("/work/.distdgl-venv"),
+                    help="DGL 2.1's environment (made by bench_vs_distdgl.py)")
     args = ap.parse_args()
     n = 100_000 if args.small else 1_000_000
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gnnpar-bench-"))
     print(f"graph: SBM {n:,} nodes, avg degree 10; fan-outs {FANOUTS}, batch {BATCH}")
-    ds, _, dirs = make_partitions(workdir, {"1": (1, "metis", 1), "2": (2, "metis", 1)},
-                                  num_nodes=n, avg_degree=10.0, feat_dim=8)
-    env = {"OMP_NUM_THREADS": "1"}
+    ds, tag, dirs = make_partitions(workdir, {"1": (1, "metis", 1), "2": (2, "metis", 1)},
+                                    num_nodes=n, avg_degree=10.0, feat_dim=8)
+    dataset = workdir / f"{tag}-dataset"
+    if not (dataset / "dataset.json").is_file():
+        ds.save(dataset, overwrite=True)
+    print(f"load average before: {[round(x, 2) for x in os.getloadavg()]}")
     rows: list[dict[str, Any]] = []
-    for name, world in (("2", 2), ("1", 1)):
-        res = run_multiproc(_throughput_worker, world, str(dirs[name]), args.batches, 3,
-                            env=env, timeout=1800)
-        for what in ("sampler", "loader"):
-            per_rank = [r[what] for r in res]
-            rows.append({
-                "what": f"gnnpar {what}, {world} rank{'s' if world > 1 else ''}",
-                "edges_per_s": sum(r["edges"] / r["wall_s"] for r in per_rank) / world,
-                "edges_per_cpu_s": sum(r["edges"] / r["cpu_s"] for r in per_rank) / world,
-                "edges_per_batch": sum(r["edges"] for r in per_rank) / world / args.batches,
-            })
-        if world == 2:
-            comm = res[0]["sampler"]["comm"].get("sample", {})
-            rows[-2]["sample_bytes_sent_per_batch"] = comm.get("bytes_sent", 0) / args.batches
+    for world in (1, 2):
+        for kernel in ("compiled", "torch"):
+            env = {"OMP_NUM_THREADS": "1", **({"GNNPAR_SAMPLER": "torch"} if kernel == "torch"
+                                             else {})}
+            res = run_multiproc(_throughput_worker, world, str(dirs[str(world)]),
+                                args.batches, 3, env=env, timeout=1800)
+            for what in ("sampler", "loader"):
+                per_rank = [r[what] for r in res]
+                row = {
+                    "what": f"gnnpar {what}, {kernel} kernels, {world} rank"
+                            f"{'s' if world > 1 else ''}",
+                    "world": world,
+                    "edges_per_s": sum(r["edges"] / r["wall_s"] for r in per_rank) / world,
+                    "edges_per_cpu_s": sum(r["edges"] / r["cpu_s"] for r in per_rank) / world,
+                    "edges_per_batch": sum(r["edges"] for r in per_rank) / world / args.batches,
+                }
+                if world == 2 and what == "sampler":
+                    comm = res[0]["sampler"]["comm"].get("sample", {})
+                    row["sample_bytes_sent_per_batch"] = comm.get("bytes_sent", 0) / args.batches
+                rows.append(row)
+        dgl = dgl_sampler(args.dgl_venv, dataset, world, args.batches, workdir)
+        if dgl is not None:
+            rows.append({"what": f"DGL 2.1 NeighborSampler, {world} process"
+                                 f"{'es' if world > 1 else ''}", "world": world, **dgl})
     budget = sync_budget(str(dirs["2"]), 2, FANOUTS, BATCH)
     pyg = _pyg_reference(ds, args.batches)
-    ref_name, ref = ("PyG NeighborLoader (measured here)", pyg["edges_per_s"]) if pyg else (
-        "PyG NeighborLoader + pyg-lib (anchor)", ANCHORS["PyG NeighborLoader + pyg-lib"])
-    print(f"\n{'':40s} {'edges/s/rank':>13s} {'edges/CPU-s':>12s} {'vs ' + ref_name:>10s}")
+    print(f"load average after: {[round(x, 2) for x in os.getloadavg()]}")
+    print(f"\n{'':48s} {'edges/s/rank':>13s} {'edges/CPU-s':>12s} {'edges/batch':>12s}"
+          f" {'vs DGL (wall)':>14s} {'(CPU)':>6s}")
     for r in rows:
-        print(f"{r['what']:40s} {r['edges_per_s'] / 1e6:11.2f} M {r['edges_per_cpu_s'] / 1e6:10.2f}"
-              f" M   {r['edges_per_s'] / ref:6.2f}x")
-    if "sample_bytes_sent_per_batch" in rows[0]:
-        print(f"sampling traffic at 2 ranks: {rows[0]['sample_bytes_sent_per_batch'] / 1e3:.1f} "
-              f"kB sent per rank per batch ({rows[0]['edges_per_batch']:.0f} edges per batch)")
+        ref = next((d for d in rows if d["what"].startswith("DGL") and
+                    d["world"] == r["world"]), None)
+        ratio = (f"{r['edges_per_s'] / ref['edges_per_s']:13.2f}x "
+                 f"{r['edges_per_cpu_s'] / ref['edges_per_cpu_s']:5.2f}x" if ref else "")
+        print(f"{r['what']:48s} {r['edges_per_s'] / 1e6:11.2f} M "
+              f"{r['edges_per_cpu_s'] / 1e6:10.2f} M {r['edges_per_batch']:12.0f} {ratio}")
+    sent = next(r["sample_bytes_sent_per_batch"] for r in rows
+                if "sample_bytes_sent_per_batch" in r)
+    print(f"sampling traffic at 2 ranks: {sent / 1e3:.1f} kB sent per rank per batch")
     print(f"per loader batch at 2 ranks: {budget['load_syncs']:.1f} host syncs (operations "
           f"that make a CUDA host wait), {budget['load_collectives']:.1f} collectives")
-    print("\nreferences (" + ("PyG measured in this run" if pyg else
-                              "pyg-lib / torch-sparse not importable: anchors from issue 4") + ")")
-    for name, v in ANCHORS.items():
-        print(f"  {name:38s} {v / 1e6:5.1f} M edges/s  -> gnnpar sampler at 2 ranks: "
-              f"{rows[0]['edges_per_s'] / v:.2f}x")
     if pyg:
-        print(f"  PyG NeighborLoader measured here      {pyg['edges_per_s'] / 1e6:5.2f} M edges/s")
+        print(f"PyG NeighborLoader measured here: {pyg['edges_per_s'] / 1e6:5.2f} M edges/s")
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"graph_nodes": n, "fanouts": FANOUTS, "batch": BATCH, "rows": rows,
-             "pyg": pyg, "anchors": ANCHORS, "per_batch": budget, "cpus": os.cpu_count()},
+             "pyg": pyg, "per_batch": budget, "cpus": os.cpu_count(),
+             "load_end": os.getloadavg()},
             indent=2))
 
 

@@ -118,6 +118,11 @@ def gnnpar_epoch_times(record: dict[str, Any]) -> list[float]:
     return [float(e["epoch_time_s"]) for e in record["epochs"]]
 
 
+def gnnpar_phases(record: dict[str, Any]) -> list[dict[str, float] | None]:
+    """Seconds per rank of every epoch by phase (sample, fetch, wait, forward, ...)."""
+    return [e.get("step_time_s") for e in record["epochs"]]
+
+
 def gnnpar_sampled_edges(record: dict[str, Any]) -> list[int | None]:
     """Edges sampled in every epoch by all ranks (None where the record has no count)."""
     return [e.get("sampled_edges") for e in record["epochs"]]
@@ -585,6 +590,7 @@ def run_distdgl(g: Graph, args: argparse.Namespace, dgl_python: Path, run_dir: P
     return {
         "system": "DistDGL", "seed": seed, "run_dir": str(run_dir), "wall_s": wall,
         "epoch_times_s": [e["epoch_time_s"] for e in res["epochs"]],
+        "step_times_s": [e.get("step_time_s") for e in res["epochs"]],
         "sampled_edges": [e["sampled_edges"] for e in res["epochs"]],
         "test_acc_sampled": s["test_acc_sampled"], "test_acc_full": s.get("test_acc_full"),
         "val_acc_sampled": s["val_acc_sampled"], "val_acc_full": s.get("val_acc_full"),
@@ -629,6 +635,7 @@ def run_gnnpar(g: Graph, args: argparse.Namespace, train_tool: str, flags: set[s
     return {
         "system": "gnnpar", "seed": seed, "run_dir": str(run_dir), "wall_s": wall,
         "argv": argv, "epoch_times_s": gnnpar_epoch_times(record),
+        "step_times_s": gnnpar_phases(record),
         "sampled_edges": gnnpar_sampled_edges(record),
         "test_acc_sampled": gnnpar_test_acc(record),
         "test_acc_full": gnnpar_test_acc_full(record),
@@ -666,6 +673,10 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
     full = [r["test_acc_full"] for r in runs if r["test_acc_full"] is not None]
     out["test_acc_full_mean"] = statistics.fmean(full) if full else None
+    # Seconds per rank and epoch by phase, median over the steady epochs of all runs.
+    steady_phases = [e for r in runs for e in r.get("step_times_s", [])[1:] if e]
+    keys = sorted({k for e in steady_phases for k in e})
+    out["phase_s_median"] = {k: _median([e.get(k) for e in steady_phases]) for k in keys}
     roles = sorted({k for r in runs for k in r.get("maxrss_bytes_by_role", {})})
     out["maxrss_bytes_by_role"] = {
         k: max((r["maxrss_bytes_by_role"].get(k) or 0) for r in runs) for k in roles}
@@ -744,6 +755,7 @@ def print_table(g: Graph, a: dict[str, Any], b: dict[str, Any], args: argparse.N
     for row in rows:
         print("  ".join(c.ljust(n) if j == 0 else c.rjust(n) for j, (c, n) in
                         enumerate(zip(row, w, strict=True))))
+    print_phases(a["phase_s_median"], b["phase_s_median"], w)
     print(f"load average (1, 5, 15 min): start {load[0]}, end {load[1]}; 1-min load before "
           f"the runs, median: DistDGL {a['load1_before_median']}, gnnpar "
           f"{b['load1_before_median']}")
@@ -752,6 +764,33 @@ def print_table(g: Graph, a: dict[str, Any], b: dict[str, Any], args: argparse.N
             "meets_cpu_goal": r_cpu is not None and r_cpu <= GOALS["cpu"],
             "meets_acc_goal": abs(d_acc) <= GOALS["acc_points"],
             "acc_not_worse_than_goal": d_acc >= -GOALS["acc_points"]}
+
+
+PHASE_ROWS = (
+    ("sample + fetch", ("sample",), ("sample", "fetch")),
+    ("  of which wait (blocked in exchanges)", (), ("wait",)),
+    ("forward", ("forward",), ("forward",)),
+    ("backward (DDP all-reduce included)", ("backward",), ("backward",)),
+    ("optimizer", ("optimizer",), ("optimizer",)),
+)
+"""Rows of the per-phase table: DistDGL's phases and gnnpar's that each row adds up."""
+
+
+def print_phases(a: dict[str, float | None], b: dict[str, float | None],
+                 widths: list[int]) -> None:
+    """Seconds per rank and epoch by phase, side by side (medians of steady epochs)."""
+    def total(p: dict[str, float | None], keys: tuple[str, ...]) -> float | None:
+        vals = [p.get(k) for k in keys]
+        return None if not keys or any(v is None for v in vals) else sum(
+            v for v in vals if v is not None)
+
+    print("per epoch and rank, by phase (median s):")
+    for name, dgl_keys, our_keys in PHASE_ROWS:
+        x, y = total(a, dgl_keys), total(b, our_keys)
+        cells = (name, "-" if x is None else f"{x:.3f}", "-" if y is None else f"{y:.3f}",
+                 f"{y / x:.2f}x" if x and y is not None else "", "")
+        print("  ".join(c.ljust(n) if j == 0 else c.rjust(n) for j, (c, n) in
+                        enumerate(zip(cells, widths, strict=True))))
 
 
 # ---------------------------------------------------------------------------------- main

@@ -75,6 +75,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch_geometric import EdgeIndex
 from torch_geometric.data import Data
 
 from gnnpar.comm import CommStats, all_gather_ints, all_to_all_v
@@ -122,8 +123,12 @@ HOST_SYNCS = host_syncs(2)
 
 
 def batch_tensors(batch: Any) -> list[Tensor]:
-    """Every tensor a ``Data`` / ``HeteroData`` batch holds (what a hand-over covers)."""
-    return [v for store in batch.stores for v in store.values() if isinstance(v, Tensor)]
+    """Every tensor a ``Data`` / ``HeteroData`` batch holds (what a hand-over covers).
+
+    An ``EdgeIndex`` counts by the plain tensor it wraps (what kernels read).
+    """
+    return [v.as_tensor() if isinstance(v, EdgeIndex) else v
+            for store in batch.stores for v in store.values() if isinstance(v, Tensor)]
 
 
 def _local_seeds(graph: DistGraph, seeds: str | Tensor) -> Tensor:

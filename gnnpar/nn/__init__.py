@@ -2,11 +2,13 @@
 
 ``inference(model, graph, features)`` is the exact full-neighbour forward pass of a PyG
 model on the whole partitioned graph, ``accuracy(logits, graph, ctx, split)`` its
-accuracy over all ranks.
+accuracy over all ranks.  ``fuse_aggregation(model)`` makes a PyG model's SAGE and GIN
+layers aggregate gnnpar's sorted batches by one sparse product forward and backward.
 """
 
 from gnnpar.nn.dist_conv import DistConv, HaloGraph, distribute_convs, flush_pipelines
 from gnnpar.nn.feature_parallel import FeatureParallelLinear, column_ranges, shard_columns
+from gnnpar.nn.fused import fuse_aggregation
 from gnnpar.nn.halo import HaloExchange, HaloPlan, PipelineState
 from gnnpar.nn.inference import accuracy, inference, layerwise_inference
 
@@ -21,6 +23,7 @@ __all__ = [
     "column_ranges",
     "distribute_convs",
     "flush_pipelines",
+    "fuse_aggregation",
     "inference",
     "layerwise_inference",
     "shard_columns",

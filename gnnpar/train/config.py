@@ -138,8 +138,12 @@ class TrainConfig:
     per-row tensors (smaller: less memory, more chunks; the same result)."""
 
     precision: str = "fp32"
-    """fp32, or bf16: forward passes under bfloat16 autocast, features and halo rows
-    in bfloat16 (weights, gradients and Adam stay fp32)."""
+    """fp32, or bf16. Sample mode: bf16 compute (autocast) only where the device has it
+    natively (CUDA; CPUs with AVX512-BF16 or AMX); elsewhere (an AVX2 CPU emulates bf16
+    at several times fp32's cost) the model computes in fp32 and bf16 stays a storage
+    and transfer dtype: store the features in bf16 (gnnpar-partition --feature-dtype
+    bf16) for half the feature bytes, upcast once they arrive. Full mode: activations
+    and halo rows in bf16 on every device. Weights, gradients and Adam stay fp32."""
 
     sync: str = "every:1"
     """Sample mode: every:1 all-reduces the gradients every step (synchronous);

@@ -118,7 +118,7 @@ class HeteroEngine(MinibatchEngine):
         The featureless types' rows come from one embedding gather for all of them (one
         exchange, one host read), their own-first runs laid end to end.
         """
-        dtype = COMPUTE_DTYPES[self.cfg.train.precision]
+        dtype = COMPUTE_DTYPES[self.precision]
         names = self.layout.node_types
         x = {name: batch[name].x.to(dtype) for t, name in enumerate(names)
              if self.layout.feat_dims[t]}
@@ -167,7 +167,7 @@ class HeteroEngine(MinibatchEngine):
         first = 0
         for batch in loader:
             batch = batch.to(self.ctx.device)
-            with autocast(self.ctx.device, self.cfg.train.precision):
+            with autocast(self.ctx.device, self.precision):
                 logits, _ = self.logits(self.module, batch)
             write(first, logits)
             first += logits.shape[0]

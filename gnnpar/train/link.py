@@ -83,7 +83,7 @@ class LinkEngine(MinibatchEngine):
         src, dst = batch.edge_label_index
         degrees = ({"in_degree": batch.in_degree, "self_loops": batch.self_loops}
                    if self._degrees else {})
-        score = ddp(batch.x.to(COMPUTE_DTYPES[self.cfg.train.precision]), batch.edge_index,
+        score = ddp(batch.x.to(COMPUTE_DTYPES[self.precision]), batch.edge_index,
                     batch.num_sampled_nodes, batch.num_sampled_edges, src, dst, **degrees)
         label = batch.edge_label
         right = ((score > 0) == (label > 0.5)).sum()

@@ -34,7 +34,7 @@ from gnnpar.nn.halo import HaloPlan
 from gnnpar.ops import from_mmap
 from gnnpar.train.config import Config
 from gnnpar.train.engine import SUMS, EpochLoop
-from gnnpar.train.models import SampledGNN, autocast, forward_batch
+from gnnpar.train.models import SampledGNN, autocast, forward_batch, sampled_precision
 from gnnpar.train.sync import average_model
 
 STEP_HOST_SYNCS = 0
@@ -151,7 +151,7 @@ class MinibatchEngine:
         bar = tqdm(total=len(self.loader), initial=start, leave=False, unit="step",
                    desc=f"epoch {epoch + 1}/{self.cfg.train.epochs}",
                    disable=None if ctx.is_main and loop.progress else True)
-        dev, precision = ctx.device, self.cfg.train.precision
+        dev, precision = ctx.device, self.precision
         # On the device, so that a step does not wait for it; read once per epoch.
         loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
         correct = torch.zeros((), dtype=torch.int64, device=dev)
@@ -215,6 +215,11 @@ class MinibatchEngine:
             loop.log.flush(epoch, len(self.loader) - 1, line=False)
         return totals(t0)
 
+    @property
+    def precision(self) -> str:
+        """The precision the sampled model computes in (:func:`sampled_precision`)."""
+        return sampled_precision(self.cfg.train.precision, self.ctx.device)
+
     def after_step(self) -> None:
         """Update the touched embedding rows, if any (collective: gradients to owners)."""
         if self.sparse is not None:
@@ -251,7 +256,7 @@ class MinibatchEngine:
         """The seeds' logits and labels (call under :func:`autocast`)."""
         x = None if self.embedding is None else self.embedding(
             batch.n_id, batch.get("num_owned_nodes"), batch.num_sampled_nodes)
-        return (forward_batch(module, batch, self.cfg.train.precision, x),
+        return (forward_batch(module, batch, self.precision, x),
                 batch.y[: batch.batch_size])
 
     def loss(self, ddp: nn.Module, batch: Data) -> tuple[Tensor, Tensor, int, int]:
@@ -282,7 +287,7 @@ class MinibatchEngine:
             loader.set_epoch(0)  # the same sampled neighbourhoods at every evaluation
             for batch in loader:
                 batch = batch.to(dev)
-                with autocast(dev, self.cfg.train.precision):
+                with autocast(dev, self.precision):
                     logits, y = self.logits(self.module, batch)
                 counts[2 * i] += (logits.argmax(-1) == y).sum()
                 counts[2 * i + 1] += y.numel()

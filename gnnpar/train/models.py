@@ -31,10 +31,12 @@ models, unchanged; the same module runs in the two ways the trainer needs:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch_geometric import EdgeIndex
 from torch_geometric.data import Data
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 from torch_geometric.nn.models import GAT, GCN, GraphSAGE
@@ -127,6 +129,9 @@ class SampledGNN(nn.Module):
         """
         gnn = self.gnn
         layers = gnn.num_layers
+        if isinstance(edge_index, EdgeIndex):  # plain tensor ops below, no subclass dispatch
+            # .to: a no-op, except that the device shadow sees the plain tensor's device.
+            edge_index = edge_index.as_tensor().to(x.device)
         for i, (conv, norm) in enumerate(zip(gnn.convs, gnn.norms, strict=True)):
             n_dst = sum(num_sampled_nodes[: layers - i])  # within layers-1-i hops
             edges = edge_index[:, : sum(num_sampled_edges[: layers - i])]  # into them
@@ -218,6 +223,49 @@ COMPUTE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 def autocast(device: torch.device, precision: str) -> torch.autocast:
     """bfloat16 autocast for precision ``bf16`` (disabled for ``fp32``): wrap forwards."""
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+"""``/proc/cpuinfo`` flags of a CPU that multiplies bfloat16 matrices natively."""
+
+
+@functools.cache
+def _cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` computes bfloat16 matrix products natively.
+
+    A CUDA device that supports bf16 (compute capability 8.0 on), or a CPU with
+    AVX512-BF16 or AMX and oneDNN (``torch.backends.mkldnn``).  Elsewhere (an AVX2 CPU)
+    torch emulates bf16 products, several times slower than fp32.
+    """
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    if device.type == "cpu":
+        mkldnn = bool(torch.backends.mkldnn.is_available())  # type: ignore[no-untyped-call]
+        return mkldnn and bool(_cpu_flags().intersection(CPU_BF16_FLAGS))
+    return False
+
+
+def sampled_precision(precision: str, device: torch.device) -> str:
+    """The precision a sampled model computes in for ``--precision`` on ``device``.
+
+    ``bf16`` where the device computes it natively (:func:`native_bf16`: autocast);
+    elsewhere ``fp32``: bf16 then only halves the bytes of the stored and exchanged
+    features, which are cast to fp32 once they arrive (the issue measured bf16 compute
+    on an AVX2 CPU at 4x the fp32 forward).
+    """
+    return precision if precision != "bf16" or native_bf16(device) else "fp32"
 
 
 def forward_batch(model: nn.Module, batch: Data, precision: str = "fp32",

@@ -2,12 +2,46 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import numpy as np
 import pytest
 import torch
 
+from gnnpar import cpu_sampling
 from gnnpar.errors import ConfigError
-from gnnpar.sampler import check_fanouts, mix, mix_int, mix_with, relabel, sample_neighbors
+from gnnpar.sampler import (
+    check_fanouts,
+    compiled_kernels,
+    mix,
+    mix_int,
+    mix_with,
+    relabel,
+    sample_in_ranges,
+    sample_neighbors,
+)
+
+T = TypeVar("T")
+needs_numba = pytest.mark.skipif(not cpu_sampling.AVAILABLE, reason="numba not installed")
+
+
+@pytest.fixture(params=["compiled", "torch"])
+def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a CPU test with the compiled kernels and again with the torch ones."""
+    if request.param == "compiled" and not cpu_sampling.AVAILABLE:
+        pytest.skip("numba not installed")
+    monkeypatch.setenv("GNNPAR_SAMPLER", str(request.param))
+    assert compiled_kernels(torch.device("cpu")) == (request.param == "compiled")
+    return str(request.param)
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, fn: Callable[[], T]) -> tuple[T, T]:
+    """``fn()`` with the compiled kernels, then with the torch ones."""
+    monkeypatch.setenv("GNNPAR_SAMPLER", "compiled")
+    compiled = fn()
+    monkeypatch.setenv("GNNPAR_SAMPLER", "torch")
+    return compiled, fn()
 
 
 def _csc(degrees: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -20,7 +54,7 @@ def _csc(degrees: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("replace", [False, True])
-def test_sample_neighbors_brute_force(replace: bool, device: str) -> None:
+def test_sample_neighbors_brute_force(replace: bool, device: str, kernel: str) -> None:
     # Degrees 0 .. 3 (all taken when k = 3), 6 .. 12 and 200 (Floyd's algorithm).
     degrees = [0, 1, 3, 6, 7, 12, 200, 2, 200, 0]
     indptr, indices = (t.to(device) for t in _csc(degrees))
@@ -42,7 +76,7 @@ def test_sample_neighbors_brute_force(replace: bool, device: str) -> None:
 
 
 @pytest.mark.parametrize("degree", [8, 40])
-def test_sample_neighbors_uniform(degree: int) -> None:
+def test_sample_neighbors_uniform(degree: int, kernel: str) -> None:
     # 20000 draws of 4 of d in-edges: each edge is expected 80000 / d times.
     indptr, indices = _csc([degree])
     nodes = torch.zeros(20_000, dtype=torch.int64)
@@ -81,7 +115,8 @@ def _relabel_brute_force(n_id: list[int], flat: list[int],
 @pytest.mark.parametrize("with_owned", [True, False])
 @pytest.mark.parametrize("shape", [(100, 4), (0, 4), (30, 1)])
 def test_relabel_first_appearance_order_own_nodes_first(with_owned: bool,
-                                                        shape: tuple[int, int]) -> None:
+                                                        shape: tuple[int, int],
+                                                        kernel: str) -> None:
     rng = np.random.default_rng(shape[0])
     n_id = rng.choice(1000, 50, replace=False)
     nbr = rng.integers(0, 1000, shape)
@@ -98,10 +133,54 @@ def test_relabel_first_appearance_order_own_nodes_first(with_owned: bool,
     assert src.tolist() == local
 
 
-def test_relabel_of_an_empty_batch() -> None:
+def test_relabel_of_an_empty_batch(kernel: str) -> None:
     empty = torch.zeros(0, dtype=torch.int64)
     new, src, pos, n_own, *_ = relabel(empty.view(0, 3), empty, None)
     assert new.numel() == src.numel() == pos.numel() == n_own == 0
+
+
+@needs_numba
+@pytest.mark.parametrize("replace", [False, True])
+def test_compiled_positions_equal_the_torch_kernel(replace: bool,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Degrees around the fan-out and far above it, keys spread over all 64 bits: the
+    # compiled Floyd draws the same positions as the torch one, row for row.
+    gen = torch.Generator().manual_seed(3)
+    deg = torch.cat([torch.arange(12), torch.randint(0, 3000, (500,), generator=gen)])
+    start = torch.randint(0, 1 << 40, (deg.numel(),), generator=gen)
+    keys = mix(torch.randint(-(2**62), 2**62, (deg.numel(),), generator=gen))
+    for k in (1, 5, 15):
+        got, want = _both(monkeypatch,
+                          lambda k=k: sample_in_ranges(start, deg, keys, k, replace))
+        assert torch.equal(got, want), k
+
+
+@needs_numba
+def test_compiled_gather_reads_the_sources() -> None:
+    indices = torch.tensor([3, 0, 2, 1], dtype=torch.int32)
+    gids = torch.tensor([100, 101, 102, 103])
+    pos = torch.tensor([[2, -1], [0, 3], [-1, -1]])
+    got = cpu_sampling.gather_sources(pos, indices, gids)
+    assert got.tolist() == [[102, -1], [103, 101], [-1, -1]]
+
+
+@needs_numba
+def test_compiled_relabel_equals_the_torch_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Many repeats (ids below 300) and padding: the same numbering, own nodes first.
+    gen = torch.Generator().manual_seed(4)
+    node = torch.randperm(300, generator=gen)[:40]
+    nbr = torch.randint(0, 300, (200, 7), generator=gen)
+    nbr[torch.rand(200, 7, generator=gen) < 0.3] = -1
+    owned = (nbr >= 0) & (nbr % 3 == 0)
+    for own in (owned, None):
+        got, want = _both(monkeypatch, lambda own=own: relabel(
+            nbr, node, own, 300, groups=lambda g: g % 4, num_groups=4,
+            extra=torch.tensor([5, 6])))
+        assert torch.equal(got.new, want.new) and torch.equal(got.src, want.src)
+        assert torch.equal(got.pos, want.pos) and got.num_owned == want.num_owned
+        assert got.extra == want.extra == [5, 6]
+        assert got.group_new == want.group_new and got.group_owned == want.group_owned
+        assert sum(got.group_new) == got.new.numel()
 
 
 def test_mix_with_equals_the_scalar_hash() -> None:

@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+
+from gnnpar.train import models
+from gnnpar.train.models import sampled_precision
 
 GRAPH = "synthetic:sbm?nodes=10000&feat_dim=32&classes=8&seed=5&homophily=0.6"
 COMMON = ["--nproc", "2", "--no-progress", "--timeout-s", "120", "--hidden", "64"]
@@ -65,3 +69,14 @@ def test_bf16_halves_the_bytes(records: dict[str, dict[str, Any]], mode: str,
     assert total("bf16", "rows") == total("fp32", "rows") > 0
     assert total("bf16", "bytes") * 2 == total("fp32", "bytes")
     assert records[f"{mode}-bf16"]["partition"]["feat_dtype"] == "bf16"
+
+
+def test_bf16_computes_in_fp32_on_a_cpu_without_native_bf16(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu = torch.device("cpu")
+    assert sampled_precision("fp32", cpu) == "fp32"
+    monkeypatch.setattr(models, "_cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    assert sampled_precision("bf16", cpu) == "fp32"  # AVX2 emulates bf16: compute fp32
+    monkeypatch.setattr(models, "_cpu_flags", lambda: frozenset({"avx2", "amx_bf16"}))
+    assert sampled_precision("bf16", cpu) == ("bf16" if torch.backends.mkldnn.is_available()
+                                              else "fp32")
