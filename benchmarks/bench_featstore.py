@@ -43,9 +43,9 @@ def _peak_rss_mb() -> float:
 def _rows_worker(part_dir: str, fractions: tuple[float, ...]) -> dict[str, Any]:
     from gnnpar import distributed
     from gnnpar.comm import CommStats
-    from gnnpar.feature_store import DistFeatureStore
-    from gnnpar.graph import DistGraph
-    from gnnpar.loader import DistNeighborLoader
+    from gnnpar.loading.node import DistNeighborLoader
+    from gnnpar.storage.features import DistFeatureStore
+    from gnnpar.storage.graph import DistGraph
 
     base = _peak_rss_mb()
     ctx = distributed.init()

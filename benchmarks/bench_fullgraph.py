@@ -145,10 +145,10 @@ def rank_feature_parallel(part_dirs: dict[str, str], hidden: int, steps: int,
     """Bytes per minibatch step: fetch the sampled nodes' rows vs feature-parallel layer."""
     import gnnpar.distributed as gdist
     from gnnpar.comm import CommStats
-    from gnnpar.feature_store import DistFeatureStore
-    from gnnpar.graph import DistGraph
     from gnnpar.nn import FeatureParallelLinear, shard_columns
-    from gnnpar.sampler import DistNeighborSampler
+    from gnnpar.sampling.neighbor import DistNeighborSampler
+    from gnnpar.storage.features import DistFeatureStore
+    from gnnpar.storage.graph import DistGraph
 
     ctx = gdist.init()
     torch.set_num_threads(1)

@@ -58,10 +58,10 @@ def _loader_worker(part_dir: str, num_batches: int, warmup: int) -> dict[str, An
 
     from gnnpar import distributed
     from gnnpar.comm import CommStats
-    from gnnpar.feature_store import DistFeatureStore
-    from gnnpar.graph import DistGraph
     from gnnpar.link import DistLinkNeighborLoader
-    from gnnpar.loader import DistNeighborLoader
+    from gnnpar.loading.node import DistNeighborLoader
+    from gnnpar.storage.features import DistFeatureStore
+    from gnnpar.storage.graph import DistGraph
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx, verify=False)

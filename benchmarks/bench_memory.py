@@ -52,9 +52,9 @@ def _held(obj: object, skip: set[int]) -> int:
 def sampler(num_nodes: int) -> None:
     """Three samplers on a part of a notional ``num_nodes``-node graph (one process)."""
     from gnnpar import distributed
-    from gnnpar.graph import DistGraph
     from gnnpar.partition.format import load_partition
-    from gnnpar.sampler import DistNeighborSampler
+    from gnnpar.sampling.neighbor import DistNeighborSampler
+    from gnnpar.storage.graph import DistGraph
 
     torch.set_num_threads(1)
     work = Path(tempfile.mkdtemp(prefix="gnnpar-mem-"))
@@ -83,8 +83,8 @@ def sampler(num_nodes: int) -> None:
 
 
 def _relabel_times() -> None:
-    """Seconds of :func:`~gnnpar.sampler.relabel` for a second hop at several node counts."""
-    from gnnpar.sampler import relabel
+    """Seconds of :func:`~gnnpar.sampling.neighbor.relabel` for a second hop, by node count."""
+    from gnnpar.sampling.neighbor import relabel
 
     gen = torch.Generator().manual_seed(0)
     for n in (100_000, 10_000_000, 100_000_000):

@@ -2,7 +2,7 @@
 
 Runs ``DistNeighborSampler`` (and the whole ``DistNeighborLoader``, features included) on
 1 and 2 gloo ranks over METIS partitions of an SBM graph of 1M nodes / 10M edges, fan-outs
-[15, 10], batch 1024, with the compiled CPU kernels (:mod:`gnnpar.cpu_sampling`) and with
+[15, 10], batch 1024, with the compiled CPU kernels (:mod:`gnnpar.sampling.compiled`) and with
 the torch ones (``GNNPAR_SAMPLER=torch``: what runs on a GPU), next to DGL 2.1's
 ``NeighborSampler`` on the same graph in DGL's own environment (``_distdgl_worker.py
 sample``; ``bench_vs_distdgl.py`` builds ``/work/.distdgl-venv``): 1 process, and 2
@@ -67,10 +67,10 @@ def make_partitions(workdir: Path, parts: dict[str, tuple[int, str, int]],
 def _throughput_worker(part_dir: str, num_batches: int, warmup: int) -> dict[str, Any]:
     from gnnpar import distributed
     from gnnpar.comm import CommStats
-    from gnnpar.feature_store import DistFeatureStore
-    from gnnpar.graph import DistGraph
-    from gnnpar.loader import DistNeighborLoader
-    from gnnpar.sampler import DistNeighborSampler
+    from gnnpar.loading.node import DistNeighborLoader
+    from gnnpar.sampling.neighbor import DistNeighborSampler
+    from gnnpar.storage.features import DistFeatureStore
+    from gnnpar.storage.graph import DistGraph
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx, verify=False)

@@ -72,9 +72,9 @@ def prepare(name: str, work: Path, nodes: int, batches: int) -> Path:
 
 def _dump_worker(part_dir: str, batches: int) -> list[dict[str, Any]]:
     from gnnpar import distributed
-    from gnnpar.feature_store import DistFeatureStore
-    from gnnpar.graph import DistGraph
-    from gnnpar.loader import DistNeighborLoader
+    from gnnpar.loading.node import DistNeighborLoader
+    from gnnpar.storage.features import DistFeatureStore
+    from gnnpar.storage.graph import DistGraph
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx, verify=False)

@@ -19,7 +19,7 @@ same run:
    of a ``DistEmbedding`` updated by ``SparseAdam``): ``embedding`` (rows gathered),
    ``embedding_ids`` (their requests), ``embedding_grad`` (gradients sent to the owners),
    beside ``feature``, ``feature_ids``, ``sample`` and ``grad`` (DDP's all-reduce);
-3. peak resident memory (``VmHWM``, :func:`gnnpar.parallel.measure.peak_rss_bytes`) of
+3. peak resident memory (``VmHWM``, :func:`gnnpar.sizes.peak_rss_bytes`) of
    each rank of that 2-rank run, as growth over the rank's resident set after the imports
    once the ``Trainer`` is built, after the last training step (step hook), and at the end
    (the last epoch's sampled evaluation, batch 1024 as training, and the one checkpoint,
@@ -119,9 +119,9 @@ def _sampler_worker(typed_dir: str, homo_dir: str, num_batches: int,
 
     from gnnpar import distributed
     from gnnpar.comm import CommStats
-    from gnnpar.graph import DistGraph
-    from gnnpar.hetero.sampler import DistHeteroNeighborSampler
-    from gnnpar.sampler import DistNeighborSampler
+    from gnnpar.sampling.neighbor import DistNeighborSampler
+    from gnnpar.sampling.typed import DistHeteroNeighborSampler
+    from gnnpar.storage.graph import DistGraph
 
     ctx = distributed.init()
     graphs = {"typed": DistGraph.load(typed_dir, ctx, verify=False),
@@ -171,7 +171,7 @@ def _train_worker(part_dir: str, out: str, epochs: int) -> dict[str, Any]:
     import torch_geometric  # noqa: F401
 
     from gnnpar import distributed
-    from gnnpar.parallel.measure import peak_rss_bytes, rss_bytes
+    from gnnpar.sizes import peak_rss_bytes, rss_bytes
     from gnnpar.train.config import Config, ModelConfig, RunConfig, SampleConfig, TrainConfig
     from gnnpar.train.trainer import Trainer
 
@@ -210,7 +210,7 @@ def _whole_graph_worker(dataset_dir: str) -> dict[str, int]:
     import torch_geometric  # noqa: F401
 
     from gnnpar.datasets.hetero import HeteroGraphDataset
-    from gnnpar.parallel.measure import peak_rss_bytes, rss_bytes
+    from gnnpar.sizes import peak_rss_bytes, rss_bytes
 
     base = rss_bytes()
     data = HeteroGraphDataset.load(dataset_dir, mmap=False).to_pyg()

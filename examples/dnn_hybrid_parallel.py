@@ -44,7 +44,7 @@ from gnnpar.parallel import (
     plan,
     shard_batch,
 )
-from gnnpar.parallel.measure import peak_rss_bytes
+from gnnpar.sizes import peak_rss_bytes
 from gnnpar.train.record import RECORD_FILE, RunRecord
 from gnnpar.train.rundir import prepare_run_dir
 

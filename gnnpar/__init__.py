@@ -44,8 +44,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from gnnpar.errors import ConfigError, DatasetError, DistributedError, GnnparError, PartitionError
-
-__version__ = "0.2.0"
+from gnnpar.version import __version__
 
 _LAZY = {
     "CommStats": "gnnpar.comm",
@@ -55,19 +54,19 @@ _LAZY = {
     "DistHeteroNeighborLoader": "gnnpar.hetero",
     "DistHeteroNeighborSampler": "gnnpar.hetero",
     "DistContext": "gnnpar.distributed",
-    "DistFeatureStore": "gnnpar.feature_store",
-    "DistGraph": "gnnpar.graph",
+    "DistFeatureStore": "gnnpar.storage.features",
+    "DistGraph": "gnnpar.storage.graph",
     "DistLinkNeighborLoader": "gnnpar.link",
     "DistNegativeSampler": "gnnpar.link",
-    "DistNeighborLoader": "gnnpar.loader",
-    "DistNeighborSampler": "gnnpar.sampler",
+    "DistNeighborLoader": "gnnpar.loading.node",
+    "DistNeighborSampler": "gnnpar.sampling.neighbor",
     "GraphDataset": "gnnpar.datasets",
     "HaloExchange": "gnnpar.nn",
     "HaloGraph": "gnnpar.nn",
     "HeteroGraphDataset": "gnnpar.datasets",
     "SparseAdagrad": "gnnpar.hetero",
     "SparseAdam": "gnnpar.hetero",
-    "SamplerOutput": "gnnpar.sampler",
+    "SamplerOutput": "gnnpar.sampling.neighbor",
     "Trainer": "gnnpar.train.trainer",
     "distribute_convs": "gnnpar.nn",
     "from_pyg": "gnnpar.datasets",
@@ -93,8 +92,6 @@ if TYPE_CHECKING:
         load_dataset,
     )
     from gnnpar.distributed import DistContext, init, shutdown
-    from gnnpar.feature_store import DistFeatureStore
-    from gnnpar.graph import DistGraph
     from gnnpar.hetero import (
         DistEmbedding,
         DistHeteroNeighborLoader,
@@ -109,10 +106,12 @@ if TYPE_CHECKING:
         ranking_metrics,
         shared_negative_hits,
     )
-    from gnnpar.loader import DistNeighborLoader
+    from gnnpar.loading.node import DistNeighborLoader
     from gnnpar.nn import DistConv, HaloExchange, HaloGraph, distribute_convs
     from gnnpar.partition import load_partition, partition_graph
-    from gnnpar.sampler import DistNeighborSampler, SamplerOutput
+    from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput
+    from gnnpar.storage.features import DistFeatureStore
+    from gnnpar.storage.graph import DistGraph
     from gnnpar.train.config import Config
     from gnnpar.train.predictions import load_predictions
     from gnnpar.train.trainer import Trainer

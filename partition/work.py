@@ -4,7 +4,7 @@ What a rank's minibatch step costs grows with the edges sampled for its seeds (t
 forward and backward pass run over them, their sources' features are gathered), not with
 the in-degree of the nodes it owns: a hub of degree 20,000 costs a seed ``fanout`` edges
 at a hop. So the weight of a training node is the expected number of edges that
-:class:`~gnnpar.sampler.DistNeighborSampler` draws on its behalf, over the in-edge graph
+:class:`~gnnpar.sampling.neighbor.DistNeighborSampler` draws on its behalf, over the in-edge graph
 ``A`` (row = destination), with fan-outs ``f_1 .. f_L`` (:data:`FANOUTS`, gnnpar-train's
 default) and ``nb = S / B`` batches per epoch (``S`` seeds, ``B`` = :data:`BATCH_SIZE`):
 

@@ -1,7 +1,7 @@
 """Shared pytest configuration: skip hardware-marked tests where the hardware is absent.
 
 Samplers run their torch kernels in the suite (``GNNPAR_SAMPLER=torch``, inherited by
-every spawned rank): the compiled CPU kernels (:mod:`gnnpar.cpu_sampling`) cost each
+every spawned rank): the compiled CPU kernels (:mod:`gnnpar.sampling.compiled`) cost each
 process about a second of CPU to load, and their output equals the torch kernels'
 exactly (``tests/runtime/test_sampling_kernels.py``); the tests that run them say so
 (``GNNPAR_SAMPLER=compiled``).

@@ -8,10 +8,10 @@
 - :class:`HeteroSAGE` — relation-wise GraphSAGE (``to_hetero``'s), trimmed per hop.
 """
 
-from gnnpar.hetero.embedding import DistEmbedding, SparseAdagrad, SparseAdam
-from gnnpar.hetero.loader import DistHeteroNeighborLoader, typed_feature_stores
 from gnnpar.hetero.model import HeteroSAGE
-from gnnpar.hetero.sampler import DistHeteroNeighborSampler
+from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
+from gnnpar.sampling.typed import DistHeteroNeighborSampler
+from gnnpar.storage.embedding import DistEmbedding, SparseAdagrad, SparseAdam
 
 __all__ = [
     "DistEmbedding",

@@ -18,7 +18,7 @@ from torch_geometric.nn import SAGEConv
 
 from gnnpar.datasets.hetero import EdgeType, HeteroLayout
 from gnnpar.errors import ConfigError
-from gnnpar.hetero.sampler import relation_key
+from gnnpar.sampling.typed import relation_key
 
 
 class HeteroSAGE(nn.Module):

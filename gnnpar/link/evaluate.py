@@ -6,7 +6,7 @@
 2. A split's positives are stored with the part that owns their source, their fixed
    negatives with them (:mod:`gnnpar.partition.format`).  Positives are scored in chunks
    of ``chunk`` edges: the embeddings of a chunk's endpoints and candidates are gathered
-   from their owners in one feature-store exchange (:class:`~gnnpar.feature_store.
+   from their owners in one feature-store exchange (:class:`~gnnpar.storage.features.
    DistFeatureStore` over the embeddings), then the decoder scores the pairs.  Every rank
    takes as many chunks as the rank with the most (the exchanges are collective).
 3. The metrics of all ranks' scores together, as ``ogb.linkproppred.Evaluator`` computes
@@ -25,11 +25,11 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpar.comm import CommStats, all_gather_ints
 from gnnpar.distributed import DistContext
-from gnnpar.feature_store import DistFeatureStore
-from gnnpar.graph import DistGraph
 from gnnpar.link.metrics import ranking_metrics, shared_negative_hits
 from gnnpar.link.model import LinkDecoder
 from gnnpar.nn.inference import layerwise_inference
+from gnnpar.storage.features import DistFeatureStore
+from gnnpar.storage.graph import DistGraph
 
 KS = (1, 10, 50, 100)
 """Hits@K reported by default."""

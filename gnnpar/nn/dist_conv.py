@@ -42,10 +42,10 @@ from torch_geometric.utils import add_remaining_self_loops, scatter
 from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.graph import DistGraph
 from gnnpar.nn.halo import HaloExchange, HaloPlan, PipelineState
 from gnnpar.nn.sage import is_mean_sage, mean_adjacency, sage_mean
 from gnnpar.nn.sparse import SparseAdjacency
+from gnnpar.storage.graph import DistGraph
 
 # Layers taking (x_src, x_dst) and size=: their destination-side transforms (root
 # weights, the linear map after aggregation) then run on owned rows only.

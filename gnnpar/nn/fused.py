@@ -1,7 +1,7 @@
 """One sparse product per layer for a plain PyG model on gnnpar's batches.
 
 gnnpar's batches carry their edges as a PyG :class:`~torch_geometric.EdgeIndex` sorted by
-destination with its sizes (:attr:`gnnpar.sampler.SamplerOutput.edge_index`), and
+destination with its sizes (:attr:`gnnpar.sampling.neighbor.SamplerOutput.edge_index`), and
 ``trim_to_layer`` keeps both.  PyG (2.8) fuses message passing over such an edge index
 only in layers that declare it (``GraphConv``); ``SAGEConv`` and ``GINConv`` gather a
 message per edge (``x[src]``, ``[E, F]``) and scatter it into the destinations.

@@ -34,7 +34,6 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from gnnpar.comm import CommStats, all_to_all_v
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.graph import DistGraph
 from gnnpar.nn.grid import (
     ROTATIONS,
     GridShape,
@@ -48,6 +47,7 @@ from gnnpar.nn.grid import (
 )
 from gnnpar.nn.sage import is_mean_sage
 from gnnpar.nn.sparse import SparseAdjacency
+from gnnpar.storage.graph import DistGraph
 
 Want = tuple[int, int, int, int]
 """Rows ``[lo, hi)`` (global node ids) and columns ``[c0, c1)`` a rank needs."""

@@ -43,7 +43,7 @@ from gnnpar.device import upload
 from gnnpar.distributed import DistContext, skips_collectives
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.faults import agreed
-from gnnpar.graph import DistGraph
+from gnnpar.storage.graph import DistGraph
 
 
 @dataclass(frozen=True)

@@ -40,13 +40,13 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from gnnpar.comm import CommStats, all_reduce_sum
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.feature_store import DistFeatureStore
-from gnnpar.graph import DistGraph
 from gnnpar.nn.dist_conv import _BIPARTITE, DistConv, check_conv
 from gnnpar.nn.halo import HaloPlan
 from gnnpar.nn.sage import is_mean_sage, mean_adjacency, sage_mean
 from gnnpar.nn.sparse import SparseAdjacency
 from gnnpar.ops import count
+from gnnpar.storage.features import DistFeatureStore
+from gnnpar.storage.graph import DistGraph
 
 INDEX_BYTES = 48
 """Bytes of bookkeeping per edge of a chunk: sources, destinations, weights, positions."""

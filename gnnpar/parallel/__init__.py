@@ -1,4 +1,4 @@
-"""Data, tensor and pipeline parallelism for DNNs (and GNN hidden layers) on one device mesh.
+"""Data, tensor and pipeline parallelism for DNNs on one device mesh.
 
 Built from torch's own pieces — FSDP2 ``fully_shard`` / DDP, DTensor
 ``parallelize_module`` and ``torch.distributed.pipelining`` — composed on one
@@ -12,8 +12,8 @@ Built from torch's own pieces — FSDP2 ``fully_shard`` / DDP, DTensor
     loss = model.step(shard_batch(x, mesh["dp"]), shard_batch(y, mesh["dp"]))
     opt.step()
 
-:func:`plan` proposes a layout for a memory budget; :func:`parallelize_gnn` splits the
-hidden layers of a PyG GraphSAGE over ``tp`` ranks.
+:func:`plan` proposes a layout for a memory budget.  The GNN layers split the same way
+live with the other model-parallel GNN layers: :mod:`gnnpar.nn.tensor_parallel`.
 """
 
 from gnnpar.parallel.config import ParallelConfig
@@ -37,17 +37,6 @@ from gnnpar.parallel.tensor_parallel import (
     transformer_lm_plan,
 )
 
-
-def __getattr__(name: str) -> object:
-    # The GNN helpers import torch_geometric (a second of start-up per process): only
-    # when asked for.
-    if name in ("gnn_tensor_parallel_plan", "parallelize_gnn"):
-        from gnnpar.parallel import gnn_tensor_parallel
-
-        return getattr(gnn_tensor_parallel, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "CollectiveCounter",
     "HardwareModel",
@@ -65,14 +54,12 @@ __all__ = [
     "build_schedule",
     "default_plan",
     "estimate",
-    "gnn_tensor_parallel_plan",
     "gradient_bytes",
     "lm_loss",
     "mlp",
     "mlp_plan",
     "optimizer_state_bytes",
     "parallelize",
-    "parallelize_gnn",
     "parameter_bytes",
     "pipeline_units",
     "plan",

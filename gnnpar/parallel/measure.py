@@ -26,8 +26,6 @@ DTensor, not its global size.
 
 from __future__ import annotations
 
-import os
-import resource
 from collections.abc import Iterable
 from typing import Any
 
@@ -164,29 +162,3 @@ def is_parameter(t: torch.Tensor) -> bool:
     """Whether ``t`` is a parameter (a leaf that requires grad) or a view of one."""
     base = t._base if t._base is not None else t
     return base.is_leaf and base.requires_grad
-
-
-def rss_bytes() -> int:
-    """Resident memory of this process now (Linux ``/proc/self/statm``; 0 elsewhere)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return 0
-
-
-def peak_rss_bytes() -> int:
-    """Peak resident memory of this process so far (Linux ``VmHWM``, else ``ru_maxrss``).
-
-    ``VmHWM`` is the peak of this process image alone: ``ru_maxrss`` of a spawned worker
-    starts at the resident set its parent had when it forked (Linux keeps the larger
-    across ``exec``), so a worker of a large parent would report the parent's size.
-    """
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -31,9 +31,9 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpar.comm import CommStats, all_reduce_sum
 from gnnpar.distributed import DistContext
-from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.nn import HaloGraph, HaloPlan, distribute_convs
 from gnnpar.nn.inference import layerwise_inference
+from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.engine import WholeGraphEngine
 from gnnpar.train.models import COMPUTE_DTYPES, autocast
@@ -60,7 +60,7 @@ class NodeData:
         y: ``[num_owned]`` int64 labels (``-1`` = unlabelled).
         splits: ``{"train", "val", "test"} ->`` int64 local ids of owned nodes.
         num_global: Global size of each split (from
-            :func:`~gnnpar.graph.global_split_sizes`).
+            :func:`~gnnpar.storage.graph.global_split_sizes`).
     """
 
     x: Tensor

@@ -18,9 +18,9 @@ from torch import Tensor, nn
 
 from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
-from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.nn.grid import ProcessGrid, parse_grid
 from gnnpar.nn.grid_gnn import SPLIT_CODES, GridGNN, GridGraph, model_kind
+from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.engine import WholeGraphEngine
 from gnnpar.train.fullgraph import split_accuracy

@@ -1,11 +1,11 @@
 """Typed graphs in sample mode: typed minibatches, relation-wise GraphSAGE, sharded embeddings.
 
 :class:`HeteroEngine` is the :class:`~gnnpar.train.minibatch.MinibatchEngine` of a typed
-partition: the loaders are :class:`~gnnpar.hetero.loader.DistHeteroNeighborLoader` s (fan-outs
+partition: the loaders are :class:`~gnnpar.loading.typed.DistHeteroNeighborLoader` s (fan-outs
 ``--fanouts`` for every relation, ``--relation-fanouts`` for some), the model a
 :class:`~gnnpar.hetero.model.HeteroSAGE` (what ``to_hetero(GraphSAGE)`` computes), node
 types with features read them from their feature store, and the featureless types learn a
-row each in one :class:`~gnnpar.hetero.embedding.DistEmbedding` (``--embed-dim``), updated
+row each in one :class:`~gnnpar.storage.embedding.DistEmbedding` (``--embed-dim``), updated
 by a sparse optimiser (``--sparse-optimizer``, ``--sparse-lr``) after every step.  Loss
 scaling, steps, local SGD, checkpoints (the embedding table and its optimiser state
 included) and the run record are the minibatch engine's.
@@ -22,12 +22,12 @@ from torch_geometric.data import HeteroData
 from gnnpar.comm import CommStats, all_gather_ints
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.feature_store import DistFeatureStore
-from gnnpar.graph import SPLITS, DistGraph
-from gnnpar.hetero.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
-from gnnpar.hetero.loader import DistHeteroNeighborLoader, typed_feature_stores
 from gnnpar.hetero.model import HeteroSAGE
-from gnnpar.hetero.sampler import RelationFanouts, resolve_relation
+from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
+from gnnpar.sampling.typed import RelationFanouts, resolve_relation
+from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
+from gnnpar.storage.features import DistFeatureStore
+from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config, ModelConfig
 from gnnpar.train.minibatch import MinibatchEngine
 from gnnpar.train.models import COMPUTE_DTYPES, autocast

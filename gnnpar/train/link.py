@@ -24,11 +24,11 @@ from torch_geometric.data import Data
 
 from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
-from gnnpar.feature_store import DistFeatureStore
-from gnnpar.graph import SPLITS, DistGraph
 from gnnpar.link.evaluate import KS, embeddings, link_metrics
-from gnnpar.link.loader import DistLinkNeighborLoader
 from gnnpar.link.model import LinkDecoder, LinkPredictor, bce_sum
+from gnnpar.loading.link import DistLinkNeighborLoader
+from gnnpar.storage.features import DistFeatureStore
+from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.minibatch import MinibatchEngine, degree_arrays
 from gnnpar.train.models import COMPUTE_DTYPES, SampledGNN, autocast

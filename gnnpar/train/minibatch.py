@@ -1,8 +1,8 @@
 """Minibatch mode (``--mode sample``): distributed neighbour sampling, DistDGL-style.
 
-Each rank serves its feature rows (:class:`~gnnpar.feature_store.DistFeatureStore`) and
+Each rank serves its feature rows (:class:`~gnnpar.storage.features.DistFeatureStore`) and
 samples minibatches of its own training nodes across part boundaries
-(:class:`~gnnpar.loader.DistNeighborLoader`).  Every rank takes the same number of steps.
+(:class:`~gnnpar.loading.node.DistNeighborLoader`).  Every rank takes the same number of steps.
 A step's loss is the sum over the rank's seeds divided by the number of seeds of *all*
 ranks in that step (the batch's ``global_batch_size``, known without communicating),
 scaled by the world size that DDP's averaging divides by: the update is that of the mean
@@ -26,12 +26,12 @@ from tqdm import tqdm
 
 from gnnpar.comm import CommStats, all_reduce_sum
 from gnnpar.distributed import DistContext
-from gnnpar.feature_store import DistFeatureStore
-from gnnpar.graph import SPLITS, DistGraph
-from gnnpar.hetero.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
-from gnnpar.loader import DistNeighborLoader, SeedSchedule
+from gnnpar.loading.node import DistNeighborLoader, SeedSchedule
 from gnnpar.nn.halo import HaloPlan
 from gnnpar.ops import from_mmap
+from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
+from gnnpar.storage.features import DistFeatureStore
+from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.engine import SUMS, EpochLoop
 from gnnpar.train.models import SampledGNN, autocast, forward_batch, sampled_precision
@@ -81,7 +81,7 @@ class MinibatchEngine:
         eval_loaders: Loaders of the non-empty validation and test splits.
         module: The sampled model (what DDP wraps).
         embedding: A graph without features: every node's learnable input row
-            (:class:`~gnnpar.hetero.embedding.DistEmbedding`, ``--embed-dim``), else
+            (:class:`~gnnpar.storage.embedding.DistEmbedding`, ``--embed-dim``), else
             ``None``.
         sparse: Its optimiser (``--sparse-optimizer``), stepped after every step.
     """

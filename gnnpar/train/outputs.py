@@ -26,8 +26,8 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
-from gnnpar.graph import DistGraph, global_split_sizes
 from gnnpar.nn.halo import HaloPlan
+from gnnpar.storage.graph import DistGraph, global_split_sizes
 from gnnpar.train.config import Config
 from gnnpar.train.fullgraph import full_neighbour_logits, labels_and_splits, split_accuracy
 from gnnpar.train.predictions import PREDICTIONS_DIR, PredictionWriter

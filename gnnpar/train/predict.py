@@ -157,7 +157,7 @@ def predict_worker(run_dir: str, cfg: Any, part_dir: str) -> dict[str, Any] | No
     from datetime import timedelta
 
     from gnnpar.distributed import init, shutdown
-    from gnnpar.graph import DistGraph
+    from gnnpar.storage.graph import DistGraph
     from gnnpar.train.export import load_trained
     from gnnpar.train.outputs import write_node_outputs
     from gnnpar.train.predictions import INDEX_FILE

@@ -181,7 +181,7 @@ class RunRecord:
         """The ``env`` entry of a run on ``world_size`` ranks."""
         import torch
 
-        from gnnpar import __version__
+        from gnnpar.version import __version__
 
         return {"gnnpar": __version__, "torch": torch.__version__,
                 "python": platform.python_version(), "host": socket.gethostname(),

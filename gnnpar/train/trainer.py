@@ -1,6 +1,6 @@
 """``Trainer``: one training loop for every mode, one part per rank.
 
-Each rank loads its part (:class:`~gnnpar.graph.DistGraph`), builds the same PyG model
+Each rank loads its part (:class:`~gnnpar.storage.graph.DistGraph`), builds the same PyG model
 (same seed on every rank) and wraps it in ``DistributedDataParallel`` — the one gradient
 synchronisation of every mode but the grid's — and the mode's engine runs the epochs
 (:class:`~gnnpar.train.engine.Engine`: the loop asks what an engine does, never which one
@@ -70,13 +70,13 @@ from gnnpar.comm import (
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.faults import FailureBoard, agreed
-from gnnpar.graph import DistGraph, global_split_sizes
 from gnnpar.io import write_json_atomic
+from gnnpar.keys import mix_int
 from gnnpar.link.model import LinkDecoder
 from gnnpar.nn import flush_pipelines
-from gnnpar.parallel.measure import peak_rss_bytes, rss_bytes
 from gnnpar.partition.format import PartitionMeta, content_digest, part_bytes
-from gnnpar.sampler import mix_int
+from gnnpar.sizes import peak_rss_bytes, rss_bytes
+from gnnpar.storage.graph import DistGraph, global_split_sizes
 from gnnpar.train.checkpoint import load_checkpoint, read_state, save_checkpoint
 from gnnpar.train.config import Config
 from gnnpar.train.engine import PHASES, SUMS, Engine, EpochLoop, StepHook

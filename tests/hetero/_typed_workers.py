@@ -83,7 +83,7 @@ def _models_on(batch: Any, layout: Any) -> dict[str, Any]:
 def _embeddings(graph: Any, ctx: Any, steps: list[tuple[np.ndarray, np.ndarray]],
                 new_of_old: np.ndarray) -> dict[str, Any]:
     """Two sharded tables (SparseAdam, SparseAdagrad) trained on this rank's share."""
-    from gnnpar.hetero.embedding import DistEmbedding, SparseAdagrad, SparseAdam
+    from gnnpar.storage.embedding import DistEmbedding, SparseAdagrad, SparseAdam
 
     author = graph.meta.types.layout.type_index("author")
     out: dict[str, Any] = {}
@@ -117,10 +117,10 @@ def sample_and_embed(part_dir: str, steps: list[tuple[np.ndarray, np.ndarray]]
     """One epoch of typed batches, the model checks (one rank), the embedding runs."""
     from gnnpar import distributed
     from gnnpar.comm import CommStats
-    from gnnpar.feature_store import DistFeatureStore
-    from gnnpar.graph import DistGraph
-    from gnnpar.hetero.loader import DistHeteroNeighborLoader, typed_feature_stores
+    from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
     from gnnpar.partition.format import PartitionMeta, load_partition
+    from gnnpar.storage.features import DistFeatureStore
+    from gnnpar.storage.graph import DistGraph
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx)

@@ -6,7 +6,7 @@ import pytest
 
 from gnnpar.datasets.synthetic import typed
 from gnnpar.errors import ConfigError
-from gnnpar.hetero.sampler import check_relation_fanouts, resolve_relation
+from gnnpar.sampling.typed import check_relation_fanouts, resolve_relation
 from gnnpar.train.config import Config, ModelConfig, SampleConfig, TrainConfig
 from gnnpar.train.prepare import check_graph_settings
 

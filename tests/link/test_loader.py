@@ -19,11 +19,11 @@ from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.distributed import init, shutdown
 from gnnpar.errors import DistributedError
-from gnnpar.feature_store import DistFeatureStore
-from gnnpar.graph import DistGraph
-from gnnpar.link.loader import DistLinkNeighborLoader
-from gnnpar.loader import DistNeighborLoader
+from gnnpar.loading.link import DistLinkNeighborLoader
+from gnnpar.loading.node import DistNeighborLoader
 from gnnpar.partition.writer import partition_graph
+from gnnpar.storage.features import DistFeatureStore
+from gnnpar.storage.graph import DistGraph
 from gnnpar.testing import run_multiproc
 
 EDGE_DIM = 3

@@ -17,11 +17,11 @@ from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.graph import DistGraph
-from gnnpar.link.negative import DistNegativeSampler, negative_destinations
+from gnnpar.keys import mix_int
 from gnnpar.partition.format import PartitionMeta, load_partition
 from gnnpar.partition.writer import partition_graph
-from gnnpar.sampler import mix_int
+from gnnpar.sampling.negative import DistNegativeSampler, negative_destinations
+from gnnpar.storage.graph import DistGraph
 from gnnpar.testing import DeviceShadow, run_multiproc
 
 B, K, SEED = 200, 5, 7

@@ -53,9 +53,9 @@ def grid_errors(part_dir: str, dataset: GraphDataset, grids: list[tuple[int, int
                 ) -> dict[str, float]:
     """Largest relative error of each grid and model against :func:`reference`."""
     from gnnpar.distributed import init
-    from gnnpar.graph import DistGraph
     from gnnpar.nn.grid import ROLES, ProcessGrid
     from gnnpar.nn.grid_gnn import GridGNN, GridGraph, model_kind
+    from gnnpar.storage.graph import DistGraph
 
     ctx = init()
     graph = DistGraph.load(part_dir, ctx)

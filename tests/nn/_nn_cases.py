@@ -196,8 +196,8 @@ def _exact(ctx: Any, part_dirs: dict[str, str], weights: dict[str, np.ndarray],
            fp_seed: int) -> dict[str, Any]:
     """Every model x dtype on every partition; BNS p=1; feature-parallel layer."""
     from gnnpar.comm import CommStats
-    from gnnpar.graph import DistGraph
     from gnnpar.nn import HaloGraph
+    from gnnpar.storage.graph import DistGraph
 
     result: dict[str, Any] = {}
     for name, part_dir in part_dirs.items():
@@ -226,8 +226,8 @@ def _exact(ctx: Any, part_dirs: dict[str, str], weights: dict[str, np.ndarray],
 def _inference(ctx: Any, part_dirs: dict[str, str]) -> dict[str, Any]:
     """Layer-wise inference of every :data:`GNNS` model under every :data:`BUDGETS`."""
     from gnnpar.comm import CommStats
-    from gnnpar.graph import DistGraph
     from gnnpar.nn.inference import layerwise_inference
+    from gnnpar.storage.graph import DistGraph
 
     result: dict[str, Any] = {}
     for name, part_dir in part_dirs.items():
@@ -256,8 +256,8 @@ def fp_weights(num_nodes: int, width: int, seed: int) -> np.ndarray:
 
 def _feature_parallel(ctx: Any, part_dir: str, seed: int) -> dict[str, Any]:
     from gnnpar.comm import CommStats
-    from gnnpar.graph import DistGraph
     from gnnpar.nn import FeatureParallelLinear, shard_columns
+    from gnnpar.storage.graph import DistGraph
 
     g = DistGraph.load(part_dir, ctx)
     stats = CommStats()

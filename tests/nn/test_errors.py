@@ -13,7 +13,6 @@ from torch_geometric.nn import ChebConv, GCNConv, SAGEConv
 
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.graph import DistGraph
 from gnnpar.nn import (
     DistConv,
     FeatureParallelLinear,
@@ -24,6 +23,7 @@ from gnnpar.nn import (
 )
 from gnnpar.partition.format import load_partition
 from gnnpar.partition.writer import partition_graph
+from gnnpar.storage.graph import DistGraph
 
 CTX = DistContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"),
                   backend="gloo")

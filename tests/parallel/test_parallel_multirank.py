@@ -155,7 +155,7 @@ def make_gnn(num_layers: int):
 
 
 def gnn_tensor_parallel():
-    from gnnpar.parallel import parallelize_gnn
+    from gnnpar.nn.tensor_parallel import parallelize_gnn
 
     out = {}
     for num_layers in (2, 3):

@@ -119,7 +119,7 @@ def test_plan_raises_when_nothing_fits():
 def test_gnn_plan_column_then_row_layers():
     from torch_geometric.nn import GraphSAGE
 
-    from gnnpar.parallel import gnn_tensor_parallel_plan
+    from gnnpar.nn.tensor_parallel import gnn_tensor_parallel_plan
 
     plan_ = gnn_tensor_parallel_plan(GraphSAGE(4, 8, num_layers=3, out_channels=2))
     kinds = {k: type(v).__name__ for k, v in plan_.items()}
@@ -135,7 +135,7 @@ def test_gnn_plan_column_then_row_layers():
 def test_gnn_plan_rejects_layers_that_mix_columns(case):
     from torch_geometric.nn import GCN, GraphSAGE
 
-    from gnnpar.parallel import gnn_tensor_parallel_plan
+    from gnnpar.nn.tensor_parallel import gnn_tensor_parallel_plan
 
     model: nn.Module = {
         "gcn": lambda: GCN(4, 8, num_layers=2),

@@ -120,8 +120,8 @@ def measure(part_dir: str) -> dict[str, Any]:
 
     from gnnpar.comm import CommStats
     from gnnpar.distributed import init
-    from gnnpar.graph import DistGraph, global_split_sizes
     from gnnpar.nn import HaloPlan
+    from gnnpar.storage.graph import DistGraph, global_split_sizes
     from gnnpar.train.config import Config, ModelConfig, SampleConfig
     from gnnpar.train.fullgraph import full_neighbour_accuracy
     from gnnpar.train.minibatch import MinibatchEngine

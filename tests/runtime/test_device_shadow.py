@@ -11,10 +11,10 @@ declared next to it:
 ==========================  =================================================
 what (2 hops, 2 ranks)      budget (host reads)
 ==========================  =================================================
-node batch                  ``gnnpar.loader.HOST_SYNCS`` (5), any placement
-link batch                  ``gnnpar.link.loader.host_syncs`` (7; strict 10)
-typed batch                 ``gnnpar.hetero.loader.HOST_SYNCS`` (7)
-embedding gather + update   ``gnnpar.hetero.embedding.HOST_SYNCS`` (4)
+node batch                  ``gnnpar.loading.node.HOST_SYNCS`` (5), any placement
+link batch                  ``gnnpar.loading.link.host_syncs`` (7; strict 10)
+typed batch                 ``gnnpar.loading.typed.HOST_SYNCS`` (7)
+embedding gather + update   ``gnnpar.storage.embedding.HOST_SYNCS`` (4)
 training step               ``gnnpar.train.minibatch.STEP_HOST_SYNCS`` (0)
 full-graph / grid epoch     ``gnnpar.train.fullgraph.EPOCH_HOST_SYNCS`` (2)
 ==========================  =================================================
@@ -51,8 +51,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_catches_a_host_partition_book_looked_up_with_device_ids(tiny: Path) -> None:
     """The pre-fix feature store kept the host graph and called owner() with device ids."""
-    from gnnpar.graph import DistGraph
     from gnnpar.partition.format import load_partition
+    from gnnpar.storage.graph import DistGraph
 
     part = load_partition(tiny, 0)
     with DeviceShadow() as shadow:
@@ -244,8 +244,8 @@ def _loader_reads(shadow: Any, loader: Any, batches: int = 3) -> list[tuple[int,
 def shadow_jobs(parts: dict[str, str], out: str) -> dict[str, Any]:
     """Every loader, engine and mode under the device shadow, on the same 2 ranks."""
     import gnnpar
-    from gnnpar.hetero.embedding import DistEmbedding, SparseAdam
-    from gnnpar.hetero.loader import DistHeteroNeighborLoader, typed_feature_stores
+    from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
+    from gnnpar.storage.embedding import DistEmbedding, SparseAdam
 
     res: dict[str, Any] = {}
     with DeviceShadow() as shadow:
@@ -325,7 +325,7 @@ def _worst(reads: list[tuple[int, Any]]) -> int:
 
 
 def test_node_batches_within_budget_in_every_placement(shadowed: dict[str, Any]) -> None:
-    from gnnpar.loader import HOST_SYNCS
+    from gnnpar.loading.node import HOST_SYNCS
 
     assert HOST_SYNCS == 5
     for name in ("device", "pinned", "cached"):
@@ -335,7 +335,7 @@ def test_node_batches_within_budget_in_every_placement(shadowed: dict[str, Any])
 
 
 def test_link_batches_within_budget(shadowed: dict[str, Any]) -> None:
-    from gnnpar.link.loader import host_syncs
+    from gnnpar.loading.link import host_syncs
 
     assert _worst(shadowed["link/plain"]) <= host_syncs(2) == 7, shadowed["link/plain"]
     assert _worst(shadowed["link/strict"]) <= host_syncs(2, 3) == 10, shadowed["link/strict"]
@@ -343,9 +343,9 @@ def test_link_batches_within_budget(shadowed: dict[str, Any]) -> None:
 
 
 def test_typed_batches_and_embeddings_within_budget(shadowed: dict[str, Any]) -> None:
-    from gnnpar.hetero.embedding import HOST_SYNCS as EMBEDDING
-    from gnnpar.hetero.loader import HOST_SYNCS as TYPED
-    from gnnpar.hetero.loader import host_syncs
+    from gnnpar.loading.typed import HOST_SYNCS as TYPED
+    from gnnpar.loading.typed import host_syncs
+    from gnnpar.storage.embedding import HOST_SYNCS as EMBEDDING
 
     assert _worst(shadowed["typed"]) <= min(TYPED, host_syncs(2, 1)), shadowed["typed"]
     assert shadowed["embedding"][0] <= EMBEDDING == 4, shadowed["embedding"]

@@ -18,7 +18,7 @@ import torch
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import ConfigError
-from gnnpar.loader import even_split
+from gnnpar.loading.node import even_split
 from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 
@@ -49,9 +49,9 @@ def _main_worker(part_dir: str) -> dict[str, Any]:
     """One epoch plus determinism, resume, cache, prefetch and replacement variants."""
     from gnnpar import distributed
     from gnnpar.comm import CommStats
-    from gnnpar.feature_store import DistFeatureStore
-    from gnnpar.graph import DistGraph
-    from gnnpar.loader import DistNeighborLoader
+    from gnnpar.loading.node import DistNeighborLoader
+    from gnnpar.storage.features import DistFeatureStore
+    from gnnpar.storage.graph import DistGraph
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx)
@@ -85,9 +85,9 @@ def _main_worker(part_dir: str) -> dict[str, Any]:
 def _coverage_worker(part_dir: str) -> dict[str, Any]:
     """One epoch with a 20% cache, one with drop_last, one over a given seed tensor."""
     from gnnpar import distributed
-    from gnnpar.feature_store import DistFeatureStore
-    from gnnpar.graph import DistGraph
-    from gnnpar.loader import DistNeighborLoader
+    from gnnpar.loading.node import DistNeighborLoader
+    from gnnpar.storage.features import DistFeatureStore
+    from gnnpar.storage.graph import DistGraph
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx)
@@ -111,9 +111,9 @@ def _coverage_worker(part_dir: str) -> dict[str, Any]:
 def _errors_worker(part_dir: str) -> list[str]:
     """Bad arguments raise ConfigError on every rank, and the group stays usable."""
     from gnnpar import distributed
-    from gnnpar.feature_store import DistFeatureStore
-    from gnnpar.graph import DistGraph
-    from gnnpar.loader import DistNeighborLoader
+    from gnnpar.loading.node import DistNeighborLoader
+    from gnnpar.storage.features import DistFeatureStore
+    from gnnpar.storage.graph import DistGraph
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx)
@@ -137,9 +137,9 @@ def _errors_worker(part_dir: str) -> list[str]:
 def _seed_split_worker(part_dir: str) -> dict[str, Any]:
     """One epoch with even seed shares (the default) and one with each rank's own seeds."""
     from gnnpar import distributed
-    from gnnpar.feature_store import DistFeatureStore
-    from gnnpar.graph import DistGraph
-    from gnnpar.loader import DistNeighborLoader
+    from gnnpar.loading.node import DistNeighborLoader
+    from gnnpar.storage.features import DistFeatureStore
+    from gnnpar.storage.graph import DistGraph
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx)

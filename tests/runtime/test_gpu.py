@@ -121,8 +121,8 @@ def _typed_worker(part_dir: str) -> dict[str, Any]:
     import torch
 
     import gnnpar
-    from gnnpar.hetero.embedding import DistEmbedding, SparseAdam
-    from gnnpar.hetero.loader import DistHeteroNeighborLoader, typed_feature_stores
+    from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
+    from gnnpar.storage.embedding import DistEmbedding, SparseAdam
 
     ctx = gnnpar.init()
     graph = gnnpar.DistGraph.load(part_dir, ctx)
@@ -238,9 +238,9 @@ def _budget_worker(parts: dict[str, str]) -> dict[str, Any]:
     from torch.nn.parallel import DistributedDataParallel
 
     import gnnpar
-    from gnnpar.hetero.embedding import DistEmbedding, SparseAdam
-    from gnnpar.hetero.loader import DistHeteroNeighborLoader, typed_feature_stores
+    from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
     from gnnpar.shadow import CollectiveLog
+    from gnnpar.storage.embedding import DistEmbedding, SparseAdam
     from gnnpar.train.config import ModelConfig
     from gnnpar.train.models import SampledGNN, build_model, forward_batch
 
@@ -327,10 +327,10 @@ def test_budgets_hold_on_cuda(tmp_path: Path, world: int) -> None:
     from dataclasses import replace
 
     from gnnpar.datasets.synthetic import typed
-    from gnnpar.hetero.embedding import HOST_SYNCS as EMBEDDING
-    from gnnpar.hetero.loader import HOST_SYNCS as TYPED
-    from gnnpar.link.loader import HOST_SYNCS as LINK
-    from gnnpar.loader import HOST_SYNCS as NODE
+    from gnnpar.loading.link import HOST_SYNCS as LINK
+    from gnnpar.loading.node import HOST_SYNCS as NODE
+    from gnnpar.loading.typed import HOST_SYNCS as TYPED
+    from gnnpar.storage.embedding import HOST_SYNCS as EMBEDDING
 
     graphs = {"node": sbm(num_nodes=2000, avg_degree=8, num_classes=4, feat_dim=8, seed=0),
               "link": sbm(num_nodes=1500, seed=0, task="link"),

@@ -101,8 +101,8 @@ def test_one_adjacency_for_every_sampler(measured: list[dict[str, Any]]) -> None
 
 
 def test_device_copies_are_made_once(tmp_path: Path) -> None:
-    from gnnpar.graph import DistGraph
     from gnnpar.partition.format import load_partition
+    from gnnpar.storage.graph import DistGraph
 
     dataset, assignment = m.scaled_graph(2 * m.OWNED)
     partition_graph(dataset, 2, tmp_path / "p", assignment=assignment)

@@ -9,27 +9,25 @@ import numpy as np
 import pytest
 import torch
 
-from gnnpar import cpu_sampling
 from gnnpar.errors import ConfigError
-from gnnpar.sampler import (
+from gnnpar.keys import mix, mix_int, mix_with
+from gnnpar.sampling import compiled
+from gnnpar.sampling.neighbor import (
     check_fanouts,
     compiled_kernels,
-    mix,
-    mix_int,
-    mix_with,
     relabel,
     sample_in_ranges,
     sample_neighbors,
 )
 
 T = TypeVar("T")
-needs_numba = pytest.mark.skipif(not cpu_sampling.AVAILABLE, reason="numba not installed")
+needs_numba = pytest.mark.skipif(not compiled.AVAILABLE, reason="numba not installed")
 
 
 @pytest.fixture(params=["compiled", "torch"])
 def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a CPU test with the compiled kernels and again with the torch ones."""
-    if request.param == "compiled" and not cpu_sampling.AVAILABLE:
+    if request.param == "compiled" and not compiled.AVAILABLE:
         pytest.skip("numba not installed")
     monkeypatch.setenv("GNNPAR_SAMPLER", str(request.param))
     assert compiled_kernels(torch.device("cpu")) == (request.param == "compiled")
@@ -160,7 +158,7 @@ def test_compiled_gather_reads_the_sources() -> None:
     indices = torch.tensor([3, 0, 2, 1], dtype=torch.int32)
     gids = torch.tensor([100, 101, 102, 103])
     pos = torch.tensor([[2, -1], [0, 3], [-1, -1]])
-    got = cpu_sampling.gather_sources(pos, indices, gids)
+    got = compiled.gather_sources(pos, indices, gids)
     assert got.tolist() == [[102, -1], [103, 101], [-1, -1]]
 
 

@@ -134,8 +134,8 @@ def test_reference_protocol_matches_full_batch_pyg(dataset: GraphDataset,
 def _metrics(part_dir: str) -> dict[str, Any]:
     """Untrained (seeded) encoder: link metrics of val and test, and the weights."""
     from gnnpar.distributed import init
-    from gnnpar.graph import DistGraph
     from gnnpar.link import LinkDecoder, embeddings, link_metrics
+    from gnnpar.storage.graph import DistGraph
     from gnnpar.train.config import ModelConfig
     from gnnpar.train.models import build_model
 

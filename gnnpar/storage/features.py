@@ -36,8 +36,8 @@ from gnnpar.comm import CommStats, PendingExchange, exchange_counts, start_all_t
 from gnnpar.device import PlacedRows
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.graph import DistGraph
 from gnnpar.ops import count, from_mmap
+from gnnpar.storage.graph import DistGraph
 
 
 def _row_layout(arrays: dict[str, Tensor]) -> tuple[dict[str, tuple[int, int]], int]:
@@ -297,7 +297,7 @@ class DistFeatureStore:
 
         * any ids (repeats allowed): a remote id is fetched once;
         * a sampled batch's distinct ids laid out in blocks, each block's own nodes first
-          (:class:`~gnnpar.sampler.SamplerOutput`, ``owned_counts = num_owned_nodes``,
+          (:class:`~gnnpar.sampling.neighbor.SamplerOutput`, ``owned_counts = num_owned_nodes``,
           ``block_sizes = num_sampled_nodes``): owned rows are copied run by run, and the
           only host synchronisation is reading the exchanged request counts.
 

@@ -1,7 +1,7 @@
 """Negative sampling for link prediction: counter-based, resumable, optionally strict.
 
 A negative's node id is a pure function of ``(seed, batch key, stream, round, position)``:
-the SplitMix64 hash of :mod:`gnnpar.sampler` (``mix_int`` for the prefix, ``mix_with`` for
+the SplitMix64 hash of :mod:`gnnpar.sampling.neighbor` (``mix_int`` for the prefix, ``mix_with`` for
 the positions), reduced modulo the graph's node count.  There is no generator state, so
 a loader resumes by replaying its batch keys, and the draws are the same on CPU and CUDA.
 Ids are uniform over *all* global node ids ``[0, num_nodes)`` — every rank's, not only
@@ -40,11 +40,10 @@ from torch import Tensor
 from gnnpar.comm import CommStats, all_gather_counts, start_all_to_all_v
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.graph import DistGraph
+from gnnpar.keys import MASK62, mix_int, mix_with
 from gnnpar.ops import count
-from gnnpar.sampler import mix_int, mix_with
+from gnnpar.storage.graph import DistGraph
 
-_MASK62 = (1 << 62) - 1
 _SRC, _DST = 1, 2  # key streams of negative sources and destinations
 
 
@@ -52,7 +51,7 @@ def _draw(seed: int, batch_key: int, stream: int, rnd: int, n: int, num_nodes: i
           device: torch.device) -> Tensor:
     """``[n]`` ids in ``[0, num_nodes)``: each position hashed with the key prefix."""
     key = mix_int(seed, batch_key, stream, rnd)
-    return (mix_with(key, torch.arange(n, device=device)) & _MASK62) % num_nodes
+    return (mix_with(key, torch.arange(n, device=device)) & MASK62) % num_nodes
 
 
 def _check_num_neg(num_neg: int) -> None:

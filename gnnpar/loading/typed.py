@@ -1,8 +1,8 @@
 """``DistHeteroNeighborLoader``: PyG ``HeteroData`` minibatches of a typed partition.
 
-The typed counterpart of :class:`~gnnpar.loader.DistNeighborLoader` (same seeds, steps,
+The typed counterpart of :class:`~gnnpar.loading.node.DistNeighborLoader` (same seeds, steps,
 shuffle, prefetch and checkpointable position; seeds are nodes of the target type): each
-batch is sampled by :class:`~gnnpar.hetero.sampler.DistHeteroNeighborSampler` and laid
+batch is sampled by :class:`~gnnpar.sampling.typed.DistHeteroNeighborSampler` and laid
 out like the output of PyG's ``NeighborLoader`` on a ``HeteroData``:
 
 - ``batch[t].n_id`` — the global ids of the batch's nodes of type ``t``, seeds first for
@@ -18,10 +18,10 @@ out like the output of PyG's ``NeighborLoader`` on a ``HeteroData``:
 so ``batch.x_dict``, ``batch.edge_index_dict``, ``batch.num_sampled_nodes_dict`` and
 ``batch.num_sampled_edges_dict`` feed ``to_hetero`` models, ``HGTConv``, ``RGCNConv`` (on
 ``batch.to_homogeneous()``) and PyG's ``trim_to_layer``.  Featureless types carry only
-their ids; a :class:`~gnnpar.hetero.embedding.DistEmbedding` gives them rows in the step.
+their ids; a :class:`~gnnpar.storage.embedding.DistEmbedding` gives them rows in the step.
 
 Features are gathered per featured type from one
-:class:`~gnnpar.feature_store.DistFeatureStore` each (``types=(t,)``), their requests all
+:class:`~gnnpar.storage.features.DistFeatureStore` each (``types=(t,)``), their requests all
 sent before any rows are awaited, own rows copied run by run as in a homogeneous batch;
 typing a batch reads nothing on the host (the sampler reads the node counts per type and
 the edge counts per relation with each hop's sizes).
@@ -40,12 +40,13 @@ from torch_geometric.data import HeteroData
 from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.feature_store import DistFeatureStore
-from gnnpar.graph import DistGraph
-from gnnpar.hetero.sampler import DistHeteroNeighborSampler, RelationFanouts
-from gnnpar.loader import DistNeighborLoader
+from gnnpar.keys import mix_int
+from gnnpar.loading.node import DistNeighborLoader
 from gnnpar.ops import count
-from gnnpar.sampler import SamplerOutput, mix_int
+from gnnpar.sampling.neighbor import SamplerOutput
+from gnnpar.sampling.typed import DistHeteroNeighborSampler, RelationFanouts
+from gnnpar.storage.features import DistFeatureStore
+from gnnpar.storage.graph import DistGraph
 
 
 def host_syncs(hops: int, featured_types: int) -> int:
@@ -89,7 +90,7 @@ class DistHeteroNeighborLoader(DistNeighborLoader):
         type_features: Per featured node type, its store (:func:`typed_feature_stores`).
         fanouts: Per hop for every relation, or per relation (:data:`RelationFanouts`).
         seeds, batch_size, shuffle, drop_last, seed, replace, prefetch, seed_attrs,
-            seed_split: As :class:`~gnnpar.loader.DistNeighborLoader`'s (seeds are
+            seed_split: As :class:`~gnnpar.loading.node.DistNeighborLoader`'s (seeds are
             nodes of the target type).
 
     Example::

@@ -1,6 +1,6 @@
 """Typed neighbour sampling: fan-outs per relation, one exchange per hop for all types.
 
-:class:`DistHeteroNeighborSampler` is :class:`~gnnpar.sampler.DistNeighborSampler` on a
+:class:`DistHeteroNeighborSampler` is :class:`~gnnpar.sampling.neighbor.DistNeighborSampler` on a
 typed partition (:mod:`~gnnpar.partition.typed`): nodes keep their global ids, and a hop
 samples, for every frontier node of type ``t``, up to ``fanouts[r][hop]`` in-edges of each
 relation ``r`` whose destination type is ``t``.  A frontier node's sampled row is laid out
@@ -11,11 +11,11 @@ travel in the same three collectives as a homogeneous hop (never one exchange pe
 Each node's in-edges are stored sorted by relation, so relation ``r``'s in-edges of a node
 are a sub-range of its row, found by a vectorised binary search on the part's ``etype``
 (``ceil(log2(max degree + 1))`` whole-tensor steps), then sampled by
-:func:`~gnnpar.sampler.sample_in_ranges` exactly as a homogeneous row is: uniformly
+:func:`~gnnpar.sampling.neighbor.sample_in_ranges` exactly as a homogeneous row is: uniformly
 without replacement (all of them when there are at most ``fanout``; a relation whose
 largest in-degree is at most its fan-out skips the draws), with the same counter-based
 keys, salted by the relation.  The frontier is grouped by node type (the sampler's
-groups, :attr:`~gnnpar.sampler.DistNeighborSampler.num_groups`), so a relation costs
+groups, :attr:`~gnnpar.sampling.neighbor.DistNeighborSampler.num_groups`), so a relation costs
 work on the rows of its destination type only; the sizes of the groups travel in the
 hop's count exchange, and the new nodes per type and the edges per relation are read
 with the hop's sizes: a typed hop reads the host exactly as often as a homogeneous one
@@ -34,8 +34,9 @@ from gnnpar.comm import CommStats
 from gnnpar.datasets.hetero import EdgeType, HeteroLayout
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.graph import DistGraph
-from gnnpar.sampler import _C1, DistNeighborSampler, _signed, check_fanouts, mix, sample_in_ranges
+from gnnpar.keys import C1, mix, signed
+from gnnpar.sampling.neighbor import DistNeighborSampler, check_fanouts, sample_in_ranges
+from gnnpar.storage.graph import DistGraph
 
 RelationFanouts = Sequence[int] | Mapping[EdgeType | str, Sequence[int]]
 """One list of fan-outs per hop for every relation, or a list per relation (keyed by
@@ -222,7 +223,7 @@ class DistHeteroNeighborSampler(DistNeighborSampler):
                 if k:
                     col = self._offset[hop][r]
                     pos[a:first, col:col + k] = sample_in_ranges(
-                        lo, hi - lo, mix(row_keys ^ _signed((r + 1) * _C1)), k, self.replace,
+                        lo, hi - lo, mix(row_keys ^ signed((r + 1) * C1)), k, self.replace,
                         self._max_degree[r])
                 lo = hi
         return pos

@@ -4,7 +4,7 @@ Seeds are edges.  A supervision edge is stored with the part that owns its *sour
 (:mod:`gnnpar.partition.format`), so each rank takes the edges of its own part, and all
 ranks take the same number of steps per epoch (``max`` over the ranks of ``ceil(m_r / B)``;
 ``drop_last``: ``min`` of ``floor``), every edge once per epoch, shuffled per epoch by a
-pure function of ``(seed, epoch, rank)`` (:class:`~gnnpar.loader.SeedSchedule`, as the
+pure function of ``(seed, epoch, rank)`` (:class:`~gnnpar.loading.node.SeedSchedule`, as the
 node loader).
 
 Per batch: the positives' negatives are drawn (:class:`~gnnpar.link.DistNegativeSampler`,
@@ -44,12 +44,13 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from gnnpar.errors import ConfigError
-from gnnpar.feature_store import DistFeatureStore, PendingGather
-from gnnpar.graph import SPLITS, DistGraph
-from gnnpar.link.negative import DistNegativeSampler
-from gnnpar.loader import SeedSchedule, agree, edge_fields
-from gnnpar.loader import host_syncs as node_host_syncs
-from gnnpar.sampler import DistNeighborSampler, SamplerOutput, check_fanouts, edge_keys, mix_int
+from gnnpar.keys import mix_int
+from gnnpar.loading.node import SeedSchedule, agree, edge_fields
+from gnnpar.loading.node import host_syncs as node_host_syncs
+from gnnpar.sampling.negative import DistNegativeSampler
+from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput, check_fanouts, edge_keys
+from gnnpar.storage.features import DistFeatureStore, PendingGather
+from gnnpar.storage.graph import SPLITS, DistGraph
 
 
 def host_syncs(hops: int, strict_rounds: int = 0) -> int:

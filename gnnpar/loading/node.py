@@ -1,8 +1,8 @@
 """``DistNeighborLoader``: PyG ``Data`` minibatches sampled across the parts of a graph.
 
 The loader only composes: it splits the seed set by owner, orders each rank's seeds per
-epoch, asks :class:`~gnnpar.sampler.DistNeighborSampler` for the computation graph of
-each batch and :class:`~gnnpar.feature_store.DistFeatureStore` for its features and
+epoch, asks :class:`~gnnpar.sampling.neighbor.DistNeighborSampler` for the computation graph of
+each batch and :class:`~gnnpar.storage.features.DistFeatureStore` for its features and
 labels, and wraps them in a ``torch_geometric.data.Data`` (:class:`NodeBatch`) laid out
 like PyG's ``NeighborLoader`` output (``x``, ``edge_index``, ``y``, ``batch_size``,
 ``n_id``, ``num_sampled_nodes``, ``num_sampled_edges``, ``input_id``), so any PyG model
@@ -82,9 +82,10 @@ from gnnpar.comm import CommStats, all_gather_ints, all_to_all_v
 from gnnpar.device import BatchStream, upload
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.feature_store import DistFeatureStore, PendingGather
-from gnnpar.graph import SPLITS, DistGraph
-from gnnpar.sampler import DistNeighborSampler, SamplerOutput, check_fanouts, mix_int
+from gnnpar.keys import mix_int
+from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput, check_fanouts
+from gnnpar.storage.features import DistFeatureStore, PendingGather
+from gnnpar.storage.graph import SPLITS, DistGraph
 
 
 class NodeBatch(Data):  # type: ignore[misc]

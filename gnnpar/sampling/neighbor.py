@@ -41,7 +41,7 @@ runs unchanged on a GPU without synchronising: a node of in-degree ``d <= k`` ke
 in-edges; one with ``d > k`` keeps ``k`` positions drawn by Floyd's algorithm (``k``
 rounds, each ``O(k)`` comparisons, independent of ``d``); with replacement, ``k``
 positions are drawn directly.  On a CPU (not an accelerator's stand-in) the positions and
-the numbering of new nodes run as compiled kernels instead (:mod:`gnnpar.cpu_sampling`,
+the numbering of new nodes run as compiled kernels instead (:mod:`gnnpar.sampling.compiled`,
 numba, when installed: one pass per row or entry, the same values; 2.2x the torch
 kernels' edges per CPU second on one rank); ``GNNPAR_SAMPLER=torch`` keeps the torch
 ones (:func:`compiled_kernels`).  ``benchmarks/bench_sampling.py`` measures both against
@@ -60,78 +60,26 @@ import torch
 from torch import Tensor
 from torch_geometric import EdgeIndex
 
-from gnnpar import cpu_sampling
 from gnnpar.comm import CommStats, all_gather_counts, start_all_to_all_v
 from gnnpar.device import PlacedRows, accelerated
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.graph import DistGraph
+from gnnpar.keys import C2, GOLDEN, MASK62, mix, mix_int, mix_with, signed
 from gnnpar.ops import count
-
-_MASK62 = (1 << 62) - 1
-_M64 = (1 << 64) - 1
-_GOLDEN = 0x9E3779B97F4A7C15
-_C1 = 0xBF58476D1CE4E5B9
-_C2 = 0x94D049BB133111EB
-
-
-def _signed(v: int) -> int:
-    """Reinterpret a 64-bit unsigned integer as the int64 torch stores."""
-    v &= _M64
-    return v - (1 << 64) if v >= 1 << 63 else v
+from gnnpar.sampling import compiled
+from gnnpar.storage.graph import DistGraph
 
 
 def compiled_kernels(device: torch.device) -> bool:
-    """Whether the compiled CPU kernels (:mod:`gnnpar.cpu_sampling`) serve ``device``.
+    """Whether the compiled CPU kernels (:mod:`gnnpar.sampling.compiled`) serve ``device``.
 
     On a CPU that is not an accelerator's stand-in, when numba imports and the
     environment variable ``GNNPAR_SAMPLER`` is not ``torch`` (what the benchmarks set to
     measure the torch kernels on a CPU, and the test suite to spare each rank the
     compiled kernels' loading, about a second of CPU).
     """
-    return (cpu_sampling.AVAILABLE and not accelerated(device)
+    return (compiled.AVAILABLE and not accelerated(device)
             and os.environ.get("GNNPAR_SAMPLER", "") != "torch")
-
-
-def mix_int(*values: int) -> int:
-    """SplitMix64 hash of a sequence of Python integers (for batch and hop keys)."""
-    z = 0
-    for v in values:
-        z = (z ^ (v & _M64)) + _GOLDEN & _M64
-        z = (z ^ (z >> 30)) * _C1 & _M64
-        z = (z ^ (z >> 27)) * _C2 & _M64
-        z ^= z >> 31
-    return _signed(z)
-
-
-def mix(z: Tensor) -> Tensor:
-    """A 64-bit mixer on an int64 tensor: ``z *= C1; z ^= z >> 30; z *= C2; z ^= z >> 31``.
-
-    SplitMix64's constants and shifts, one xorshift fewer than its finaliser (which starts
-    with ``z ^= z >> 30`` and shifts by 27 in the middle): each step is invertible, so
-    distinct inputs give distinct outputs.  Wrapping arithmetic, logical shifts.
-
-    Args:
-        z: int64 tensor of any shape.
-
-    Returns:
-        int64 tensor of the same shape with well-mixed bits.
-    """
-    z = z * _signed(_C1)
-    z = z ^ ((z >> 30) & ((1 << 34) - 1))
-    z = z * _signed(_C2)
-    return z ^ ((z >> 31) & ((1 << 33) - 1))
-
-
-def mix_with(z: int, values: Tensor) -> Tensor:
-    """``mix_int(*prefix, v)`` for every ``v`` of ``values``, given ``z = mix_int(*prefix)``.
-
-    Computed on ``values``' device (no host-to-device copy).
-    """
-    z_t = (values ^ z) + _signed(_GOLDEN)
-    z_t = (z_t ^ ((z_t >> 30) & ((1 << 34) - 1))) * _signed(_C1)
-    z_t = (z_t ^ ((z_t >> 27) & ((1 << 37) - 1))) * _signed(_C2)
-    return z_t ^ ((z_t >> 31) & ((1 << 33) - 1))
 
 
 def sample_neighbors(indptr: Tensor, indices: Tensor, nodes: Tensor, keys: Tensor,
@@ -192,11 +140,11 @@ def sample_in_ranges(start: Tensor, deg: Tensor, keys: Tensor, fanout: int,
         ``[n, k]`` positions, padded with ``-1``, as :func:`sample_positions`.
     """
     if compiled_kernels(keys.device):
-        return cpu_sampling.sample_in_ranges(start, deg, keys, fanout, replace)
+        return compiled.sample_in_ranges(start, deg, keys, fanout, replace)
     dev = keys.device
     n, k = start.numel(), fanout
     slots = torch.arange(k, device=dev)
-    draws = mix(keys[:, None] + (slots + 1) * _signed(_GOLDEN)) & _MASK62
+    draws = mix(keys[:, None] + (slots + 1) * signed(GOLDEN)) & MASK62
     if not replace and max_degree is not None and max_degree <= k:
         return torch.where(slots < deg[:, None], start[:, None] + slots, -1)
     if replace:
@@ -316,7 +264,7 @@ def _relabel_compiled(nbr: Tensor, node: Tensor, owned: Tensor | None,
                       groups: Callable[[Tensor], Tensor | None] | None, num_groups: int,
                       extra: Tensor | None) -> Relabelled:
     """:func:`relabel` by the compiled CPU kernel (the same result)."""
-    new, src, pos, n_own = cpu_sampling.relabel(nbr, node, owned)
+    new, src, pos, n_own = compiled.relabel(nbr, node, owned)
     group_new: list[int] = []
     group_owned: list[int] = []
     if groups is not None:
@@ -537,10 +485,10 @@ class DistNeighborSampler:
         """
         g = self.graph
         fanout = self.fanouts[hop]
-        keys = mix(gids * _signed(_C2) + hop_key)
+        keys = mix(gids * signed(C2) + hop_key)
         pos = self._positions(local, gids, keys, hop, group_sizes)
         if not self.with_edges and compiled_kernels(pos.device):
-            return cpu_sampling.gather_sources(pos, g.indices, g.local_gids)
+            return compiled.gather_sources(pos, g.indices, g.local_gids)
         at = pos.clamp(min=0).view(-1)
         src = g.indices.index_select(0, at) if g.indices.numel() else at
         nbr = torch.where(pos >= 0, g.local_gids.index_select(0, src).view_as(pos), -1)

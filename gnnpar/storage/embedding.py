@@ -34,10 +34,10 @@ from torch import Tensor
 from gnnpar.comm import CommStats, all_to_all_v, exchange_counts
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.feature_store import DistFeatureStore
-from gnnpar.graph import DistGraph
+from gnnpar.keys import MASK62, mix, mix_int
 from gnnpar.ops import count
-from gnnpar.sampler import _MASK62, mix, mix_int
+from gnnpar.storage.features import DistFeatureStore
+from gnnpar.storage.graph import DistGraph
 
 HOST_SYNCS = 4
 """Host reads of one gather of a batch's rows (its exchanged counts) and one optimiser
@@ -55,7 +55,7 @@ def hashed_uniform(ids: Tensor, dim: int, seed: int, scale: float,
     out = torch.empty((ids.numel(), dim), dtype=torch.float32)
     for a in range(0, ids.numel(), chunk_rows):
         z = mix(ids[a:a + chunk_rows].to(torch.int64)[:, None] * dim + cols + salt)
-        out[a:a + chunk_rows] = (z & _MASK62).to(torch.float64).mul_(2.0**-61).sub_(1) \
+        out[a:a + chunk_rows] = (z & MASK62).to(torch.float64).mul_(2.0**-61).sub_(1) \
             .mul_(scale)
     return out
 
@@ -115,7 +115,7 @@ class DistEmbedding:
 
         ``owned_counts`` / ``block_sizes``: a typed batch's own-first runs per hop
         (``batch[t].num_owned_nodes`` / ``.num_sampled_nodes``), as
-        :meth:`~gnnpar.feature_store.DistFeatureStore.gather_many` takes them.
+        :meth:`~gnnpar.storage.features.DistFeatureStore.gather_many` takes them.
         """
         rows = self.store.gather_many(gids, ("weight",), owned_counts,
                                       block_sizes)["weight"]

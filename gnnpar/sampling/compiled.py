@@ -1,9 +1,10 @@
 """The sampler's CPU kernels, compiled with numba: the same results as the torch ones.
 
-:func:`gnnpar.sampler.sample_in_ranges` and :func:`gnnpar.sampler.relabel` are fixed
-sequences of whole-tensor torch operations so that they run on a GPU without a host
-synchronisation; on a CPU those dozens of passes over each hop (Floyd's ``k`` rounds, a
-sort of the batch's ids and the sampled ones) cost more than the work.  The kernels here
+:func:`gnnpar.sampling.neighbor.sample_in_ranges` and
+:func:`gnnpar.sampling.neighbor.relabel` are fixed sequences of whole-tensor torch
+operations so that they run on a GPU without a host synchronisation; on a CPU those
+dozens of passes over each hop (Floyd's ``k`` rounds, a sort of the batch's ids and the
+sampled ones) cost more than the work.  The kernels here
 compute the same values in one pass per row or entry, on one thread:
 
 * :func:`sample_in_ranges` — Floyd's algorithm row by row, with the same counter-based
@@ -28,6 +29,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gnnpar.keys import C1, C2, GOLDEN, MASK62
+
 try:
     import numba
     AVAILABLE = True
@@ -35,10 +38,7 @@ except ImportError:  # pragma: no cover - numba is an optional extra
     AVAILABLE = False
 # AVAILABLE: whether the compiled kernels can be used (numba imports).
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_C1 = np.uint64(0xBF58476D1CE4E5B9)
-_C2 = np.uint64(0x94D049BB133111EB)
-_MASK62 = np.uint64((1 << 62) - 1)
+_GOLDEN, _C1, _C2, _MASK62 = (np.uint64(v) for v in (GOLDEN, C1, C2, MASK62))
 
 
 def _njit(fn: Any) -> Any:
@@ -47,7 +47,7 @@ def _njit(fn: Any) -> Any:
 
 @_njit
 def _draw(key: np.int64, j: int) -> np.uint64:  # pragma: no cover - compiled
-    """``mix(key + (j + 1) * GOLDEN) & MASK62`` of :mod:`gnnpar.sampler`, on uint64."""
+    """``mix(key + (j + 1) * GOLDEN) & MASK62`` of :mod:`gnnpar.sampling.neighbor`, on uint64."""
     z = np.uint64(key) + np.uint64(j + 1) * _GOLDEN
     z = z * _C1
     z = z ^ (z >> np.uint64(30))
@@ -163,7 +163,7 @@ def gather_sources(pos: Tensor, indices: Tensor, gids: Tensor) -> Tensor:
 
 def sample_in_ranges(start: Tensor, deg: Tensor, keys: Tensor, fanout: int,
                      replace: bool = False) -> Tensor:
-    """:func:`gnnpar.sampler.sample_in_ranges` on CPU tensors, compiled (equal output)."""
+    """:func:`gnnpar.sampling.neighbor.sample_in_ranges` on CPU tensors, compiled (equal output)."""
     out = torch.empty((start.numel(), fanout), dtype=torch.int64)
     _positions(start.numpy(), deg.numpy(), keys.numpy(), fanout, replace, out.numpy())
     return out
@@ -171,10 +171,10 @@ def sample_in_ranges(start: Tensor, deg: Tensor, keys: Tensor, fanout: int,
 
 def relabel(nbr: Tensor, node: Tensor, owned: Tensor | None
             ) -> tuple[Tensor, Tensor, Tensor, int]:
-    """:func:`gnnpar.sampler.relabel`'s numbering on CPU tensors, compiled (equal output).
+    """:func:`gnnpar.sampling.neighbor.relabel`'s numbering on CPU tensors, compiled (equal output).
 
     Returns:
-        ``(new, src, pos, num_owned)`` as in :class:`gnnpar.sampler.Relabelled`.
+        ``(new, src, pos, num_owned)`` as in :class:`gnnpar.sampling.neighbor.Relabelled`.
     """
     flat = nbr.reshape(-1).contiguous()
     e, b = flat.numel(), node.numel()

@@ -1,0 +1,22 @@
+"""Distributed sampling: in-neighbourhoods hop by hop, typed fan-outs, negatives.
+
+- :mod:`~gnnpar.sampling.neighbor` — :class:`DistNeighborSampler`, three collectives per
+  hop, counter-based keys (:mod:`gnnpar.keys`), PyG's ``NeighborLoader`` layout;
+- :mod:`~gnnpar.sampling.typed` — :class:`DistHeteroNeighborSampler`, fan-outs per
+  relation in the same exchanges;
+- :mod:`~gnnpar.sampling.negative` — :class:`DistNegativeSampler`, uniform or strict
+  (owners confirm non-edges);
+- :mod:`~gnnpar.sampling.compiled` — the CPU kernels compiled with numba (optional).
+"""
+
+from gnnpar.sampling.negative import DistNegativeSampler, negative_destinations
+from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput
+from gnnpar.sampling.typed import DistHeteroNeighborSampler
+
+__all__ = [
+    "DistHeteroNeighborSampler",
+    "DistNegativeSampler",
+    "DistNeighborSampler",
+    "SamplerOutput",
+    "negative_destinations",
+]
