@@ -71,6 +71,10 @@ READABLE_VERSIONS = (1, 2)
 KIND_LOADERS = {"homogeneous": "GraphDataset.load", "hetero": "HeteroGraphDataset.load"}
 """``dataset.json``'s ``kind`` (absent: homogeneous) -> the class method that reads it."""
 SPLITS = ("train_idx", "val_idx", "test_idx")
+FEW_CLASSES = 1 << 10
+"""Labels below this are accepted on any graph (more classes than nodes is fine on a small
+one); above it, a label must be below the node count (a label of 10^9 is a typo that
+would size the output layer)."""
 DATASET_KIND = OutputKind("dataset.json", "a dataset directory",
                           lambda doc: [f"{name}.npy" for name in doc["arrays"]])
 """A dataset directory, typed or not: ``dataset.json`` and the arrays it lists (see
@@ -351,7 +355,7 @@ class GraphDataset:
             if len(self.y) and int(np.max(self.y)) >= max(self.num_classes or 0, 1):
                 raise fail("y", f"holds label {int(np.max(self.y))} >= num_classes "
                            f"{self.num_classes}.", "raise num_classes or fix the labels.")
-            if len(self.y) and int(np.max(self.y)) >= n:
+            if len(self.y) and int(np.max(self.y)) >= max(n, FEW_CLASSES):
                 raise fail("y", f"holds label {int(np.max(self.y)):,}, which implies more "
                            f"classes than the {n:,} nodes: most could never be seen, and "
                            "the model's output layer would be that wide.",

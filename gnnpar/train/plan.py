@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from gnnpar.comm import ring_bytes
 from gnnpar.errors import ConfigError
 from gnnpar.nn.grid import ROTATIONS, GridShape, chunk_sizes
+from gnnpar.nn.sparse import index_dtype
 from gnnpar.parallel.planner import HardwareModel
 from gnnpar.partition.format import PartitionMeta
 from gnnpar.train.config import Config, ModelConfig, SampleConfig
@@ -200,9 +201,13 @@ def inference_bytes(p: PartStats, widths: Sequence[int], budget: int) -> int:
 def adjacency_bytes(nnz: int, rows: int, cols: int) -> int:
     """A :class:`~gnnpar.nn.sparse.SparseAdjacency` with its transpose.
 
-    Its edges (source, destination, weight) and two CSR copies.
+    Its edges (source and destination ids of ``i`` bytes, fp32 weights), the CSR matrix
+    (its row pointer; columns and values are the edges' own) and the transposed CSR
+    (row pointer, destination ids and weights in source order); ``i`` is 4 when the
+    sizes fit int32 (:func:`~gnnpar.nn.sparse.index_dtype`), else 8.
     """
-    return 20 * nnz + (8 * rows + 12 * nnz) + (8 * cols + 12 * nnz)
+    i = index_dtype(rows, cols, nnz).itemsize
+    return (2 * i + F32) * nnz + i * (rows + 1) + i * (cols + 1) + (i + F32) * nnz
 
 
 EVAL_BUDGET = 256 * 2**20
