@@ -16,6 +16,7 @@ Built from torch's own pieces — FSDP2 ``fully_shard`` / DDP, DTensor
 live with the other model-parallel GNN layers: :mod:`gnnpar.nn.tensor_parallel`.
 """
 
+from gnnpar.cost import HardwareModel
 from gnnpar.parallel.config import ParallelConfig
 from gnnpar.parallel.data_parallel import apply_ddp, apply_fsdp, shard_batch
 from gnnpar.parallel.measure import (
@@ -27,7 +28,7 @@ from gnnpar.parallel.measure import (
 from gnnpar.parallel.models import TransformerConfig, TransformerLM, lm_loss, mlp
 from gnnpar.parallel.parallelize import ParallelModel, parallelize
 from gnnpar.parallel.pipeline_parallel import build_schedule, pipeline_units, split_units
-from gnnpar.parallel.planner import HardwareModel, LayoutEstimate, Plan, Rejection, estimate, plan
+from gnnpar.parallel.planner import LayoutEstimate, Plan, Rejection, estimate, plan
 from gnnpar.parallel.profile import ModelProfile, profile_model
 from gnnpar.parallel.tensor_parallel import (
     apply_tensor_parallel,

@@ -17,7 +17,8 @@
   all-gathers and reduce-scatter (or the DDP all-reduce), tensor-parallel all-reduces
   and all-gathers, pipeline sends, the two scalar loss all-reduces;
 - **step time** = ``compute * (n_micro + pp - 1) / n_micro + bytes / bandwidth`` with a
-  :class:`HardwareModel` (matmul FLOPs only, no overlap: a ranking, not a forecast).
+  :class:`~gnnpar.cost.HardwareModel` (matmul FLOPs only, no overlap: a ranking, not a
+  forecast).
 
 :func:`plan` estimates every layout of a world size, rejects those that exceed the memory
 budget or cannot run (a tensor-parallel degree that does not divide the heads, more
@@ -33,24 +34,12 @@ import torch
 from torch import nn
 
 from gnnpar.comm import ring_bytes
+from gnnpar.cost import DEFAULT_HARDWARE, HardwareModel, choose
 from gnnpar.errors import ConfigError
 from gnnpar.parallel.config import ParallelConfig
 from gnnpar.parallel.pipeline_parallel import stage_units_of, units_or_empty
 from gnnpar.parallel.profile import ModelProfile, ParamInfo, UnitProfile, profile_model
 from gnnpar.parallel.tensor_parallel import TensorParallelPlan, default_plan, shard_size
-
-
-@dataclass(frozen=True)
-class HardwareModel:
-    """Throughput of one rank, to turn FLOPs and bytes into seconds.
-
-    Attributes:
-        flops_per_s: Sustained matmul FLOP/s of one rank.
-        bytes_per_s: Bytes per second one rank sends to its peers.
-    """
-
-    flops_per_s: float = 2e10
-    bytes_per_s: float = 1e9
 
 
 @dataclass
@@ -173,7 +162,7 @@ def estimate(
     stages: Sequence[Sequence[str]],
     *,
     optimizer_states: int = 2,
-    hardware: HardwareModel = HardwareModel(),
+    hardware: HardwareModel = DEFAULT_HARDWARE,
 ) -> LayoutEstimate:
     """Cost one layout.
 
@@ -200,7 +189,7 @@ def estimate(
         per_micro = sum(units[u].saved + units[u].tp_saved / tp for u in stage) * scale / micro
         act = int(per_micro * inflight)
         flops = sum(units[u].flops + units[u].tp_flops / tp for u in stage) * scale
-        stage_times.append(3 * flops / hardware.flops_per_s / micro)
+        stage_times.append(hardware.seconds(3 * flops / micro))
         shared: dict[str, float] = {}
         for u in stage:
             for kind, nbytes in units[u].tp_collectives:
@@ -241,7 +230,7 @@ def estimate(
         peak_bytes=int(max(totals)),
         comm_bytes=int(sent[worst]),
         comm_by_kind={k: int(v) for k, v in sorted(traffic[worst].items()) if v},
-        step_time_s=compute + sent[worst] / hardware.bytes_per_s,
+        step_time_s=compute + hardware.seconds(0.0, sent[worst]),
     )
 
 
@@ -254,7 +243,7 @@ def plan(
     tp_plan: TensorParallelPlan | None = None,
     layouts: Sequence[ParallelConfig] | None = None,
     optimizer_states: int = 2,
-    hardware: HardwareModel = HardwareModel(),
+    hardware: HardwareModel = DEFAULT_HARDWARE,
 ) -> Plan:
     """Propose the fastest layout of ``world_size`` ranks that fits ``memory_budget``.
 
@@ -313,4 +302,6 @@ def plan(
             fix="raise the budget, use more ranks, or a smaller batch or model.",
         )
     feasible.sort(key=lambda e: e.step_time_s)
-    return Plan(feasible[0], feasible, rejected)
+    best, _ = choose(feasible, lambda e: e.step_time_s, lambda e: e.comm_bytes,
+                     margin=0.0)  # the fastest (ties: fewer bytes)
+    return Plan(best, feasible, rejected)

@@ -37,6 +37,7 @@ from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.engine import WholeGraphEngine
 from gnnpar.train.models import COMPUTE_DTYPES, autocast
+from gnnpar.train.parallel_dims import ParallelDims
 
 EPOCH_HOST_SYNCS = 2
 """Host reads of a full-graph epoch (its one step): the loss and the correct count."""
@@ -148,7 +149,7 @@ class FullGraphEngine(WholeGraphEngine):
     Args:
         cfg: The run's configuration (``full`` section: the reducers).
         graph: This rank's part.
-        ctx: Distributed context.
+        dims: The run's process groups (:class:`~gnnpar.train.parallel_dims.ParallelDims`).
         model: The replicated PyG model; its layers are wrapped in place.
         num_global: Global size of each split.
         stats: Byte counters (kinds ``halo``, ``halo_grad``, ``halo_setup``).
@@ -159,8 +160,9 @@ class FullGraphEngine(WholeGraphEngine):
         module: The distributed model (what DDP wraps).
     """
 
-    def __init__(self, cfg: Config, graph: DistGraph, ctx: DistContext, model: nn.Module,
+    def __init__(self, cfg: Config, graph: DistGraph, dims: ParallelDims, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
+        ctx = dims.ctx
         self.cfg = cfg
         self.ctx = ctx
         self.halo = HaloGraph.build(graph, ctx, stats=stats, boundary_p=cfg.full.boundary_p,

@@ -17,13 +17,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gnnpar.comm import CommStats
-from gnnpar.distributed import DistContext
-from gnnpar.nn.grid import ProcessGrid, parse_grid
 from gnnpar.nn.grid_gnn import SPLIT_CODES, GridGNN, GridGraph, model_kind
 from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.engine import WholeGraphEngine
 from gnnpar.train.fullgraph import split_accuracy
+from gnnpar.train.parallel_dims import ParallelDims
 
 
 class GridEngine(WholeGraphEngine):
@@ -32,7 +31,7 @@ class GridEngine(WholeGraphEngine):
     Args:
         cfg: The run's configuration (``full.grid``: the grid).
         graph: This rank's part.
-        ctx: Distributed context.
+        dims: The run's process groups (:class:`~gnnpar.train.parallel_dims.ParallelDims`).
         model: The PyG model (the same initial weights on every rank).
         num_global: Global size of each split.
         stats: Byte counters (kinds ``grid``, ``grid_grad``, ``grid_setup``, ``grad``).
@@ -45,16 +44,14 @@ class GridEngine(WholeGraphEngine):
 
     replicated = False  # sharded weights, synchronised by the layers
 
-    def __init__(self, cfg: Config, graph: DistGraph, ctx: DistContext, model: nn.Module,
+    def __init__(self, cfg: Config, graph: DistGraph, dims: ParallelDims, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
         kind = model_kind(model)
-        assert cfg.full.grid is not None
-        dims = parse_grid(cfg.full.grid)
+        assert dims.grid is not None
         layers = cfg.model.layers
-        self.ctx, self.num_global = ctx, num_global
-        self.grid = ProcessGrid.build(ctx, dims, layers, stats)
+        self.ctx, self.num_global, self.grid = dims.ctx, num_global, dims.grid
         widths = (graph.meta.feat_dim, *[cfg.model.hidden] * (layers - 1), graph.meta.num_classes)
-        self.layout = GridGraph.build(graph, ctx, self.grid, kind, widths, stats)
+        self.layout = GridGraph.build(graph, self.ctx, self.grid, kind, widths, stats)
         self.module = GridGNN(model, self.layout)
         split = self.layout.split.long()
         self.rows = {s: torch.nonzero(split == SPLIT_CODES[s]).flatten() for s in SPLITS}

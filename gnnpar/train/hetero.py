@@ -20,7 +20,6 @@ from torch import Tensor, nn
 from torch_geometric.data import HeteroData
 
 from gnnpar.comm import CommStats, all_gather_ints
-from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.hetero.model import HeteroSAGE
 from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
@@ -31,6 +30,7 @@ from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config, ModelConfig
 from gnnpar.train.minibatch import MinibatchEngine
 from gnnpar.train.models import COMPUTE_DTYPES, autocast
+from gnnpar.train.parallel_dims import ParallelDims
 
 
 def build_hetero_model(cfg: ModelConfig, graph: DistGraph, out_channels: int) -> HeteroSAGE:
@@ -65,7 +65,7 @@ class HeteroEngine(MinibatchEngine):
     Args:
         cfg: The run's configuration.
         graph: This rank's part of a typed partition.
-        ctx: Distributed context.
+        dims: The run's process groups (:class:`~gnnpar.train.parallel_dims.ParallelDims`).
         model: The :class:`HeteroSAGE` (:func:`build_hetero_model`).
         num_global: Global size of each split.
         stats: Byte counters (kinds ``feature``, ``sample``, ``embedding``,
@@ -76,11 +76,12 @@ class HeteroEngine(MinibatchEngine):
         sparse: Its optimiser (or ``None``).
     """
 
-    def __init__(self, cfg: Config, graph: DistGraph, ctx: DistContext, model: nn.Module,
+    def __init__(self, cfg: Config, graph: DistGraph, dims: ParallelDims, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
         s, seed = cfg.sample, cfg.train.seed
         book = graph.meta.types
         assert book is not None
+        ctx = dims.ctx
         self.cfg, self.ctx, self.layout, self.graph = cfg, ctx, book.layout, graph
         self.module = model
         labels = DistFeatureStore(graph, ctx, stats=stats, arrays={"y": graph.part.label})
@@ -105,8 +106,7 @@ class HeteroEngine(MinibatchEngine):
                                             seed_split=s.seed_split)
             for split in SPLITS[1:] if num_global[split] > 0}
         self.steps_per_epoch = len(self.loader)
-        self.sync = cfg.train.local_sgd()
-        self.sync_group = self.sync.subgroup(ctx)
+        self.sync, self.sync_group = dims.sync, dims.local
 
     def batch_edges(self, batch: HeteroData) -> int:
         """Sampled edges of a typed batch, all relations."""

@@ -23,7 +23,6 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from gnnpar.comm import CommStats
-from gnnpar.distributed import DistContext
 from gnnpar.link.evaluate import KS, embeddings, link_metrics
 from gnnpar.link.model import LinkDecoder, LinkPredictor, bce_sum
 from gnnpar.loading.link import DistLinkNeighborLoader
@@ -32,6 +31,7 @@ from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.minibatch import MinibatchEngine, degree_arrays
 from gnnpar.train.models import COMPUTE_DTYPES, SampledGNN, autocast
+from gnnpar.train.parallel_dims import ParallelDims
 
 
 class LinkModule(nn.Module):
@@ -49,16 +49,17 @@ class LinkEngine(MinibatchEngine):
     Args:
         cfg: The run's configuration (``sample`` and ``link`` sections).
         graph: This rank's part (format version 3).
-        ctx: Distributed context.
+        dims: The run's process groups (:class:`~gnnpar.train.parallel_dims.ParallelDims`).
         model: The trained :class:`LinkModule` (replicated).
         num_global: Global number of supervision edges of each split.
         stats: Byte counters of the loader.
     """
 
-    def __init__(self, cfg: Config, graph: DistGraph, ctx: DistContext, model: nn.Module,
+    def __init__(self, cfg: Config, graph: DistGraph, dims: ParallelDims, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
         s, lk, seed = cfg.sample, cfg.link, cfg.train.seed
         assert isinstance(model, LinkModule)
+        ctx = dims.ctx
         self.cfg, self.ctx, self.graph, self.link_module = cfg, ctx, graph, model
         self.num_global = num_global
         encoder = SampledGNN(model.gnn, gcn_norm=s.gcn_norm)
@@ -75,8 +76,7 @@ class LinkEngine(MinibatchEngine):
             shuffle=True, seed=seed, prefetch=s.prefetch, node_attrs=tuple(arrays))
         self.eval_loaders = {}
         self.steps_per_epoch = len(self.loader)
-        self.sync = cfg.train.local_sgd()
-        self.sync_group = self.sync.subgroup(ctx)
+        self.sync, self.sync_group = dims.sync, dims.local
 
     def loss(self, ddp: nn.Module, batch: Data) -> tuple[Tensor, Tensor, int, int]:
         """Summed BCE of the batch's pairs, correct signs, pairs, and pairs of all ranks."""

@@ -25,7 +25,6 @@ from torch_geometric.data import Data
 from tqdm import tqdm
 
 from gnnpar.comm import CommStats, all_reduce_sum
-from gnnpar.distributed import DistContext
 from gnnpar.loading.node import DistNeighborLoader, SeedSchedule
 from gnnpar.nn.halo import HaloPlan
 from gnnpar.ops import from_mmap
@@ -35,6 +34,7 @@ from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.engine import SUMS, EpochLoop
 from gnnpar.train.models import SampledGNN, autocast, forward_batch, sampled_precision
+from gnnpar.train.parallel_dims import ParallelDims
 from gnnpar.train.sync import average_model
 
 STEP_HOST_SYNCS = 0
@@ -70,7 +70,7 @@ class MinibatchEngine:
     Args:
         cfg: The run's configuration (``sample`` section).
         graph: This rank's part.
-        ctx: Distributed context.
+        dims: The run's process groups (:class:`~gnnpar.train.parallel_dims.ParallelDims`).
         model: The replicated PyG model.
         num_global: Global size of each split.
         stats: Byte counters of the loaders (kinds ``feature``, ``feature_ids``,
@@ -92,9 +92,10 @@ class MinibatchEngine:
     sampled = True
     halo_plan: HaloPlan | None = None  # the exact inference builds its own
 
-    def __init__(self, cfg: Config, graph: DistGraph, ctx: DistContext, model: nn.Module,
+    def __init__(self, cfg: Config, graph: DistGraph, dims: ParallelDims, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
         s, seed = cfg.sample, cfg.train.seed
+        ctx = dims.ctx
         self.cfg = cfg
         self.ctx = ctx
         self.module: nn.Module = SampledGNN(model, gcn_norm=s.gcn_norm)
@@ -120,8 +121,7 @@ class MinibatchEngine:
                                       seed_split=s.seed_split)
             for split in SPLITS[1:] if num_global[split] > 0}
         self.steps_per_epoch = len(self.loader)
-        self.sync = cfg.train.local_sgd()
-        self.sync_group = self.sync.subgroup(ctx)
+        self.sync, self.sync_group = dims.sync, dims.local
 
     def start_epoch(self, epoch: int) -> None:
         """Shuffle the training seeds of ``epoch`` (the loader starts at its first step)."""

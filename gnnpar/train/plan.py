@@ -19,7 +19,7 @@ for each strategy -- sampled minibatches, full-graph 1D (halo exchange) and full
 * **memory**: the tensors the mode holds -- the part's arrays, features, adjacency,
   parameters with their gradients and Adam's two moments, the activations autograd keeps
   -- the largest rank's (3D's adjacency blocks are assumed to hold ``E / (O D)`` edges);
-* **step cost**: an epoch's multiply-adds and bytes through a :class:`HardwareModel`,
+* **step cost**: an epoch's multiply-adds and bytes through a :class:`~gnnpar.cost.HardwareModel`,
   divided by each rank's speed, the slowest rank's: a ranking, not a forecast.
 
 :func:`plan` picks among the exact (full-graph) strategies that fit the budget, else
@@ -36,10 +36,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gnnpar.comm import ring_bytes
+from gnnpar.cost import HardwareModel, choose
 from gnnpar.errors import ConfigError
 from gnnpar.nn.grid import ROTATIONS, GridShape, chunk_sizes
 from gnnpar.nn.sparse import index_dtype
-from gnnpar.parallel.planner import HardwareModel
 from gnnpar.partition.format import PartitionMeta
 from gnnpar.train.config import Config, ModelConfig, SampleConfig
 
@@ -159,10 +159,6 @@ def param_count(widths: Sequence[int], ops: int) -> int:
 def _ring(numel: int, group: int, collective: str) -> int:
     """Bytes one rank sends in a ring ``collective`` of ``numel`` fp32 values, as counted."""
     return round(ring_bytes(numel, group, collective)) * F32 if group > 1 else 0
-
-
-def _flops_s(flops: float, nbytes: float, speed: float, hw: HardwareModel) -> float:
-    return flops / (hw.flops_per_s * speed) + nbytes / hw.bytes_per_s
 
 
 def _speeds(speeds: Sequence[float] | None, world: int) -> list[float]:
@@ -306,7 +302,7 @@ def estimate_full_1d(stats: GraphStats, model: ModelConfig, hw: HardwareModel,
         flops = 3 * sum(2 * e * exchanged[j] + 2 * n * widths[j] * widths[j + 1] * ops
                         for j in layers)
         sent = h * (sum(exchanged) + sum(exchanged[j] for j in grad_layers)) * F32 + grad / world
-        cost.append(_flops_s(flops, sent, speed, hw))
+        cost.append(hw.seconds(flops, sent, speed))
     return Estimate("full-1d", "--mode full", max(memory), kinds, max(cost), True,
                     f"dp={world}, halo {halo:,} rows")
 
@@ -399,7 +395,7 @@ def estimate_full_3d(stats: GraphStats, model: ModelConfig, dims: tuple[int, int
                 + (ops * n_d * a + ops * n_o * a + gathered + r_in * a) * grad_in))
             flops += 3 * (2 * (edges + diagonal) * a + 2 * n_d * a * b * ops)
         memory.append(peak_bytes(persistent, [_f32(m) for m in mem]))
-        cost.append(_flops_s(flops, sum(per_rank.values()), speed, hw))
+        cost.append(hw.seconds(flops, sum(per_rank.values()), speed))
     grid = ",".join(map(str, dims))
     return Estimate(f"full-3d {grid}", f"--mode full --grid {grid}", max(memory), kinds,
                     max(cost), True, f"grid {grid}")
@@ -458,7 +454,7 @@ def estimate_sampled(stats: GraphStats, model: ModelConfig, sample: SampleConfig
         flops = 3 * steps * sum(2 * hops[j] * widths[j] * widths[j + 1] * ops
                                 + 2 * hops[j + 1] * widths[j]
                                 for j in range(len(widths) - 1))
-        cost.append(_flops_s(flops, steps * (step_bytes + grad), speed, hw))
+        cost.append(hw.seconds(flops, steps * (step_bytes + grad), speed))
     detail = f"dp={world}, tp=1, {steps} steps"
     cache = sample.cache_mb
     if budget_bytes is not None:
@@ -500,21 +496,12 @@ def plan(stats: GraphStats, model: ModelConfig, sample: SampleConfig,
     for e in estimates:
         e.fits = budget_bytes is None or e.memory_bytes <= budget_bytes
     fitting = [e for e in estimates if e.fits]
-    pool = [e for e in fitting if e.exact] or fitting
+    pool = [e for e in fitting if e.exact] or fitting  # the exact gradient first
     if not pool:
         return Plan(estimates, None, budget_bytes)
-    frugal = min(pool, key=lambda e: (e.bytes_per_epoch, e.epoch_cost_s))
-    fastest = min(pool, key=lambda e: e.epoch_cost_s)
-    gain = 1 - fastest.epoch_cost_s / frugal.epoch_cost_s if frugal.epoch_cost_s else 0.0
-    ratio = fastest.bytes_per_epoch / max(frugal.bytes_per_epoch, 1)
-    if fastest is not frugal and gain > PLAN_MARGIN:
-        return Plan(estimates, fastest, budget_bytes,
-                    f"estimated {gain:.0%} faster than {frugal.name}, the fewest bytes "
-                    f"({ratio:.2f}x its bytes; margin {PLAN_MARGIN:.0%})")
-    why = "the fewest bytes per epoch" + (
-        f"; {fastest.name} is estimated {gain:.0%} faster at {ratio:.2f}x the bytes, within "
-        f"the {PLAN_MARGIN:.0%} margin" if fastest is not frugal else "")
-    return Plan(estimates, frugal, budget_bytes, why)
+    chosen, why = choose(pool, lambda e: e.epoch_cost_s, lambda e: e.bytes_per_epoch,
+                         PLAN_MARGIN, lambda e: e.name)
+    return Plan(estimates, chosen, budget_bytes, why)
 
 
 def format_plan(p: Plan) -> str:

@@ -103,26 +103,6 @@ class LocalSGD:
                 and not self.averages_after(global_step)
                 and (global_step + 1 - self.warmup) % self.group_period == 0)
 
-    def subgroup(self, ctx: DistContext) -> dist.ProcessGroup | None:
-        """This rank's group of ``group_size`` consecutive ranks (collective).
-
-        ``None`` without groups.
-
-        Raises:
-            ConfigError: ``group_size`` does not divide the world size (on every rank).
-        """
-        import torch.distributed as dist
-
-        if not self.group_size:
-            return None
-        if ctx.world_size % self.group_size:
-            raise ConfigError(f"groups of {self.group_size} ranks do not tile "
-                              f"{ctx.world_size} ranks.", field="train.sync_groups",
-                              fix="pass a group size that divides the number of processes.")
-        group: dist.ProcessGroup = dist.new_subgroups(  # type: ignore[no-untyped-call]
-            group_size=self.group_size, group=ctx.group)[0]
-        return group
-
 
 def average_model(module: nn.Module, optimizer: torch.optim.Optimizer | None,
                   ctx: DistContext, stats: CommStats | None,

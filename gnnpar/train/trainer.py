@@ -93,6 +93,7 @@ from gnnpar.train.outputs import (
     write_node_outputs,
     write_typed_outputs,
 )
+from gnnpar.train.parallel_dims import ParallelDims
 from gnnpar.train.prepare import check_graph_settings
 from gnnpar.train.record import RECORD_FILE, RunRecord, format_startup
 from gnnpar.train.rundir import (
@@ -189,6 +190,8 @@ class Trainer:
     Attributes:
         graph: This rank's part.
         model: The PyG model (``engine.module`` runs it; ``ddp`` wraps that).
+        dims: The run's process groups, built once here and passed to the engine
+            (:class:`~gnnpar.train.parallel_dims.ParallelDims`).
         engine: The mode's :class:`Engine`.
         split_sizes: Global number of nodes of each split.
         stats: Communication counters of the training steps (reset each epoch).
@@ -252,14 +255,15 @@ class Trainer:
             self.trained = LinkModule(self.model, LinkDecoder(
                 cfg.link.decoder, cfg.model.hidden, dropout=cfg.model.dropout)).to(ctx.device)
             engine_cls = LinkEngine
-        self.engine: Engine = engine_cls(cfg, graph, ctx, self.trained, self.split_sizes,
+        self.dims = ParallelDims.build(cfg, ctx, self.stats)
+        self.engine: Engine = engine_cls(cfg, graph, self.dims, self.trained, self.split_sizes,
                                          self.stats)
         self.ddp: nn.Module
         if not self.engine.replicated:  # sharded weights, synchronised by the layers
             self.trained = self.ddp = self.engine.module
         else:
-            ddp = DistributedDataParallel(self.engine.module, process_group=ctx.group)
-            ddp.register_comm_hook(_GradCounter(self.stats, ctx.world_size, ctx.group),
+            ddp = DistributedDataParallel(self.engine.module, process_group=self.dims.data)
+            ddp.register_comm_hook(_GradCounter(self.stats, ctx.world_size, self.dims.data),
                                    _counted_allreduce)
             self.ddp = ddp
         self.optimizer = torch.optim.Adam(self.trained.parameters(), lr=cfg.train.lr,

@@ -121,10 +121,12 @@ def trainer_runs(part_dir: str, out: str, grid: str, epochs: int) -> dict[str, A
                       full=FullConfig(grid=grid),
                       run=RunConfig(out=f"{out}/{name}", progress=False, resume=resume))
 
+    made = len(_world.pg_map)
     full = Trainer(config("full"), part_dir, ctx)
     summary = full.fit()
     res: dict[str, Any] = {"summary": summary, "params": _full_params(full),
-                           "record": full.record.to_dict()}
+                           "record": full.record.to_dict(),
+                           "groups_made": len(_world.pg_map) - made}  # by the whole run
 
     class Stop(Exception):
         pass

@@ -107,6 +107,7 @@ def test_trainer_equals_pyg_training_and_resumes(grid_runs: dict[int, dict[str, 
     ref = _pyg_training(grid_run["dataset"])
     for rank in grid_run["ranks"]:
         run = rank["train"]
+        assert run["groups_made"] <= 3  # the run's only groups: one per grid axis
         assert sorted(run["params"]) == sorted(ref)
         for k, v in ref.items():
             err = np.abs(run["params"][k] - v).max() / np.abs(v).max()

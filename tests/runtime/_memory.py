@@ -126,6 +126,7 @@ def measure(part_dir: str) -> dict[str, Any]:
     from gnnpar.train.fullgraph import full_neighbour_accuracy
     from gnnpar.train.minibatch import MinibatchEngine
     from gnnpar.train.models import build_model, forward_batch
+    from gnnpar.train.parallel_dims import ParallelDims
 
     ctx = init()
     gc.collect()
@@ -136,7 +137,8 @@ def measure(part_dir: str) -> dict[str, Any]:
                  sample=SampleConfig(fanouts=FANOUTS, batch_size=BATCH, prefetch=False))
     torch.manual_seed(0)
     model = build_model(cfg.model, graph.meta.feat_dim, graph.meta.num_classes)
-    engine = MinibatchEngine(cfg, graph, ctx, model, sizes, CommStats())
+    engine = MinibatchEngine(cfg, graph, ParallelDims.build(cfg, ctx), model, sizes,
+                             CommStats())
     batch_nodes = batch_edges = 0
     for _, batch in zip(range(BATCHES), engine.loader, strict=False):
         loss = F.cross_entropy(forward_batch(engine.module, batch),

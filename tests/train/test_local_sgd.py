@@ -130,20 +130,27 @@ def test_bad_sync_settings(settings: dict[str, Any], field: str) -> None:
     assert exc.value.field == field and exc.value.fix
 
 
-def _hierarchical(part_dir: str, out: str) -> list[tuple[int, int, int]]:
+def _hierarchical(part_dir: str, out: str) -> tuple[list[tuple[int, int, int]], int]:
+    from torch.distributed.distributed_c10d import _world
+
     from gnnpar.distributed import init
     from gnnpar.train.trainer import Trainer
 
     ctx = init()
     cfg = small_config(out, epochs=1, batch_size=16, sync="every:4", sync_groups="2:2")
+    groups = len(_world.pg_map)
     trainer = Trainer(cfg, part_dir, ctx)
     crcs: list[tuple[int, int, int]] = []
     trainer.fit(lambda e, s, b: crcs.append((e, s, _crc(trainer))))
-    return crcs + [(-1, -1, _crc(trainer))]  # after the epoch end's average
+    # after the epoch end's average; the process groups this rank joined during the run
+    return crcs + [(-1, -1, _crc(trainer))], len(_world.pg_map) - groups
 
 
 def test_hierarchical_groups_of_two(small_parts: dict[int, str], tmp_path: Path) -> None:
-    ranks = run_multiproc(_hierarchical, 4, small_parts[4], str(tmp_path))
+    runs = run_multiproc(_hierarchical, 4, small_parts[4], str(tmp_path))
+    # One group per rank for the group averages (its own pair), built once for the run.
+    assert [made for _, made in runs] == [1] * 4
+    ranks = [crcs for crcs, _ in runs]
     steps = len(ranks[0]) - 1
     assert steps >= 8
     for i in range(steps):

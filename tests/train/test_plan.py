@@ -126,6 +126,23 @@ def test_choice_prefers_fewer_bytes_within_the_margin(planned: dict[str, Any]) -
     assert p.chosen is frugal or p.chosen.epoch_cost_s < (1 - PLAN_MARGIN) * frugal.epoch_cost_s
 
 
+@pytest.mark.parametrize("margin,chosen", [(0.0, "c"), (0.2, "c"), (0.4, "a")])
+def test_choose_rule_on_hand_checked_candidates(margin: float, chosen: str) -> None:
+    """The one rule both planners choose by: a (10 bytes, 1.0 s), b (30, 0.85), c (50, 0.7).
+
+    c is 30% faster than a, the fewest bytes: chosen unless the margin exceeds 30%; b (15%
+    faster) is never the choice, as the fastest beats it.
+    """
+    from gnnpar.cost import choose
+
+    cands = {"a": (10, 1.0), "b": (30, 0.85), "c": (50, 0.7)}
+    got, why = choose(list(cands), lambda c: cands[c][1], lambda c: cands[c][0], margin)
+    assert got == chosen
+    assert ("faster than a" in why) == (chosen != "a")
+    tie, _ = choose(["x", "y"], lambda c: 1.0, lambda c: {"x": 5, "y": 3}[c], 0.0)
+    assert tie == "y"  # equal times: the fewer bytes
+
+
 def test_rmat_hubs_bytes_exact_and_memory_within_a_quarter(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """A power-law graph (R-MAT: hubs, METIS parts), not the SBM the model was fitted on."""
