@@ -28,7 +28,7 @@ import torch
 from _measure import train_record
 
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import partition_graph
+from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.train.models import native_bf16
 
 FLAGS = ["--nproc", "2", "--model", "sage", "--hidden", "256", "--layers", "2", "--fanouts",
@@ -55,7 +55,8 @@ def main() -> None:
         if not (parts[dtype] / "meta.json").is_file():
             ds = ds or sbm(num_nodes=nodes, avg_degree=10.0, num_classes=16, feat_dim=100,
                            homophily=0.3, seed=0).to_undirected()
-            partition_graph(ds, 2, parts[dtype], feature_dtype=dtype, overwrite=True)
+            partition_graph(ds, 2, parts[dtype], PartitionConfig(feature_dtype=dtype),
+                            overwrite=True)
     runs: dict[str, list[dict[str, Any]]] = {"fp32": [], "bf16": []}
     loads = []
     for r in range(rounds):

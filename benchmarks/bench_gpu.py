@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import partition_graph
+from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.train.cli import launch
 from gnnpar.train.config import (
     Config,
@@ -200,7 +200,8 @@ def main() -> None:
     for dtype in ("fp32", "bf16"):
         t0 = time.perf_counter()
         parts[dtype] = work / f"parts-{dtype}"
-        partition_graph(ds, 1, parts[dtype], method="contiguous", feature_dtype=dtype,
+        partition_graph(ds, 1, parts[dtype],
+                        PartitionConfig(partitioner="contiguous", feature_dtype=dtype),
                         overwrite=True, validate=dtype == "fp32")
         print(f"partition ({dtype} features) {time.perf_counter() - t0:.1f} s", flush=True)
     e, dev = args.epochs, args.device

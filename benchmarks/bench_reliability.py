@@ -51,7 +51,7 @@ import torch
 
 from gnnpar.datasets.synthetic import sbm, typed
 from gnnpar.io import sha256_file, write_digested_json
-from gnnpar.partition import partition_graph
+from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.partition.format import PartitionMeta
 from gnnpar.train.engine import SUMS
 
@@ -478,7 +478,7 @@ def round_two_cases(inp: Inputs) -> list[Case]:
         parts = inp.copy_of(inp.good, "replaced-parts")
         subprocess.run([*train, str(parts), *TRAIN, "--nproc", "2", "--out", str(o)],
                        capture_output=True, check=True)
-        partition_graph(inp.ds, 2, parts, overwrite=True, seed=9)
+        partition_graph(inp.ds, 2, parts, PartitionConfig(seed=9), overwrite=True)
         return [*train, str(parts), "--hidden", "8", "--timeout-s", "30", "--nproc", "2",
                 "--no-progress", "--epochs", "2", "--out", str(o), "--resume"]
 

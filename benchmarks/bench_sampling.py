@@ -35,7 +35,7 @@ import torch
 from _measure import sync_budget
 
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition.writer import partition_graph
+from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.testing import run_multiproc
 
 FANOUTS = [15, 10]
@@ -57,7 +57,8 @@ def make_partitions(workdir: Path, parts: dict[str, tuple[int, str, int]],
         d = workdir / f"{tag}-{name}"
         if not (d / "meta.json").exists():
             t = time.perf_counter()
-            partition_graph(ds, k, d, method=method, halo_hops=hops, seed=0, overwrite=True)
+            partition_graph(ds, k, d, PartitionConfig(partitioner=method, halo_hops=hops, seed=0),
+                            overwrite=True)
             print(f"  partitioned {name}: {k} parts ({method}) in "
                   f"{time.perf_counter() - t:.1f} s")
         dirs[name] = d

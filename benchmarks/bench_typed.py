@@ -50,8 +50,8 @@ from typing import Any
 import numpy as np
 
 from gnnpar.datasets.synthetic import typed
+from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.partition.format import load_partition
-from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 
 FANOUTS = [10, 5]
@@ -86,7 +86,8 @@ def make_partitions(workdir: Path, papers: int, authors: int, venues: int
     for name, k in (("typed2", 2), ("typed1", 1)):
         if not (dirs[name] / "meta.json").exists():
             t = time.perf_counter()
-            partition_graph(ds, k, dirs[name], method="metis", seed=0, overwrite=True)
+            partition_graph(ds, k, dirs[name], PartitionConfig(partitioner="metis", seed=0),
+                            overwrite=True)
             print(f"  partitioned {name}: {k} part(s) (metis) in "
                   f"{time.perf_counter() - t:.1f} s")
     parts = [load_partition(dirs["typed2"], k) for k in range(2)]

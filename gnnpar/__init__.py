@@ -24,7 +24,8 @@ name                                what it is
 :class:`DistConv`, :func:`distribute_convs`  PyG layers on the partitioned full graph
 :class:`CommStats`                  rows and bytes communicated, by kind
 :class:`Trainer`, :class:`Config`   the training loop of ``gnnpar-train`` and its settings
-:func:`partition_graph`, :func:`load_partition`  the partition stage
+:func:`partition_graph`, :func:`load_partition`  the partition stage, split as a
+                                    :class:`PartitionConfig` says
 :func:`load_predictions`            a run's saved predictions / embeddings, dataset order
 :func:`load_dataset`, :class:`GraphDataset`, :func:`from_pyg`  the datasets stage
 :class:`DistLinkNeighborLoader`     link prediction: edge-seeded PyG-layout minibatches
@@ -64,6 +65,7 @@ _LAZY = {
     "HaloExchange": "gnnpar.nn",
     "HaloGraph": "gnnpar.nn",
     "HeteroGraphDataset": "gnnpar.datasets",
+    "PartitionConfig": "gnnpar.partition",
     "SparseAdagrad": "gnnpar.hetero",
     "SparseAdam": "gnnpar.hetero",
     "SamplerOutput": "gnnpar.sampling.neighbor",
@@ -108,7 +110,7 @@ if TYPE_CHECKING:
     )
     from gnnpar.loading.node import DistNeighborLoader
     from gnnpar.nn import DistConv, HaloExchange, HaloGraph, distribute_convs
-    from gnnpar.partition import load_partition, partition_graph
+    from gnnpar.partition import PartitionConfig, load_partition, partition_graph
     from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
@@ -154,6 +156,7 @@ __all__ = [
     "HaloExchange",
     "HaloGraph",
     "HeteroGraphDataset",
+    "PartitionConfig",
     "PartitionError",
     "SamplerOutput",
     "SparseAdagrad",

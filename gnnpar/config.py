@@ -334,7 +334,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, root: type,
                         help="TOML or JSON file of settings by section (e.g. a run's "
                         "OUT/config.json); flags given on the command line win over it")
     for name, cls in sections(root).items():
-        group = parser.add_argument_group(name, (cls.__doc__ or "").strip())
+        summary = (cls.__doc__ or "").strip().split("\n\n", 1)[0]  # its first paragraph
+        group = parser.add_argument_group(name, summary)
         hints = typing.get_type_hints(cls)
         docs = field_docs(cls)
         defaults = cls()

@@ -1,6 +1,7 @@
 """Partition stage: split a graph into K parts and write the partition directory."""
 
 from gnnpar.partition.assign import BALANCE_QUANTITIES, DEFAULT_BALANCE, METHODS
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import (
     FORMAT_VERSION,
     Partition,
@@ -18,6 +19,7 @@ __all__ = [
     "FORMAT_VERSION",
     "METHODS",
     "Partition",
+    "PartitionConfig",
     "PartitionMeta",
     "VerifyReport",
     "format_quality",

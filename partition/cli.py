@@ -46,6 +46,7 @@ from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import PARTITION_KIND, PartitionMeta
 from gnnpar.partition.quality import format_quality
 from gnnpar.partition.stages import StageMeter
+from gnnpar.partition.writer import partition_graph
 
 if TYPE_CHECKING:
     from gnnpar.datasets.graph import GraphDataset
@@ -136,8 +137,9 @@ def _run_partition(argv: Sequence[str]) -> int:
         dataset = _load(job.data, ns.progress)
     if dataset.y is not None and job.data.task == "node":
         dataset.require_node_task(job.data.dataset)
-    meta = job.partition.run(dataset, job.partition.num_parts, str(out), task=job.data.task,
-                             overwrite=ns.overwrite, progress=ns.progress, meter=meter)
+    meta = partition_graph(dataset, job.partition.num_parts, out, job.partition,
+                           task=job.data.task, overwrite=ns.overwrite, progress=ns.progress,
+                           validate=False, meter=meter)
     print(f"wrote {out}: {meta.num_parts} parts of {meta.name} "
           f"({meta.num_nodes:,} nodes, {meta.num_edges:,} edges), {meta.partitioner}")
     print(format_quality(meta.quality, meta.num_edges))

@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from gnnpar.config import check_choice, check_int, check_number, option
 from gnnpar.errors import ConfigError
 from gnnpar.partition.assign import DEFAULT_BALANCE, KAMINPAR_REPEATS, METHODS, check_balance
 from gnnpar.partition.format import FEATURE_DTYPES
-
-if TYPE_CHECKING:
-    from gnnpar.datasets.graph import GraphDataset
-    from gnnpar.datasets.hetero import HeteroGraphDataset
-    from gnnpar.partition.format import PartitionMeta
-    from gnnpar.partition.stages import StageMeter
-
 
 HOW_ONLY = ("memory_budget", "workers", "threads")
 """Settings that change how a partition is made but not its bytes (nor a run's)."""
@@ -23,7 +15,19 @@ HOW_ONLY = ("memory_budget", "workers", "threads")
 
 @dataclass
 class PartitionConfig:
-    """How a dataset is split into parts (one part per training process)."""
+    """How a dataset is split into parts (one part per training process).
+
+    The ``spec`` of :func:`~gnnpar.partition.partition_graph` and the ``partition``
+    section of ``gnnpar-partition`` and ``gnnpar-train``, whose flag of a field is its
+    name (``halo_hops``: ``--halo-hops``) but for ``seed`` (``--partition-seed``),
+    ``threads`` (``--partition-threads``), ``compress`` (``--kaminpar-compress``) and
+    ``repeats`` (``--kaminpar-repeats``).
+
+    Example::
+
+        spec = PartitionConfig(partitioner="random", seed=1, balance=("nodes", "train"))
+        meta = gnnpar.partition_graph(dataset, 4, "parts/mine-4", spec)
+    """
 
     num_parts: int | None = None
     """Number of parts K (gnnpar-train: default and only value, the number of
@@ -67,8 +71,18 @@ class PartitionConfig:
     """How features are stored and sent: fp32, or bf16 / fp16 (half the bytes on disk,
     in memory and on the wire; bf16 keeps fp32's range)."""
 
+    def __post_init__(self) -> None:
+        """Keep a list given for ``balance`` as a tuple."""
+        if isinstance(self.balance, list):
+            self.balance = tuple(self.balance)
+
     def validate(self) -> PartitionConfig:
-        """Check every value without reading data; return ``self`` or raise."""
+        """Check every value without reading data; return ``self`` or raise.
+
+        Raises:
+            ConfigError: Naming the field (``partition.halo_hops``), its flag and a
+                valid value.
+        """
         if self.num_parts is not None:
             check_int(PartitionConfig, "partition.num_parts", self.num_parts, 1)
         check_choice(PartitionConfig, "partition.partitioner", self.partitioner, METHODS)
@@ -77,35 +91,16 @@ class PartitionConfig:
         check_int(PartitionConfig, "partition.workers", self.workers, 1)
         check_int(PartitionConfig, "partition.threads", self.threads, 1)
         check_int(PartitionConfig, "partition.repeats", self.repeats, 1)
-        check_number(PartitionConfig, "partition.memory_budget", self.memory_budget, 0.002)
+        check_number(PartitionConfig, "partition.memory_budget", self.memory_budget, 0.001)
         check_choice(PartitionConfig, "partition.feature_dtype", self.feature_dtype,
                      tuple(FEATURE_DTYPES))
+        fix = ("pass a tuple of some of 'nodes', 'train', 'sampled', 'edges' "
+               "(--balance nodes,train,sampled).")
+        if not isinstance(self.balance, tuple):
+            raise ConfigError(f"got {self.balance!r}; need a tuple of names.",
+                              field="partition.balance", fix=fix)
         try:
             check_balance(self.balance)
         except ConfigError as exc:
-            raise ConfigError(exc.message, field="partition.balance",
-                              fix="pass --balance with some of nodes,train,sampled,edges."
-                              ) from None
+            raise ConfigError(exc.message, field="partition.balance", fix=fix) from None
         return self
-
-    def arguments(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`~gnnpar.partition.partition_graph`."""
-        return {"method": self.partitioner, "halo_hops": self.halo_hops,
-                "balance": tuple(self.balance), "seed": self.seed,
-                "feature_dtype": self.feature_dtype,
-                "memory_budget": int(self.memory_budget * 1e9), "workers": self.workers,
-                "threads": self.threads, "compress": self.compress, "repeats": self.repeats}
-
-    def run(self, dataset: GraphDataset | HeteroGraphDataset, num_parts: int, out: str, *,
-            task: str = "node",
-            overwrite: bool = False, progress: bool = False,
-            meter: StageMeter | None = None) -> PartitionMeta:
-        """Partition a (validated) ``dataset`` into ``num_parts`` parts written to ``out``.
-
-        ``task`` (``--task``) says what ``"train"`` balances: training nodes, or the
-        sources of training supervision edges (``"link"``).
-        """
-        from gnnpar.partition.writer import partition_graph
-
-        return partition_graph(dataset, num_parts, out, overwrite=overwrite, progress=progress,
-                               validate=False, meter=meter, task=task, **self.arguments())

@@ -141,9 +141,9 @@ def check_feature_range(blocks: Iterable[np.ndarray], feat_dtype: str) -> None:
         peak = float(np.abs(block).max()) if block.size else 0.0
         if peak > _FP16_MAX:
             raise ConfigError(f"a feature value of magnitude {peak:.4g} does not fit float16 "
-                              "(largest 65504).", field="feature_dtype",
-                              fix="use --feature-dtype bf16 (float32's range) or scale the "
-                              "features.")
+                              "(largest 65504).", field="partition.feature_dtype",
+                              fix="pass bf16 (--feature-dtype bf16; float32's range) or scale "
+                              "the features.")
 
 
 def part_dir_name(part: int) -> str:

@@ -27,7 +27,8 @@ the contract every reader relies on)::
       part-1/ ...
 
 How it is written, each stage from memory maps in chunks, under a working-set budget
-(``memory_budget``), so that the peak is the partitioner's own graph plus that budget:
+(the spec's ``memory_budget``), so that the peak is the partitioner's own graph plus that
+budget:
 
 1. ``check``: the dataset is validated in row blocks;
 2. ``group``: the edges are grouped by destination into a CSR on disk by an external
@@ -37,8 +38,8 @@ How it is written, each stage from memory maps in chunks, under a working-set bu
    undirected graph, built on disk the same way) and nodes are renumbered so that part
    ``k`` owns new ids ``offsets[k] .. offsets[k+1]`` in original-id order
    (:func:`renumber`);
-4. ``write``: parts are written one at a time per writer (``workers`` processes side by
-   side, each part's bytes the same whichever process writes it): only one part's arrays
+4. ``write``: parts are written one at a time per writer (``spec.workers`` processes side
+   by side, each part's bytes the same whichever process writes it): only one part's arrays
    are in memory, features are streamed from a (possibly memory-mapped) ``x`` in row
    blocks, every file is hashed while it is written, and pages read from memory maps
    are released after each block;
@@ -46,8 +47,8 @@ How it is written, each stage from memory maps in chunks, under a working-set bu
    ``meta.json`` is written, so a failure leaves no partial directory and never
    destroys an existing one; scratch files live in another sibling, removed at the end.
 
-The output depends only on the dataset, the arguments and the seed, not on the budget
-or the number of writers: two runs give byte-identical directories (METIS is seeded,
+The output depends only on the dataset and the spec, but not on its budget or number of
+writers: two runs give byte-identical directories (METIS is seeded,
 ``meta.json`` holds no timestamp). :class:`~gnnpar.partition.stages.StageMeter` measures
 each stage's time and peak RSS when ``partition_graph`` is handed one.
 """
@@ -57,7 +58,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
@@ -75,13 +76,9 @@ from gnnpar.io import (
     save_npy_sha256,
     write_digested_json,
 )
-from gnnpar.partition.adjacency import DEFAULT_BUDGET, InEdges, group_in_edges
-from gnnpar.partition.assign import (
-    DEFAULT_BALANCE,
-    KAMINPAR_REPEATS,
-    assign_parts,
-    check_num_parts,
-)
+from gnnpar.partition.adjacency import InEdges, group_in_edges
+from gnnpar.partition.assign import assign_parts, check_num_parts
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import (
     FEATURE_DTYPES,
     FORMAT_VERSION,
@@ -105,22 +102,14 @@ def partition_graph(
     dataset: GraphDataset | HeteroGraphDataset,
     num_parts: int,
     out_dir: str | os.PathLike[str],
-    method: str = "metis",
-    halo_hops: int = 1,
-    balance: Sequence[str] = DEFAULT_BALANCE,
-    seed: int = 0,
+    spec: PartitionConfig | None = None,
+    *,
+    task: str = "node",
     assignment: np.ndarray | None = None,
-    feature_dtype: str = "fp32",
     overwrite: bool = False,
     progress: bool = False,
     validate: bool = True,
-    memory_budget: int = DEFAULT_BUDGET,
-    workers: int = 1,
-    threads: int = 1,
-    compress: bool = False,
-    repeats: int = KAMINPAR_REPEATS,
     meter: StageMeter | None = None,
-    task: str = "node",
 ) -> PartitionMeta:
     """Partition ``dataset`` into ``num_parts`` parts and write the partition directory.
 
@@ -129,39 +118,28 @@ def partition_graph(
             the types kept (format version 4, :mod:`~gnnpar.partition.typed`).
         num_parts: ``K``, in ``1 .. num_nodes``; every part owns at least one node.
         out_dir: Directory to create (see the module docstring for its layout).
-        method: ``"metis"`` (few cut edges, balanced), ``"kaminpar"`` (METIS's quality,
-            multi-threaded, less memory), ``"stream"`` (one pass per restream over the
-            graph on disk, for graphs whose CSR does not fit), ``"random"`` (seeded,
-            equal sizes) or ``"contiguous"`` (equal ranges of ids).
-        halo_hops: Halo depth ``>= 1``; halo nodes within ``halo_hops - 1`` hops also
-            keep their in-edges.
-        balance: Quantities the graph methods balance: any of ``"nodes"``, ``"train"``,
-            ``"edges"``; on a typed graph ``"nodes"`` balances each node type's count.
-        seed: Seed of the partitioner.
-        assignment: A precomputed int ``[N]`` part per node; overrides ``method``.
-        feature_dtype: How features are stored and sent: ``"fp32"``, ``"fp16"`` or
-            ``"bf16"`` (half the bytes; bf16 keeps float32's range).
+        spec: How to split it: the partitioner, halo depth, balanced quantities, seed,
+            feature dtype, memory budget (GB), writers and KaMinPar's settings, as
+            ``gnnpar-partition``'s flags give them (``None``: the defaults, METIS). Its
+            ``num_parts``, when set, must be ``num_parts``.
+        task: ``"node"`` or ``"link"``: with ``"link"`` the ``"train"`` balance weighs
+            each node by the training supervision edges it is the source of (they are
+            stored, and trained on, by the part that owns their source).
+        assignment: A precomputed int ``[N]`` part per node; overrides
+            ``spec.partitioner``.
         overwrite: Replace an existing ``out_dir`` (only once the new one is complete).
         progress: Show a progress bar per stage.
         validate: Validate ``dataset`` first (:meth:`GraphDataset.validate`); pass
             ``False`` only for a dataset already validated, e.g. one from
             :func:`gnnpar.datasets.load_dataset`.
-        memory_budget: Bytes of working set of the chunked stages (beside the
-            partitioner's own memory and ``O(N)`` arrays of ids).
-        workers: Processes writing parts side by side.
-        threads: Threads of KaMinPar.
-        compress: KaMinPar holds the graph compressed.
-        repeats: KaMinPar runs (seeds), the one that cuts fewest edges kept.
         meter: Receives each stage's time and peak RSS.
-        task: ``"node"`` or ``"link"``: with ``"link"`` the ``"train"`` balance weighs
-            each node by the training supervision edges it is the source of (they are
-            stored, and trained on, by the part that owns their source).
 
     Returns:
         The metadata written to ``meta.json``.
 
     Raises:
-        ConfigError: A bad argument.
+        ConfigError: A bad ``spec`` (before any data is read, naming the field and its
+            flag), ``task`` or ``num_parts``.
         PartitionError: ``out_dir`` exists without ``overwrite``, or a bad ``assignment``.
 
     Example::
@@ -169,10 +147,18 @@ def partition_graph(
         ds = gnnpar.load_dataset("synthetic:sbm")
         meta = gnnpar.partition_graph(ds, 4, "parts/sbm-4")   # METIS
         meta.quality["edge_cut_share"]
+        gnnpar.partition_graph(ds, 4, "parts/sbm-4-kaminpar",
+                               gnnpar.PartitionConfig(partitioner="kaminpar", threads=4))
     """
-    _check_arguments(halo_hops, feature_dtype, memory_budget, workers, threads, repeats)
+    spec = (spec if spec is not None else PartitionConfig()).validate()
+    if spec.num_parts is not None and spec.num_parts != num_parts:
+        raise ConfigError(f"the spec says {spec.num_parts} parts and num_parts is {num_parts}.",
+                          field="partition.num_parts",
+                          fix="pass the same K to both, or leave the spec's num_parts "
+                          "(--num-parts) unset.")
     if task not in ("node", "link"):
         raise ConfigError(f"got task={task!r}.", field="task", fix="pass node or link.")
+    budget = int(spec.memory_budget * 1e9)
     meter = meter if meter is not None else StageMeter()
     typed: _Typed | None = None
     with meter.stage("check"):
@@ -187,7 +173,7 @@ def partition_graph(
         check_num_parts(num_parts, dataset.num_nodes)
         for x in ([dataset.x] if dataset.x is not None else []) + (
                 list(typed.x.values()) if typed is not None else []):
-            check_feature_range(_feature_blocks(x, np.arange(len(x))), feature_dtype)
+            check_feature_range(_feature_blocks(x, np.arange(len(x))), spec.feature_dtype)
     hint = "pass overwrite=True (CLI: --overwrite) or choose another --out."
     out = Path(out_dir)
     with (atomic_directory(out, overwrite, PartitionError, hint,
@@ -195,18 +181,18 @@ def partition_graph(
           tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp-scratch-",
                                       dir=out.parent) as scratch_dir):
         scratch = Path(scratch_dir)
-        with tqdm(total=3, desc=f"assign ({'precomputed' if assignment is not None else method})",
-                  disable=not progress) as bar:
+        how = "precomputed" if assignment is not None else spec.partitioner
+        with tqdm(total=3, desc=f"assign ({how})", disable=not progress) as bar:
             with meter.stage("group"):
                 in_edges = group_in_edges(dataset.num_nodes, dataset.src, dataset.dst,
-                                          scratch, memory_budget)
+                                          scratch, budget)
             bar.update()
             with meter.stage("assign"):
                 train = (np.asarray(dataset.train_edges)[:, 0] if task == "link"
                          else np.asarray(dataset.train_idx))
                 part, partitioner = assign_parts(
-                    in_edges, num_parts, method, balance, seed, train, scratch, assignment,
-                    memory_budget, threads, compress, repeats,
+                    in_edges, num_parts, spec.partitioner, spec.balance, spec.seed, train,
+                    scratch, assignment, budget, spec.threads, spec.compress, spec.repeats,
                     None if typed is None else typed.layout.node_offsets)
                 bar.update()
                 ren = renumber(part, num_parts)
@@ -215,9 +201,9 @@ def partition_graph(
         with meter.stage("write"):
             job = _PartJob(tmp, dataset, in_edges, ren, in_edges.degree(),
                            {name: np.sort(ren.new_of_old[np.asarray(getattr(dataset, name))])
-                            for name in SPLITS}, int(halo_hops), feature_dtype,
+                            for name in SPLITS}, spec.halo_hops, spec.feature_dtype,
                            _link_arrays(dataset, ren), typed)
-            written = list(tqdm(_write_parts(job, num_parts, workers), total=num_parts,
+            written = list(tqdm(_write_parts(job, num_parts, spec.workers), total=num_parts,
                                 desc="write", unit="part", disable=not progress))
         hetero = {}
         if typed is not None:
@@ -228,34 +214,14 @@ def partition_graph(
             format_version=FORMAT_VERSION, name=dataset.name, num_parts=num_parts,
             num_nodes=dataset.num_nodes, num_edges=dataset.num_edges,
             feat_dim=dataset.feat_dim, num_classes=dataset.num_classes,
-            offsets=tuple(int(o) for o in ren.offsets), halo_hops=int(halo_hops),
+            offsets=tuple(int(o) for o in ren.offsets), halo_hops=spec.halo_hops,
             partitioner=partitioner,
             quality=quality_report([w.load for w in written], dataset.num_edges),
             parts=tuple(w.sizes for w in written), files=dict(sorted(files.items())),
-            feat_dtype=feature_dtype, edge_dim=dataset.edge_dim, neg_kind=dataset.neg_kind,
-            hetero=hetero)
+            feat_dtype=spec.feature_dtype, edge_dim=dataset.edge_dim,
+            neg_kind=dataset.neg_kind, hetero=hetero)
         write_digested_json(tmp / META_FILE, meta.to_dict())
     return meta
-
-
-def _check_arguments(halo_hops: int, feature_dtype: str, memory_budget: int, workers: int,
-                     threads: int, repeats: int) -> None:
-    """Raise :class:`ConfigError` for a bad argument, before any data is read."""
-    if int(halo_hops) < 1:
-        raise ConfigError(f"got halo_hops={halo_hops}.", field="halo_hops",
-                          fix="pass halo_hops >= 1 (CLI: --halo-hops).")
-    if feature_dtype not in FEATURE_DTYPES:
-        raise ConfigError(f"got feature_dtype={feature_dtype!r}.", field="feature_dtype",
-                          fix=f"pass one of {', '.join(FEATURE_DTYPES)} "
-                          "(CLI: --feature-dtype fp32|fp16|bf16).")
-    for name, value, least, flag in (("memory_budget", memory_budget, 1 << 20,
-                                      "--memory-budget GB"),
-                                     ("workers", workers, 1, "--workers W"),
-                                     ("threads", threads, 1, "--partition-threads T"),
-                                     ("repeats", repeats, 1, "--kaminpar-repeats R")):
-        if int(value) < least:
-            raise ConfigError(f"got {name}={value}.", field=name,
-                              fix=f"pass {name} >= {least} (CLI: {flag}).")
 
 
 @dataclass(frozen=True)

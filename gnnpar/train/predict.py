@@ -123,7 +123,13 @@ def _check_out(out: Path) -> None:
 def resolve(cfg: Any, record: dict[str, Any], nproc: int) -> Path:
     """The partition to predict on (partitioning a spec), its feature width checked."""
     from gnnpar.partition.format import PartitionMeta
-    from gnnpar.train.prepare import META_FILE, is_partition_dir, partition_cache_dir
+    from gnnpar.partition.writer import partition_graph
+    from gnnpar.train.prepare import (
+        META_FILE,
+        is_partition_dir,
+        partition_cache_dir,
+        partition_settings,
+    )
 
     d = cfg.data
     if is_partition_dir(d.dataset):
@@ -132,8 +138,8 @@ def resolve(cfg: Any, record: dict[str, Any], nproc: int) -> Path:
         part_dir = partition_cache_dir(cfg, nproc)
         if not (part_dir / META_FILE).is_file():
             dataset = d.load()
-            cfg.partition.run(dataset, nproc, str(part_dir), task="node",
-                              progress=cfg.run.progress)
+            partition_graph(dataset, nproc, part_dir, partition_settings(cfg), task="node",
+                            progress=cfg.run.progress, validate=False)
     meta = PartitionMeta.load(part_dir)
     want = int(record["partition"]["feat_dim"])
     if meta.types is not None or meta.feat_dim != want:

@@ -353,6 +353,7 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
     t0 = time.time()
     dataset = cfg.data.load_any()  # a link task is checked there
     from gnnpar.datasets.hetero import HeteroGraphDataset
+    from gnnpar.partition.writer import partition_graph
 
     took = time.time() - t0
     log.info("loaded %s in %.1f s: %s nodes, %s edges", cfg.data.dataset, took,
@@ -371,8 +372,8 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
     log.info("partitioning into %d parts (%s) ...", world_size, cfg.partition.partitioner)
     t0 = time.time()
     try:
-        partition_settings(cfg).run(dataset, world_size, str(out), task=cfg.data.task,
-                                    progress=progress)
+        partition_graph(dataset, world_size, out, partition_settings(cfg),
+                        task=cfg.data.task, progress=progress, validate=False)
     except PartitionError:
         if not (out / META_FILE).is_file():  # not just another run that finished first
             raise

@@ -21,7 +21,7 @@ from gnnpar.distributed import init, shutdown
 from gnnpar.errors import DistributedError
 from gnnpar.loading.link import DistLinkNeighborLoader
 from gnnpar.loading.node import DistNeighborLoader
-from gnnpar.partition.writer import partition_graph
+from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import DistGraph
 from gnnpar.testing import run_multiproc
@@ -42,7 +42,7 @@ def dataset() -> GraphDataset:
 def parts(dataset: GraphDataset, tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     root = tmp_path_factory.mktemp("linkloader")
     for k in (1, 2, 4):
-        partition_graph(dataset, k, root / f"p{k}", seed=0)
+        partition_graph(dataset, k, root / f"p{k}", PartitionConfig(seed=0))
     return {k: root / f"p{k}" for k in (1, 2, 4)}
 
 
@@ -307,7 +307,7 @@ def test_shared_negative_scores_by_brute_force(tmp_path: Path) -> None:
     ds = ds.random_link_split((0.5, 0.4, 0.1), seed=0)
     neg = np.array([[0, 1], [2, 3], [4, 5]])  # sources 0, 2, 4: all in part 0 (contiguous)
     ds = replace(ds, neg_kind="shared", val_neg=neg, test_neg=neg)
-    partition_graph(ds, 2, tmp_path / "p", method="contiguous")
+    partition_graph(ds, 2, tmp_path / "p", PartitionConfig(partitioner="contiguous"))
     x = np.asarray(ds.x, dtype=np.float32)  # contiguous: new ids are the original ones
     for rank in run_multiproc(_scores, 2, str(tmp_path / "p"), 16):
         e, q = rank["val_edges"], rank["val_neg"]
@@ -334,6 +334,6 @@ def test_a_part_without_in_edges(tmp_path: Path) -> None:
                       x=rng.standard_normal((n, 6)).astype(np.float32))
     pairs = np.stack([np.arange(100, 140), np.arange(0, 40)], 1)  # sources in part 1
     ds = replace(ds, train_edges=pairs)
-    partition_graph(ds, 2, tmp_path / "p", method="contiguous")
+    partition_graph(ds, 2, tmp_path / "p", PartitionConfig(partitioner="contiguous"))
     steps = run_multiproc(_link_steps, 2, str(tmp_path / "p"))
     assert len(steps[0]) == len(steps[1]) and sum(steps[0]) + sum(steps[1]) > 0

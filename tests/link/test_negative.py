@@ -18,8 +18,8 @@ from gnnpar.datasets.synthetic import sbm
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.keys import mix_int
+from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.partition.format import PartitionMeta, load_partition
-from gnnpar.partition.writer import partition_graph
 from gnnpar.sampling.negative import DistNegativeSampler, negative_destinations
 from gnnpar.storage.graph import DistGraph
 from gnnpar.testing import DeviceShadow, run_multiproc
@@ -37,7 +37,7 @@ def dataset() -> GraphDataset:
 def parts(dataset: GraphDataset, tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     root = tmp_path_factory.mktemp("link")
     for k in (1, 2):
-        partition_graph(dataset, k, root / f"p{k}", seed=0)
+        partition_graph(dataset, k, root / f"p{k}", PartitionConfig(seed=0))
     return {k: root / f"p{k}" for k in (1, 2)}
 
 

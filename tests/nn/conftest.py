@@ -22,7 +22,7 @@ import _nn_cases as cases  # noqa: E402
 
 import gnnpar.distributed as gdist  # noqa: E402
 from gnnpar.datasets.synthetic import sbm  # noqa: E402
-from gnnpar.partition.writer import partition_graph  # noqa: E402
+from gnnpar.partition import PartitionConfig, partition_graph  # noqa: E402
 from gnnpar.testing import run_multiproc  # noqa: E402
 
 FP_SEED, TRAIN_EPOCHS = cases.FP_SEED, cases.TRAIN_EPOCHS
@@ -37,7 +37,8 @@ def nn_run(request: pytest.FixtureRequest,
     root = tmp_path_factory.mktemp(f"nn-world{world}")
     directed = cases.directed_graph()
     feedforward, assignment = cases.feedforward_graph(world)
-    partition_graph(directed, world, root / "directed", method="random", seed=0)
+    partition_graph(directed, world, root / "directed",
+                    PartitionConfig(partitioner="random", seed=0))
     partition_graph(feedforward, world, root / "feedforward", assignment=assignment)
     datasets = {"directed": directed, "feedforward": feedforward}
     weights = {k: cases.loss_weights(d.num_nodes) for k, d in datasets.items()}
@@ -48,8 +49,9 @@ def nn_run(request: pytest.FixtureRequest,
         # Features alone: ~59% test accuracy (2-layer MLP); exact 2-layer GCN: ~95%.
         graph = sbm(num_nodes=2000, avg_degree=10, num_classes=4, feat_dim=16, seed=0,
                     homophily=0.7, feature_noise=3.0)
-        partition_graph(graph, 2, root / "sbm-random", method="random", seed=0)
-        partition_graph(graph, 2, root / "sbm-metis", method="metis", seed=0)
+        partition_graph(graph, 2, root / "sbm-random",
+                        PartitionConfig(partitioner="random", seed=0))
+        partition_graph(graph, 2, root / "sbm-metis", PartitionConfig(partitioner="metis", seed=0))
         tasks["train"] = ("train", (str(root / "sbm-random"), str(root / "runs"), TRAIN_EPOCHS,
                                     TRAIN_CONFIGS))
         tasks["resume"] = ("resume", (str(root / "sbm-metis"), str(root / "resume"),

@@ -21,8 +21,8 @@ from gnnpar.nn import (
     HaloPlan,
     shard_columns,
 )
+from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.partition.format import load_partition
-from gnnpar.partition.writer import partition_graph
 from gnnpar.storage.graph import DistGraph
 
 CTX = DistContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"),
@@ -32,7 +32,7 @@ CTX = DistContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu")
 @pytest.fixture(scope="module")
 def one_part(tmp_path_factory: pytest.TempPathFactory) -> DistGraph:
     out = tmp_path_factory.mktemp("one-part") / "p"
-    partition_graph(cases.directed_graph(), 1, out, method="contiguous")
+    partition_graph(cases.directed_graph(), 1, out, PartitionConfig(partitioner="contiguous"))
     return DistGraph.from_partition(load_partition(out, 0))
 
 

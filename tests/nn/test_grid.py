@@ -26,7 +26,7 @@ import _nn_cases as cases  # noqa: E402
 
 from gnnpar.errors import ConfigError  # noqa: E402
 from gnnpar.nn.grid import check_grid, chunk_sizes, parse_grid  # noqa: E402
-from gnnpar.partition.writer import partition_graph  # noqa: E402
+from gnnpar.partition import PartitionConfig, partition_graph  # noqa: E402
 from gnnpar.testing import run_multiproc  # noqa: E402
 from gnnpar.train.config import (  # noqa: E402
     Config,
@@ -50,7 +50,8 @@ def grid_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, A
     runs = {}
     for world, grids in GRIDS.items():
         root = tmp_path_factory.mktemp(f"grid{world}")
-        partition_graph(dataset, world, root / "parts", method="random", seed=0)
+        partition_graph(dataset, world, root / "parts",
+                        PartitionConfig(partitioner="random", seed=0))
         todo: dict[str, tuple[str, tuple[Any, ...]]] = {
             "errors": ("grid_errors", (str(root / "parts"), dataset, grids))}
         if world == 4:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gnnpar.datasets.graph import GraphDataset, symmetrise
-from gnnpar.partition import partition_graph
+from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.partition.work import sampled_weight
 
 K = 4
@@ -65,8 +65,8 @@ def test_edges_balanced_on_a_graph_with_hubs(graph: GraphDataset, tmp_path: Path
     # left this graph's parts at 1.40-1.42x the mean in-edges and 1.21-1.26x the nodes.
     if method == "kaminpar":
         pytest.importorskip("kaminpar")
-    partition_graph(graph, K, tmp_path / "p", method=method,
-                    balance=("nodes", "train", "edges"))
+    partition_graph(graph, K, tmp_path / "p",
+                    PartitionConfig(partitioner=method, balance=("nodes", "train", "edges")))
     for name, load in loads(graph, tmp_path / "p").items():
         assert load.max() / load.mean() <= BOUND, (name, load.tolist())
 

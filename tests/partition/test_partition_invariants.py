@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gnnpar.datasets.graph import GraphDataset
-from gnnpar.partition import load_partition, partition_graph, verify_partition
+from gnnpar.partition import PartitionConfig, load_partition, partition_graph, verify_partition
 
 
 @st.composite
@@ -52,7 +52,8 @@ def test_every_invariant_on_random_graphs(ds: GraphDataset, data: st.DataObject)
     hops = data.draw(st.sampled_from([1, 1, 2, 3]))
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "parts"
-        meta = partition_graph(ds, k, out, method=method, halo_hops=hops, seed=3)
+        meta = partition_graph(ds, k, out,
+                               PartitionConfig(partitioner=method, halo_hops=hops, seed=3))
         assert meta.num_parts == k and meta.halo_hops == hops
         check_partition(out, ds)
         verify_partition(out, ds)

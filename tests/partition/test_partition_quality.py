@@ -9,7 +9,7 @@ import pytest
 
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import format_quality, partition_graph
+from gnnpar.partition import PartitionConfig, format_quality, partition_graph
 
 
 def test_metis_cuts_far_fewer_edges_than_random(tmp_path: Path) -> None:
@@ -18,7 +18,8 @@ def test_metis_cuts_far_fewer_edges_than_random(tmp_path: Path) -> None:
     # versions and seeds.
     ds = sbm(num_nodes=4000, avg_degree=10, num_classes=4, feat_dim=4, homophily=0.9, seed=0)
     metis = partition_graph(ds, 4, tmp_path / "metis").quality
-    random = partition_graph(ds, 4, tmp_path / "random", method="random").quality
+    random = partition_graph(ds, 4, tmp_path / "random",
+                             PartitionConfig(partitioner="random")).quality
     assert random["edge_cut_share"] > 0.7  # 3/4 of the edges, as expected for 4 parts
     assert metis["edge_cut"] < 0.3 * random["edge_cut"]
     assert metis["replication_factor"] < random["replication_factor"]
@@ -41,7 +42,7 @@ def brute_force_quality(ds: GraphDataset, part: np.ndarray, k: int) -> dict:
 @pytest.mark.parametrize("method", ["metis", "random", "contiguous"])
 def test_stored_quality_matches_brute_force(tmp_path: Path, method: str) -> None:
     ds = sbm(num_nodes=500, avg_degree=6, num_classes=5, feat_dim=2, seed=3)
-    meta = partition_graph(ds, 5, tmp_path / "p", method=method)
+    meta = partition_graph(ds, 5, tmp_path / "p", PartitionConfig(partitioner=method))
     part = np.empty(ds.num_nodes, dtype=np.int64)
     for k in range(5):
         part[np.load(tmp_path / "p" / f"part-{k}" / "orig_ids.npy")] = k

@@ -13,7 +13,7 @@ import pytest
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import PartitionError
 from gnnpar.io import json_digest, sha256_file, write_digested_json
-from gnnpar.partition import load_partition, partition_graph, verify_partition
+from gnnpar.partition import PartitionConfig, load_partition, partition_graph, verify_partition
 from gnnpar.partition.format import EDGE_DTYPES
 
 
@@ -24,7 +24,7 @@ def dataset():  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def out(tmp_path: Path, dataset) -> Path:  # type: ignore[no-untyped-def]
-    partition_graph(dataset, 3, tmp_path / "p", seed=1)
+    partition_graph(dataset, 3, tmp_path / "p", PartitionConfig(seed=1))
     return tmp_path / "p"
 
 

@@ -13,7 +13,7 @@ import gnnpar.partition.writer as writer
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.partition import load_partition, partition_graph
+from gnnpar.partition import PartitionConfig, load_partition, partition_graph
 
 
 def tiny() -> GraphDataset:
@@ -34,7 +34,7 @@ def arrays(out: Path, k: int) -> dict[str, list]:
 
 
 def test_tiny_graph_contiguous_by_hand(tmp_path: Path) -> None:
-    meta = partition_graph(tiny(), 2, tmp_path / "p", method="contiguous")
+    meta = partition_graph(tiny(), 2, tmp_path / "p", PartitionConfig(partitioner="contiguous"))
     assert meta.offsets == (0, 3, 6) and meta.num_edges == 9
     none = {"num_train_edges": 0, "num_val_edges": 0, "num_test_edges": 0}
     assert meta.parts == ({"num_owned": 3, "num_halo": 0, "num_edges": 5, **none},
@@ -58,7 +58,8 @@ def test_tiny_graph_contiguous_by_hand(tmp_path: Path) -> None:
 
 
 def test_tiny_graph_two_hop_halo_by_hand(tmp_path: Path) -> None:
-    partition_graph(tiny(), 2, tmp_path / "p", method="contiguous", halo_hops=2)
+    partition_graph(tiny(), 2, tmp_path / "p",
+                    PartitionConfig(partitioner="contiguous", halo_hops=2))
     # Halo of part 1: node 2 (1 hop, its in-edges 1 -> 2 and 2 -> 2 stored) and node 1.
     got = arrays(tmp_path / "p", 1)
     assert got["halo_gids"] == [1, 2]
@@ -78,16 +79,17 @@ def test_reruns_are_byte_identical(tmp_path: Path) -> None:
     ds = sbm(num_nodes=600, avg_degree=8, num_classes=4, feat_dim=8, seed=1)
     for method in ("metis", "random"):
         a, b = tmp_path / f"{method}-a", tmp_path / f"{method}-b"
-        partition_graph(ds, 3, a, method=method, seed=7)
-        partition_graph(ds, 3, b, method=method, seed=7)
+        partition_graph(ds, 3, a, PartitionConfig(partitioner=method, seed=7))
+        partition_graph(ds, 3, b, PartitionConfig(partitioner=method, seed=7))
         files = sorted(str(f.relative_to(a)) for f in a.rglob("*") if f.is_file())
         assert files == sorted(str(f.relative_to(b)) for f in b.rglob("*") if f.is_file())
         assert len(files) == 1 + 3 * 18
         _, mismatch, errors = filecmp.cmpfiles(a, b, files, shallow=False)
         assert not mismatch and not errors
-    other = partition_graph(ds, 3, tmp_path / "random-c", method="random", seed=8)
-    assert other.offsets == partition_graph(ds, 3, tmp_path / "random-d", method="random",
-                                            seed=8).offsets
+    other = partition_graph(ds, 3, tmp_path / "random-c",
+                            PartitionConfig(partitioner="random", seed=8))
+    assert other.offsets == partition_graph(ds, 3, tmp_path / "random-d",
+                                            PartitionConfig(partitioner="random", seed=8)).offsets
     assert not filecmp.cmp(tmp_path / "random-a" / "part-0" / "orig_ids.npy",
                            tmp_path / "random-c" / "part-0" / "orig_ids.npy", shallow=False)
 
@@ -107,17 +109,32 @@ def test_graph_without_features_labels_or_training_nodes(tmp_path: Path) -> None
 
 
 def test_balance_choice_is_recorded(tmp_path: Path) -> None:
-    meta = partition_graph(tiny(), 2, tmp_path / "p", balance=["nodes", "nodes"])
+    spec = PartitionConfig(balance=["nodes", "nodes"])  # type: ignore[arg-type]
+    assert spec.balance == ("nodes", "nodes")  # a list is kept as a tuple
+    meta = partition_graph(tiny(), 2, tmp_path / "p", spec)
     assert meta.partitioner["balance"] == ["nodes"]
+
+
+def test_spec_is_checked_before_the_dataset_is_read(tmp_path: Path) -> None:
+    broken = GraphDataset(num_nodes=2, src=np.array([0]), dst=np.array([5]))  # no node 5
+    with pytest.raises(ConfigError) as exc:
+        partition_graph(broken, 2, tmp_path / "p", PartitionConfig(halo_hops=0))
+    assert exc.value.field == "partition.halo_hops" and "--halo-hops" in str(exc.value.fix)
 
 
 @pytest.mark.parametrize("kwargs, error, field", [
     ({"num_parts": 0}, ConfigError, "num_parts"),
     ({"num_parts": 7}, ConfigError, "num_parts"),
-    ({"method": "kmeans"}, ConfigError, "method"),
-    ({"balance": ["nodes", "memory"]}, ConfigError, "balance"),
-    ({"balance": []}, ConfigError, "balance"),
-    ({"halo_hops": 0}, ConfigError, "halo_hops"),
+    ({"spec": PartitionConfig(num_parts=3)}, ConfigError, "partition.num_parts"),
+    ({"spec": PartitionConfig(partitioner="kmeans")}, ConfigError, "partition.partitioner"),
+    ({"spec": PartitionConfig(balance=("nodes", "memory"))}, ConfigError, "partition.balance"),
+    ({"spec": PartitionConfig(balance=())}, ConfigError, "partition.balance"),
+    ({"spec": PartitionConfig(balance="nodes")}, ConfigError, "partition.balance"),  # type: ignore[arg-type]
+    ({"spec": PartitionConfig(halo_hops=0)}, ConfigError, "partition.halo_hops"),
+    ({"spec": PartitionConfig(memory_budget=0.0005)}, ConfigError, "partition.memory_budget"),
+    ({"spec": PartitionConfig(workers=0)}, ConfigError, "partition.workers"),
+    ({"spec": PartitionConfig(feature_dtype="int8")}, ConfigError, "partition.feature_dtype"),
+    ({"task": "graph"}, ConfigError, "task"),
     ({"assignment": np.zeros(5, dtype=np.int64)}, PartitionError, "assignment"),
     ({"assignment": np.array([0, 1, 2, 0, 1, 1])}, PartitionError, "assignment"),
     ({"assignment": np.array([0, 0, 0, 0, 0, 0])}, PartitionError, "assignment"),
@@ -147,7 +164,7 @@ def test_existing_directory_needs_overwrite(tmp_path: Path) -> None:
 def test_overwrite_keeps_the_old_directory_until_the_new_one_is_complete(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "p"
-    partition_graph(tiny(), 2, out, method="contiguous")
+    partition_graph(tiny(), 2, out, PartitionConfig(partitioner="contiguous"))
     before = {f: f.read_bytes() for f in out.rglob("*") if f.is_file()}
     real = writer.build_local_graph
     calls = []
@@ -160,11 +177,12 @@ def test_overwrite_keeps_the_old_directory_until_the_new_one_is_complete(
 
     monkeypatch.setattr(writer, "build_local_graph", fail_on_second_part)
     with pytest.raises(OSError, match="simulated"):
-        partition_graph(tiny(), 3, out, method="contiguous", overwrite=True)
+        partition_graph(tiny(), 3, out, PartitionConfig(partitioner="contiguous"), overwrite=True)
     assert {f: f.read_bytes() for f in out.rglob("*") if f.is_file()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["p"]  # no temporary left behind
     monkeypatch.setattr(writer, "build_local_graph", real)
-    meta = partition_graph(tiny(), 3, out, method="contiguous", overwrite=True)
+    meta = partition_graph(tiny(), 3, out, PartitionConfig(partitioner="contiguous"),
+                           overwrite=True)
     assert json.loads((out / "meta.json").read_text())["num_parts"] == meta.num_parts == 3
     assert not (out / "part-0" / "keep.txt").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["p"]

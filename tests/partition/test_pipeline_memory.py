@@ -19,7 +19,7 @@ import scipy.sparse as sp
 import gnnpar.partition.adjacency as adjacency
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import rmat, sbm
-from gnnpar.partition import partition_graph
+from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.partition.adjacency import group_in_edges, metis_graph
 
 METHODS = ["metis", "random", "contiguous", "kaminpar", "stream"]
@@ -81,10 +81,10 @@ def test_output_bytes_do_not_depend_on_budget_or_writers(
                       dst=on_disk(tmp_path, "d", ds.dst), x=on_disk(tmp_path, "x", ds.x),
                       y=ds.y, train_idx=ds.train_idx, val_idx=ds.val_idx,
                       test_idx=ds.test_idx, name=ds.name)
-    partition_graph(ds, 3, tmp_path / "whole", method=method, halo_hops=2)
+    partition_graph(ds, 3, tmp_path / "whole", PartitionConfig(partitioner=method, halo_hops=2))
     monkeypatch.setattr(adjacency, "_MIN_ENTRIES", 64)
-    partition_graph(ds, 3, tmp_path / "chunked", method=method, halo_hops=2,
-                    memory_budget=1 << 20, workers=3)
+    partition_graph(ds, 3, tmp_path / "chunked", PartitionConfig(
+        partitioner=method, halo_hops=2, memory_budget=0.001, workers=3))
     assert digests(tmp_path / "whole") == digests(tmp_path / "chunked")
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch left
 
@@ -95,7 +95,7 @@ def test_rmat_with_hubs_same_bytes_in_chunks(tmp_path: Path,
     ds = rmat(num_nodes=4096, avg_degree=12, seed=5)
     partition_graph(ds, 2, tmp_path / "whole")
     monkeypatch.setattr(adjacency, "_MIN_ENTRIES", 16)
-    partition_graph(ds, 2, tmp_path / "chunked", memory_budget=1 << 20, workers=2)
+    partition_graph(ds, 2, tmp_path / "chunked", PartitionConfig(memory_budget=0.001, workers=2))
     assert digests(tmp_path / "whole") == digests(tmp_path / "chunked")
 
 

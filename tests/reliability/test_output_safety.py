@@ -20,7 +20,7 @@ import pytest
 import gnnpar.partition.writer as writer
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import PartitionError
-from gnnpar.partition import partition_graph, verify_partition
+from gnnpar.partition import PartitionConfig, partition_graph, verify_partition
 
 SPEC = "synthetic:sbm?nodes=20000&avg_degree=8&classes=4&feat_dim=32&seed=1"
 
@@ -87,7 +87,7 @@ def test_a_full_disk_keeps_the_previous_partition(tmp_path: Path,
 
     monkeypatch.setattr(writer, "save_npy_blocks", filling)
     with pytest.raises(PartitionError, match="No space left on device") as exc:
-        partition_graph(ds, 2, out, overwrite=True, seed=5)
+        partition_graph(ds, 2, out, PartitionConfig(seed=5), overwrite=True)
     assert exc.value.path == str(out) and "free space" in exc.value.fix
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before and sorted(p.name for p in tmp_path.iterdir()) == ["parts"]

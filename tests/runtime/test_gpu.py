@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition.writer import partition_graph
+from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.testing import run_multiproc
 
 pytestmark = pytest.mark.gpu
@@ -172,7 +172,7 @@ def parts(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
     root = tmp_path_factory.mktemp("gpu")
     ds = sbm(num_nodes=6000, avg_degree=10, num_classes=4, feat_dim=16, seed=1)
     for k in (1, 2):
-        partition_graph(ds, k, root / f"k{k}", seed=0)
+        partition_graph(ds, k, root / f"k{k}", PartitionConfig(seed=0))
     return {k: str(root / f"k{k}") for k in (1, 2)}
 
 
@@ -481,7 +481,7 @@ def link_parts(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
     rng = np.random.default_rng(0)
     ds = replace(ds, edge_attr=rng.standard_normal((ds.num_edges, 3)).astype(np.float32))
     for k in (1, 2):
-        partition_graph(ds, k, root / f"k{k}", seed=0)
+        partition_graph(ds, k, root / f"k{k}", PartitionConfig(seed=0))
     return {k: str(root / f"k{k}") for k in (1, 2)}
 
 

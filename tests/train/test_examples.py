@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from gnnpar.datasets.synthetic import sbm, typed
-from gnnpar.partition import partition_graph
+from gnnpar.partition import PartitionConfig, partition_graph
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -30,7 +30,7 @@ def test_custom_loop_is_safe_when_a_rank_has_no_training_nodes(tmp_path: Path) -
              homophily=0.8)
     # Every training node in the first half: the second part gets empty batches only.
     ds = replace(ds, train_idx=ds.train_idx[ds.train_idx < 1000])
-    partition_graph(ds, 2, tmp_path / "parts", method="contiguous")
+    partition_graph(ds, 2, tmp_path / "parts", PartitionConfig(partitioner="contiguous"))
     proc = _torchrun("custom_loop.py", str(tmp_path / "parts"), "--epochs", "3",
                      "--lr", "0.01", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

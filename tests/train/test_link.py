@@ -23,7 +23,7 @@ from _workers import Stop, _params, _tracer, configure, train
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import rmat, sbm
 from gnnpar.errors import ConfigError
-from gnnpar.partition.writer import partition_graph
+from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.testing import run_multiproc
 from gnnpar.train.config import Config
 from gnnpar.train.record import EPOCH_FIELDS, SUMMARY_FIELDS
@@ -40,7 +40,7 @@ def dataset() -> GraphDataset:
 def parts(dataset: GraphDataset, tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     root = tmp_path_factory.mktemp("linktrain")
     for k in (1, 2):
-        partition_graph(dataset, k, root / f"p{k}", seed=0)
+        partition_graph(dataset, k, root / f"p{k}", PartitionConfig(seed=0))
     return {k: root / f"p{k}" for k in (1, 2)}
 
 
@@ -230,7 +230,7 @@ def test_default_link_training_beats_features_only_on_a_hub_heavy_graph(tmp_path
     deg = ds.in_degree()
     hubs = np.argsort(deg)[-len(deg) // 100:]  # the top 1% by degree
     assert np.isin(np.asarray(ds.test_edges), hubs).any(1).mean() > 0.15  # uniform: ~0.02
-    partition_graph(ds, 2, tmp_path / "p2", seed=0)
+    partition_graph(ds, 2, tmp_path / "p2", PartitionConfig(seed=0))
     cfg = configure(Config(), task="link", epochs=8, out=str(tmp_path / "run"),
                     progress=False, eval_every=100, checkpoint_every=100)  # the defaults
     mrr = run_multiproc(train, 2, str(tmp_path / "p2"), cfg)[0]["summary"]["test_mrr"]

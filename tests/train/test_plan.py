@@ -19,8 +19,8 @@ import pytest
 
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import ConfigError
+from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.partition.format import PartitionMeta
-from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 from gnnpar.train.cli import main
 from gnnpar.train.config import Config, ModelConfig, RunConfig, SampleConfig
@@ -44,7 +44,7 @@ def _run(part_dir: str, out: str, grid: str | None) -> dict[str, Any]:
 def planned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("plan")
     graph = sbm(num_nodes=16000, feat_dim=256, num_classes=8, seed=3)
-    partition_graph(graph, 2, root / "parts", method="random", seed=0)
+    partition_graph(graph, 2, root / "parts", PartitionConfig(partitioner="random", seed=0))
     stats = GraphStats.from_meta(PartitionMeta.load(root / "parts"))
     p = plan(stats, MODEL, SampleConfig())
     assert p.chosen is not None
