@@ -61,13 +61,14 @@ from torch import Tensor
 from torch_geometric import EdgeIndex
 
 from gnnpar.comm import CommStats, all_gather_counts, start_all_to_all_v
-from gnnpar.device import PlacedRows, accelerated
+from gnnpar.device import accelerated
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.keys import C2, GOLDEN, MASK62, mix, mix_int, mix_with, signed
 from gnnpar.ops import count
 from gnnpar.sampling import compiled
 from gnnpar.storage.graph import DistGraph
+from gnnpar.storage.placement import place_rows
 
 
 def compiled_kernels(device: torch.device) -> bool:
@@ -375,7 +376,7 @@ class DistNeighborSampler:
         with_edges: Also return each sampled edge's id and, if the partition has edge
             features, its features (rows sampled by a peer come back in its reply: 8 bytes
             more per edge, plus ``4 D``).  The edge features are placed like node
-            features (:class:`~gnnpar.device.PlacedRows`: on the device when they fit
+            features (:func:`~gnnpar.storage.placement.place_rows`: on the device when they fit
             ``edge_budget_bytes``, else pinned host memory the device reads in place).
         edge_budget_bytes: Device budget of the edge features (default: half the free
             device memory).
@@ -419,7 +420,7 @@ class DistNeighborSampler:
         self.graph.local_gids  # noqa: B018 - made now, on the compute stream, not in a batch
         if self.with_edges:
             self.graph.e_id  # noqa: B018 - read now: a version-2 partition fails here
-        self._edge_rows = PlacedRows({"edge_attr": graph.edge_features()}, self.device,
+        self._edge_rows = place_rows({"edge_attr": graph.edge_features()}, self.device,
                                      edge_budget_bytes) if self.edge_dim else None
 
     num_groups = 1
