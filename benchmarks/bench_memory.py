@@ -83,8 +83,8 @@ def sampler(num_nodes: int) -> None:
 
 
 def _relabel_times() -> None:
-    """Seconds of :func:`~gnnpar.sampling.neighbor.relabel` for a second hop, by node count."""
-    from gnnpar.sampling.neighbor import relabel
+    """Seconds of :func:`~gnnpar.sampling.kernels.relabel` for a second hop, by node count."""
+    from gnnpar.sampling.kernels import relabel
 
     gen = torch.Generator().manual_seed(0)
     for n in (100_000, 10_000_000, 100_000_000):

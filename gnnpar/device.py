@@ -10,9 +10,10 @@ module is the one place that knows what "the device" is:
   stand-in, :data:`SHADOW_DEVICE`) rather than the host;
 * :func:`load_rows` — a memory-mapped array copied onto the device in chunks, with no
   host copy left behind;
-* :func:`place` — rows on the device when they fit a budget, else pinned host memory the
-  device reads directly (:func:`device_view`: CUDA's unified virtual addressing, as DGL
-  and GraphBolt read pinned features), so a gather never brings indices to the host;
+* :func:`pin` and :func:`device_view` — pinned host memory that the device reads directly
+  (CUDA's unified virtual addressing, as DGL and GraphBolt read pinned features), so a
+  gather never brings indices to the host; :mod:`gnnpar.storage.placement` places row
+  arrays with them;
 * :class:`BatchStream` — a side stream on which the next batch is sampled and gathered
   while the compute stream trains on the current one, with
   :meth:`BatchStream.hand_over` making the compute stream wait for it and keeping the
@@ -155,78 +156,6 @@ class _PinnedBytes:
 def pin(t: Tensor) -> Tensor:
     """A pinned (page-locked) host copy of ``t``, which a device reads asynchronously."""
     return t.pin_memory()
-
-
-def place(arrays: dict[str, Tensor], device: torch.device,
-          budget_bytes: int | None) -> tuple[str, dict[str, Tensor]]:
-    """Put per-row arrays where a device reads them: its memory, pinned host, or as they are.
-
-    On the host (a CPU rank) the arrays stay as given (memory maps stay maps: the page
-    cache holds them).  On an accelerator they are copied to the device when they take at
-    most ``budget_bytes`` together (default: half its free memory), else pinned and read
-    through :func:`device_view`; where the runtime refuses the view, the pinned rows are
-    gathered on the host (``"pinned-host"``: one host read of the indices per gather).
-
-    Returns:
-        ``(placement, arrays)``: ``"host"``, ``"device"``, ``"pinned"`` or
-        ``"pinned-host"``, and the arrays to index (on ``device`` except for
-        ``"host"`` and ``"pinned-host"``).
-    """
-    if not accelerated(device):
-        return "host", arrays
-    nbytes = sum(a.numel() * a.element_size() for a in arrays.values())
-    if budget_bytes is None:
-        budget_bytes = free_bytes(device) // 2
-    if nbytes <= budget_bytes:
-        return "device", {k: load_rows(v, device) for k, v in arrays.items()}
-    pinned = {k: pin(v) for k, v in arrays.items()}
-    try:
-        views = {k: device_view(v, device) for k, v in pinned.items()}
-        for k, v in views.items():  # one row read back: the mapping works (setup only)
-            if v.numel() and not torch.equal(v[:1].cpu(), pinned[k][:1]):
-                raise RuntimeError(f"the device view of {k!r} reads other values")
-    except (RuntimeError, TypeError, ValueError):
-        return "pinned-host", pinned
-    return "pinned", views
-
-
-class PlacedRows:
-    """Per-row arrays where a device reads them (:func:`place`), gathered by row index.
-
-    What the feature store, the embeddings and the sampler's edge features share: the
-    placement decision and the one gather that serves every placement.
-
-    Args:
-        arrays: ``{name: [n, ...]}`` rows (tensors, e.g. over memory maps).
-        device: Where gathered rows are returned.
-        budget_bytes: Device budget of :func:`place`.
-
-    Attributes:
-        placement: :func:`place`'s placement.
-        arrays: The placed arrays by name.
-    """
-
-    def __init__(self, arrays: dict[str, Tensor], device: torch.device,
-                 budget_bytes: int | None = None) -> None:
-        self.device = device
-        self.placement, self.arrays = place(arrays, device, budget_bytes)
-
-    def take(self, name: str, index: Tensor, out: Tensor | None = None) -> Tensor:
-        """Rows ``index`` (on :attr:`device`) of array ``name``, on the device (into ``out``).
-
-        Every placement but ``"pinned-host"`` gathers straight into the result; that one
-        reads the indices on the host (a synchronisation), gathers into a pinned staging
-        buffer and copies it asynchronously.
-        """
-        a = self.arrays[name]
-        if self.placement != "pinned-host":
-            return torch.index_select(a, 0, index, out=out) if out is not None else \
-                a.index_select(0, index)
-        staged = torch.empty((index.numel(), *a.shape[1:]), dtype=a.dtype, pin_memory=True)
-        torch.index_select(a, 0, index.cpu(), out=staged)
-        if out is None:
-            return staged.to(self.device, non_blocking=True)
-        return out.copy_(staged, non_blocking=True)
 
 
 def upload(t: Tensor, device: torch.device) -> Tensor:

@@ -89,10 +89,14 @@ def _tensors(tree: Any) -> list[Tensor]:
 
 
 def _site() -> str:
-    """Where the current operation was called: the innermost gnnpar line, else the caller."""
+    """Where the current operation was called: the innermost gnnpar line, else the caller.
+
+    Lines of the device primitives (:mod:`gnnpar.device`, :mod:`gnnpar.storage.placement`)
+    are skipped: the site is the line that called them.
+    """
     frames = [f for f in traceback.extract_stack()[:-2]
-              if not f.filename.replace("\\", "/").endswith(("/gnnpar/shadow.py",
-                                                             "/gnnpar/device.py"))]
+              if not f.filename.replace("\\", "/").endswith((
+                  "/gnnpar/shadow.py", "/gnnpar/device.py", "/gnnpar/storage/placement.py"))]
     for frame in reversed(frames):
         name = frame.filename.replace("\\", "/")
         if "/gnnpar/" in name:

@@ -47,8 +47,9 @@ from gnnpar.errors import ConfigError
 from gnnpar.keys import mix_int
 from gnnpar.loading.node import SeedSchedule, agree, edge_fields
 from gnnpar.loading.node import host_syncs as node_host_syncs
+from gnnpar.sampling.kernels import edge_keys
 from gnnpar.sampling.negative import DistNegativeSampler
-from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput, check_fanouts, edge_keys
+from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput, check_fanouts
 from gnnpar.storage.features import DistFeatureStore, PendingGather
 from gnnpar.storage.graph import SPLITS, DistGraph
 

@@ -6,6 +6,8 @@
   relation in the same exchanges;
 - :mod:`~gnnpar.sampling.negative` — :class:`DistNegativeSampler`, uniform or strict
   (owners confirm non-edges);
+- :mod:`~gnnpar.sampling.kernels` — the tensor kernels the samplers run per hop (draws,
+  numbering of new nodes), without distributed state;
 - :mod:`~gnnpar.sampling.compiled` — the CPU kernels compiled with numba (optional).
 """
 

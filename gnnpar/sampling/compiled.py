@@ -1,7 +1,7 @@
 """The sampler's CPU kernels, compiled with numba: the same results as the torch ones.
 
-:func:`gnnpar.sampling.neighbor.sample_in_ranges` and
-:func:`gnnpar.sampling.neighbor.relabel` are fixed sequences of whole-tensor torch
+:func:`gnnpar.sampling.kernels.sample_in_ranges` and
+:func:`gnnpar.sampling.kernels.relabel` are fixed sequences of whole-tensor torch
 operations so that they run on a GPU without a host synchronisation; on a CPU those
 dozens of passes over each hop (Floyd's ``k`` rounds, a sort of the batch's ids and the
 sampled ones) cost more than the work.  The kernels here
@@ -47,7 +47,7 @@ def _njit(fn: Any) -> Any:
 
 @_njit
 def _draw(key: np.int64, j: int) -> np.uint64:  # pragma: no cover - compiled
-    """``mix(key + (j + 1) * GOLDEN) & MASK62`` of :mod:`gnnpar.sampling.neighbor`, on uint64."""
+    """``mix(key + (j + 1) * GOLDEN) & MASK62`` of :mod:`gnnpar.sampling.kernels`, on uint64."""
     z = np.uint64(key) + np.uint64(j + 1) * _GOLDEN
     z = z * _C1
     z = z ^ (z >> np.uint64(30))
@@ -163,7 +163,7 @@ def gather_sources(pos: Tensor, indices: Tensor, gids: Tensor) -> Tensor:
 
 def sample_in_ranges(start: Tensor, deg: Tensor, keys: Tensor, fanout: int,
                      replace: bool = False) -> Tensor:
-    """:func:`gnnpar.sampling.neighbor.sample_in_ranges` on CPU tensors, compiled (equal output)."""
+    """:func:`gnnpar.sampling.kernels.sample_in_ranges` on CPU tensors, compiled (equal output)."""
     out = torch.empty((start.numel(), fanout), dtype=torch.int64)
     _positions(start.numpy(), deg.numpy(), keys.numpy(), fanout, replace, out.numpy())
     return out
@@ -171,10 +171,10 @@ def sample_in_ranges(start: Tensor, deg: Tensor, keys: Tensor, fanout: int,
 
 def relabel(nbr: Tensor, node: Tensor, owned: Tensor | None
             ) -> tuple[Tensor, Tensor, Tensor, int]:
-    """:func:`gnnpar.sampling.neighbor.relabel`'s numbering on CPU tensors, compiled (equal output).
+    """:func:`gnnpar.sampling.kernels.relabel`'s numbering on CPU tensors, compiled (equal output).
 
     Returns:
-        ``(new, src, pos, num_owned)`` as in :class:`gnnpar.sampling.neighbor.Relabelled`.
+        ``(new, src, pos, num_owned)`` as in :class:`gnnpar.sampling.kernels.Relabelled`.
     """
     flat = nbr.reshape(-1).contiguous()
     e, b = flat.numel(), node.numel()

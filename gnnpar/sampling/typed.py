@@ -11,7 +11,7 @@ travel in the same three collectives as a homogeneous hop (never one exchange pe
 Each node's in-edges are stored sorted by relation, so relation ``r``'s in-edges of a node
 are a sub-range of its row, found by a vectorised binary search on the part's ``etype``
 (``ceil(log2(max degree + 1))`` whole-tensor steps), then sampled by
-:func:`~gnnpar.sampling.neighbor.sample_in_ranges` exactly as a homogeneous row is: uniformly
+:func:`~gnnpar.sampling.kernels.sample_in_ranges` exactly as a homogeneous row is: uniformly
 without replacement (all of them when there are at most ``fanout``; a relation whose
 largest in-degree is at most its fan-out skips the draws), with the same counter-based
 keys, salted by the relation.  The frontier is grouped by node type (the sampler's
@@ -35,7 +35,8 @@ from gnnpar.datasets.hetero import EdgeType, HeteroLayout
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.keys import C1, mix, signed
-from gnnpar.sampling.neighbor import DistNeighborSampler, check_fanouts, sample_in_ranges
+from gnnpar.sampling.kernels import sample_in_ranges
+from gnnpar.sampling.neighbor import DistNeighborSampler, check_fanouts
 from gnnpar.storage.graph import DistGraph
 
 RelationFanouts = Sequence[int] | Mapping[EdgeType | str, Sequence[int]]

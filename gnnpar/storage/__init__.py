@@ -3,7 +3,11 @@
 - :mod:`~gnnpar.storage.graph` — :class:`DistGraph`, the part and the partition book on
   the rank's device;
 - :mod:`~gnnpar.storage.features` — :class:`DistFeatureStore`, rows by global id from
-  their owners (placed by :mod:`gnnpar.device`: device, pinned or host);
+  their owners, composed of a placement of the owned rows and a cache of remote ones;
+- :mod:`~gnnpar.storage.placement` — :class:`LocalRows`, the contract of a placement of
+  this part's rows, and its placements (device, pinned, pinned-host, host);
+- :mod:`~gnnpar.storage.cache` — :class:`~gnnpar.storage.cache.RowCache`, the feature
+  store's cache of remote rows;
 - :mod:`~gnnpar.storage.embedding` — :class:`DistEmbedding` and its sparse optimisers,
   learnable rows sharded by owner.
 """
@@ -11,5 +15,7 @@
 from gnnpar.storage.embedding import DistEmbedding, SparseAdagrad, SparseAdam
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import DistGraph
+from gnnpar.storage.placement import LocalRows, place_rows
 
-__all__ = ["DistEmbedding", "DistFeatureStore", "DistGraph", "SparseAdagrad", "SparseAdam"]
+__all__ = ["DistEmbedding", "DistFeatureStore", "DistGraph", "LocalRows", "SparseAdagrad",
+           "SparseAdam", "place_rows"]

@@ -1,21 +1,20 @@
 """``DistFeatureStore``: per-node arrays (features, labels) sharded by owner, gathered by id.
 
-Each rank holds the rows of the nodes it owns — on its device when they fit a memory
-budget, else in pinned host memory that the device reads in place
-(:func:`gnnpar.device.place`); on a CPU-only rank they stay memory-mapped from the
-partition, so the page cache, not the process, holds them.  Every lookup (owners, cache
-slots, rows) runs on the device, on the device's copy of the partition book.  :meth:`gather_many`
-returns the rows of any global ids in request order: owned rows are read locally, rows
-cached from an earlier fill are read from the cache, and the rest are fetched from their
-owners in **one** round trip — the distinct ids go out in one ``all_to_all``, the rows
-come back in a second, all requested arrays packed into one byte row so that features and
-labels share the trip (and are unpacked as views, without a copy).  Every rank serves its
-peers' requests in the same collective, so every gather is collective: all ranks call it
+Each rank holds the rows of the nodes it owns in one placement
+(:mod:`gnnpar.storage.placement`): on its device when they fit a memory budget, else in
+pinned host memory that the device reads in place; on a CPU-only rank they stay
+memory-mapped from the partition, so the page cache, not the process, holds them.  Every
+lookup (owners, cache slots, rows) runs on the device, on the device's copy of the
+partition book.  :meth:`gather_many` returns the rows of any global ids in request order:
+owned rows are read locally, rows cached from an earlier fill are read from the cache
+(:mod:`gnnpar.storage.cache`), and the rest are fetched from their owners in **one**
+round trip — the distinct ids go out in one ``all_to_all``, the rows come back in a
+second, all requested arrays packed into one byte row so that features and labels share
+the trip (and are unpacked as views, without a copy).  Every rank serves its peers'
+requests in the same collective, so every gather is collective: all ranks call it
 equally often, with the same ``names``.
 
-The optional cache holds the rows of the halo nodes that most owned nodes point to (the
-in-edges stored in this rank's part: how often a one-hop sample can reach them), then,
-with ``halo_hops > 1``, those that most stored halo nodes point to, as many as
+The optional cache holds the rows of the most referenced halo nodes, as many as
 ``cache_bytes`` allows (0: no cache, no exchange); it is filled by one exchange,
 :meth:`fill_cache`, on the first gather.
 
@@ -33,11 +32,12 @@ import torch
 from torch import Tensor
 
 from gnnpar.comm import CommStats, PendingExchange, exchange_counts, start_all_to_all_v
-from gnnpar.device import PlacedRows
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.ops import count, from_mmap
+from gnnpar.storage.cache import RowCache, most_referenced_halo
 from gnnpar.storage.graph import DistGraph
+from gnnpar.storage.placement import place_rows
 
 
 def _row_layout(arrays: dict[str, Tensor]) -> tuple[dict[str, tuple[int, int]], int]:
@@ -104,6 +104,11 @@ class PendingGather:
 class DistFeatureStore:
     """Features and labels of all nodes, each row held by the rank that owns the node.
 
+    It composes a placement of the owned rows (a
+    :class:`~gnnpar.storage.placement.LocalRows`) and a cache of remote rows (a
+    :class:`~gnnpar.storage.cache.RowCache`), and adds the collective gather that serves
+    every rank's requests.
+
     Args:
         graph: This rank's part.
         ctx: Distributed context (its group carries the exchanges).
@@ -123,12 +128,12 @@ class DistFeatureStore:
         kind: Counter kind of gathered rows (and ``{kind}_ids`` of their requests).
 
     Attributes:
-        placement: Where owned rows live: ``"device"``, ``"pinned"``, ``"host"`` (a CPU
-            rank: the memory maps) or ``"pinned-host"`` (pinned rows the device could not
-            map: gathered on the host, one host read of the indices per gather).
+        placement: Where owned rows live (:mod:`gnnpar.storage.placement`):
+            ``"device"``, ``"pinned"``, ``"host"`` (a CPU rank: the memory maps) or
+            ``"pinned-host"`` (pinned rows the device could not map: gathered on the host,
+            one host read of the indices per gather).
         row_bytes: Bytes of one node's ``x`` and ``y`` packed for the wire (padded to a
             multiple of 8); the cache holds ``cache_bytes // row_bytes`` rows.
-        cache_gids: ``[C]`` sorted global ids whose rows the cache holds.
 
     Example::
 
@@ -167,15 +172,15 @@ class DistFeatureStore:
                 raise ConfigError(f"array {name!r} has {len(a)} rows, this rank owns "
                                   f"{num_rows} nodes{' of these types' if types else ''}.",
                                   field="arrays", fix="pass one row per owned node.")
-        self._rows = PlacedRows(
+        self._rows = place_rows(
             {n: a if isinstance(a, Tensor) else from_mmap(a) for n, a in arrays.items()},
             self.device, device_budget_bytes)
         self.placement, self._owned = self._rows.placement, self._rows.arrays
         self.row_bytes = _row_layout(self._owned)[1]
-        self.cache_gids = self._choose_cache(cache_bytes // max(self.row_bytes, 1))
+        gids = most_referenced_halo(self.graph, cache_bytes // max(self.row_bytes, 1), types)
         # No cache (the same budget on every rank): nothing to fill, no exchange.
-        self._cache: dict[str, Tensor] | None = None if cache_bytes else {
-            n: a[:0] for n, a in self._owned.items()}
+        self._cache = RowCache(gids, None if cache_bytes else {
+            n: a[:0] for n, a in self._owned.items()})
 
     def _row_shift(self, types: tuple[int, ...] | None) -> tuple[Tensor | None, int]:
         """Per node type, what to subtract from a local id for its row; the row count.
@@ -205,29 +210,10 @@ class DistFeatureStore:
         seg = torch.searchsorted(self._bounds, gids, right=True) - 1
         return local - self._shift.index_select(0, seg - self.graph.rank * self._shift.numel())
 
-    def _choose_cache(self, capacity: int) -> Tensor:
-        """Up to ``capacity`` halo ids, most referenced first.
-
-        Ranked by the in-edges of owned nodes they start, then by those of stored halo
-        nodes (``halo_hops > 1``).
-        """
-        g = self.graph
-        if capacity == 0 or g.num_halo == 0:
-            return g.halo_gids[:0].clone()
-
-        def refs(src: Tensor) -> Tensor:
-            return torch.bincount(src[src >= g.num_owned] - g.num_owned, minlength=g.num_halo)
-
-        n_owned_edges = int(g.indptr[g.num_owned])
-        one_hop, deeper = refs(g.indices[:n_owned_edges]), refs(g.indices[n_owned_edges:])
-        score = one_hop * (int(deeper.max()) + 1) + deeper
-        if self.types is not None:  # only the held types' rows
-            held = torch.isin(g.node_type(g.halo_gids),
-                              torch.tensor(self.types, device=g.halo_gids.device))
-            score = torch.where(held, score, -1)
-            capacity = min(capacity, int(held.sum()))
-        top = torch.argsort(score, descending=True, stable=True)[:capacity]
-        return torch.sort(g.halo_gids[top]).values
+    @property
+    def cache_gids(self) -> Tensor:
+        """``[C]`` sorted global ids whose rows the cache holds."""
+        return self._cache.gids
 
     def array(self, name: str) -> Tensor:
         """The held rows of array ``name`` (the store's own tensor: writes show in gathers)."""
@@ -238,23 +224,19 @@ class DistFeatureStore:
         """Names of the arrays held (by default ``("x", "y")``)."""
         return tuple(self._owned)
 
-    def _owned_rows(self, name: str, local: Tensor, out: Tensor | None = None) -> Tensor:
-        """Rows ``local`` of owned array ``name`` on :attr:`device` (into ``out``)."""
-        return self._rows.take(name, local, out)
-
     def owned_rows(self, name: str, gids: Tensor) -> Tensor:
         """Rows of array ``name`` for global ids this rank owns (local, not collective)."""
-        return self._owned_rows(name, self.rows_of(gids.to(self.device)))
+        return self._rows.take(name, self.rows_of(gids.to(self.device)))
 
     def _serve(self, ids: Tensor, names: tuple[str, ...]) -> Tensor:
         """The rows peers asked for: one array as it is, several packed into byte rows."""
         local = self.rows_of(ids)
         if len(names) == 1:
-            return self._owned_rows(names[0], local)
+            return self._rows.take(names[0], local)
         layout, width = _row_layout({n: self._owned[n] for n in names})
         served = torch.empty((local.numel(), width), dtype=torch.uint8, device=self.device)
         for n, view in _unpack(served, layout, self._owned).items():
-            view[:] = self._owned_rows(n, local)
+            view[:] = self._rows.take(n, local)
         return served
 
     def _arrived(self, rows: Tensor, names: tuple[str, ...]) -> dict[str, Tensor]:
@@ -270,22 +252,13 @@ class DistFeatureStore:
         return start_all_to_all_v(self.ctx, self._serve(req, names), recv_counts,
                                   send_counts, stats=self.stats, kind=kind)
 
-    def _lookup_cache(self, gids: Tensor) -> tuple[Tensor, Tensor]:
-        """Whether each id's row is cached, and its cache slot (valid where cached)."""
-        cached = self.cache_gids
-        if cached.numel() == 0:
-            return (torch.zeros(gids.numel(), dtype=torch.bool, device=gids.device),
-                    torch.zeros_like(gids))
-        slot = torch.searchsorted(cached, gids).clamp_(max=cached.numel() - 1)
-        return cached[slot] == gids, slot
-
     def fill_cache(self) -> None:
         """Fetch the rows of :attr:`cache_gids` (collective; run by the first gather)."""
         ids = self.cache_gids
         send = count(self.graph.owner(ids), self.ctx.world_size)
         send_counts, recv_counts = exchange_counts(self.ctx, send)
         rows = self._exchange(ids, send_counts, recv_counts, self.names, "cache_fill").wait()
-        self._cache = {n: r.contiguous() for n, r in self._arrived(rows, self.names).items()}
+        self._cache.fill(self._arrived(rows, self.names))
 
     def gather_many(self, gids: Tensor, names: tuple[str, ...] = ("x", "y"),
                     owned_counts: list[int] | None = None,
@@ -328,9 +301,8 @@ class DistFeatureStore:
             if n not in self._owned:
                 raise ConfigError(f"no array {n!r}; the store holds {self.names}.",
                                   field="names", fix=f"ask for some of {self.names}.")
-        if self._cache is None:
+        if not self._cache.filled:
             self.fill_cache()
-        assert self._cache is not None
         g, ctx, dev = self.graph, self.ctx, self.device
         gids = gids.to(dev, torch.int64)
         out = {n: torch.empty((gids.numel(), *self._owned[n].shape[1:]),
@@ -346,7 +318,7 @@ class DistFeatureStore:
             rem_pos = torch.nonzero(~owned).squeeze(1)
             own_pos = torch.nonzero(owned).squeeze(1)
             remote, inverse = torch.unique(gids.index_select(0, rem_pos), return_inverse=True)
-        hit, slot = self._lookup_cache(remote)
+        hit, slot = self._cache.lookup(remote)
         key = torch.where(hit, ctx.world_size, g.owner(remote))
         order = torch.argsort(key, stable=True)  # misses grouped by owner, then hits
         send_counts, recv_counts = exchange_counts(
@@ -356,12 +328,12 @@ class DistFeatureStore:
                                  names, self.kind)
         for n in names:  # owned and cached rows while the remote ones travel
             for lo, hi in slices:
-                self._owned_rows(n, self.rows_of(gids[lo:hi]), out=out[n][lo:hi])
+                self._rows.take(n, self.rows_of(gids[lo:hi]), out=out[n][lo:hi])
             if own_pos is not None:
-                out[n].index_copy_(0, own_pos, self._owned_rows(
+                out[n].index_copy_(0, own_pos, self._rows.take(
                     n, self.rows_of(gids.index_select(0, own_pos))))
             if hits.numel():
-                rows = self._cache[n].index_select(0, slot.index_select(0, hits))
+                rows = self._cache.take(n, slot.index_select(0, hits))
                 _place(out[n], rem_pos, hits, inverse, rows, remote.numel())
         return PendingGather(self, out, names, pending, rem_pos, misses, inverse,
                              remote.numel())

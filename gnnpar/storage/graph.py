@@ -165,7 +165,7 @@ class DistGraph:
     def edge_features(self) -> torch.Tensor:
         """float32 ``[nnz, edge_dim]`` edge features in stored order (host memory map, no copy).
 
-        Place them with :func:`gnnpar.device.place` to read them on the device.
+        Place them with :func:`gnnpar.storage.placement.place_rows` to read them on the device.
         """
         return from_mmap(self.part.edge_attr)
 

@@ -12,13 +12,8 @@ import torch
 from gnnpar.errors import ConfigError
 from gnnpar.keys import mix, mix_int, mix_with
 from gnnpar.sampling import compiled
-from gnnpar.sampling.neighbor import (
-    check_fanouts,
-    compiled_kernels,
-    relabel,
-    sample_in_ranges,
-    sample_neighbors,
-)
+from gnnpar.sampling.kernels import compiled_kernels, relabel, sample_in_ranges, sample_neighbors
+from gnnpar.sampling.neighbor import check_fanouts
 
 T = TypeVar("T")
 needs_numba = pytest.mark.skipif(not compiled.AVAILABLE, reason="numba not installed")
