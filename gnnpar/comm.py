@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from gnnpar.distributed import DistContext, skips_collectives
 
@@ -373,3 +374,32 @@ def comm_totals(stats: CommStats, ctx: DistContext) -> dict[str, dict[str, int]]
                         dtype=torch.int64)
     total = all_reduce_sum(ctx, sent.to(ctx.device)).cpu().tolist()
     return {k: {"rows": r, "bytes": b} for k, (r, b) in zip(kinds, total, strict=True)}
+
+
+class _GradCounter:
+    """State of the DDP communication hook that counts gradient all-reduce traffic."""
+
+    def __init__(self, stats: CommStats, world_size: int,
+                 group: dist.ProcessGroup | None) -> None:
+        self.stats = stats
+        self.world_size = world_size
+        self.group = group
+
+
+# DDP checks a hook's annotations as objects, which postponed (string) annotations are not.
+def _counted_allreduce(state: _GradCounter, bucket):  # type: ignore[no-untyped-def]
+    """DDP's own all-reduce, counted as kind ``"grad"`` (see :func:`ring_bytes`)."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    record_all_reduce(state.stats, "grad", bucket.buffer(), state.world_size)
+    return allreduce_hook(state.group, bucket)  # type: ignore[arg-type]
+
+
+def count_gradients(ddp: DistributedDataParallel, stats: CommStats, world_size: int,
+                    group: dist.ProcessGroup | None) -> None:
+    """Count ``ddp``'s gradient all-reduce in ``stats`` as kind ``"grad"`` (ring bytes).
+
+    DDP keeps its own all-reduce (a communication hook that records, then calls torch's
+    default ``allreduce_hook`` on ``group``).
+    """
+    ddp.register_comm_hook(_GradCounter(stats, world_size, group), _counted_allreduce)

@@ -9,15 +9,12 @@ which: an engine says what it is through the attributes below.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import torch
 from torch import Tensor, nn
 
-from gnnpar.train.metrics import StepLog
 from gnnpar.train.sync import LocalSGD
 
 if TYPE_CHECKING:
@@ -32,26 +29,28 @@ PHASES = ("sample", "fetch", "forward", "backward", "optimizer", "wait")
 """Where a step's time goes (the run record's ``step_time_s``); ``wait`` is the part of
 ``sample`` and ``fetch`` spent blocked in exchanges."""
 SUMS = ("loss", "correct", "seeds", "edges", "time", *(f"t_{p}" for p in PHASES))
-"""What an engine's ``train_epoch`` sums on each rank (the trainer all-reduces them)."""
+"""What the trainer sums over an epoch's steps on each rank, then all ranks together."""
 
 
 @dataclass
-class EpochLoop:
-    """What the trainer lends an engine's epoch.
+class Step:
+    """What an engine's :meth:`Engine.step` returns: one batch's forward pass.
 
     Attributes:
-        seed_step: Re-seeds dropout for ``(epoch, step)``.
-        save: Checkpoints mid-epoch with this rank's sums so far (collective).
-        hook: Called after every step (tests and custom loops), or ``None``.
-        progress: Show a progress bar (rank 0).
-        log: Rank 0's lines and per-step scalars.
+        loss: The batch's loss summed over its counted items (on the device).
+        objective: What the backward differentiates: ``loss`` scaled so that, after DDP
+            averages the ranks' gradients, the update is that of the mean over all ranks'
+            items.
+        correct: Correct predictions among the counted items (on the device).
+        items: Counted items (seeds, or labelled pairs in link prediction).
+        edges: Sampled edges of the batch (0: the whole graph).
     """
 
-    seed_step: Callable[[int, int], None]
-    save: Callable[[dict[str, float]], None]
-    hook: StepHook | None = None
-    progress: bool = False
-    log: StepLog | None = None
+    loss: Tensor
+    objective: Tensor
+    correct: Tensor
+    items: float
+    edges: int = 0
 
 
 class Engine(Protocol):
@@ -78,13 +77,20 @@ class Engine(Protocol):
     def start_epoch(self, epoch: int) -> None:
         """Prepare ``epoch`` from its first step (not called when resuming mid-epoch)."""
 
-    def train_epoch(self, ddp: nn.Module, optimizer: torch.optim.Optimizer, epoch: int,
-                    partial: dict[str, float], loop: EpochLoop) -> dict[str, float]:
-        """Train the rest of ``epoch`` (collective); ``partial``: this rank's sums so far.
+    def batches(self, epoch: int) -> Iterator[tuple[int, Any]]:
+        """The rest of ``epoch``'s ``(step, batch)`` pairs from the position.
 
-        Returns:
-            This rank's sums (:data:`SUMS`).
+        Batches are on the host; the whole-graph modes have one step, batch ``None``.
         """
+
+    def step(self, ddp: nn.Module, batch: Any, epoch: int) -> Step:
+        """The forward pass and loss of ``batch`` (on the device) through ``ddp``."""
+
+    def after_step(self) -> None:
+        """Work after the optimizer's step (the embeddings' sparse update; collective)."""
+
+    def io_seconds(self) -> dict[str, float]:
+        """Seconds of this epoch's steps so far in ``sample``, ``fetch`` and ``wait``."""
 
     def evaluate(self) -> dict[str, Any]:
         """The mode's own validation and test figures each epoch (collective)."""
@@ -137,33 +143,23 @@ class WholeGraphEngine:
         """``None``: layer-wise inference of the model (see :class:`Engine`)."""
         return None
 
-    def train_epoch(self, ddp: nn.Module, optimizer: torch.optim.Optimizer, epoch: int,
-                    partial: dict[str, float], loop: EpochLoop) -> dict[str, float]:
-        """The epoch's gradient step (collective; ``partial`` is empty: one step).
+    def batches(self, epoch: int) -> Iterator[tuple[int, Any]]:
+        """The epoch's one step, on the whole graph (no batch)."""
+        return iter([(0, None)])
 
-        Returns:
-            This rank's sums: ``loss``, ``correct``, ``seeds``, ``edges`` (0), ``time``
-            and the phases.
-        """
-        loop.seed_step(epoch, 0)
-        t0 = time.perf_counter()
-        ddp.train()
-        optimizer.zero_grad(set_to_none=True)
+    def step(self, ddp: nn.Module, batch: Any, epoch: int) -> Step:
+        """The whole graph's forward pass and loss; the rows this rank counts."""
         loss, objective, out, y = self.forward_loss(ddp, epoch)
-        t1 = time.perf_counter()
-        objective.backward()  # type: ignore[no-untyped-call]
-        t2 = time.perf_counter()
-        optimizer.step()
-        t3 = time.perf_counter()
-        correct = (out.argmax(-1) == y).sum()
-        weight = self.counted_share()
-        sums = {**dict.fromkeys(SUMS, 0.0), "loss": weight * float(loss.detach()),
-                "correct": weight * float(correct), "seeds": weight * y.numel(),
-                "time": time.perf_counter() - t0, "t_forward": t1 - t0, "t_backward": t2 - t1,
-                "t_optimizer": t3 - t2}
-        if loop.hook is not None:
-            loop.hook(epoch, 0, None)
-        return sums
+        share = self.counted_share()
+        return Step(loss.detach() * share, objective, (out.argmax(-1) == y).sum() * share,
+                    y.numel() * share)
+
+    def after_step(self) -> None:
+        """Nothing after the step."""
+
+    def io_seconds(self) -> dict[str, float]:
+        """No sampling, no feature exchange: zeros."""
+        return dict.fromkeys(("sample", "fetch", "wait"), 0.0)
 
     def counted_share(self) -> float:
         """How much of this rank's train rows the epoch's sums count (1: all)."""

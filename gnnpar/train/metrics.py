@@ -146,7 +146,7 @@ class StepLog:
                  steps_per_epoch: int, epochs: int) -> None:
         self.lines, self.every, self.writer = lines, every, writer
         self.steps_per_epoch, self.epochs = steps_per_epoch, epochs
-        self._pending: list[tuple[int, Tensor, int]] = []
+        self._pending: list[tuple[int, Tensor, float]] = []
         self._since = time.perf_counter()
         self._steps = self._edges = 0
 
@@ -159,7 +159,7 @@ class StepLog:
         """Optimizer steps once step ``step`` of epoch ``epoch`` is done."""
         return epoch * self.steps_per_epoch + step + 1
 
-    def step(self, epoch: int, step: int, loss: Tensor, count: int, edges: int) -> None:
+    def step(self, epoch: int, step: int, loss: Tensor, count: float, edges: int) -> None:
         """After a step: its summed loss (on the device), its items and sampled edges."""
         if not self.active:
             return
@@ -173,26 +173,27 @@ class StepLog:
             self.flush(epoch, step)
 
     def flush(self, epoch: int, step: int, line: bool = True) -> None:
-        """Read the pending losses (one device read), write them, log a line."""
+        """Write the pending losses and log a line (one device read; none if neither)."""
         if not self._pending:
             return
-        losses = torch.stack([p[1].float() for p in self._pending]).tolist()
-        counts = [p[2] for p in self._pending]
-        if self.writer is not None:
-            for (at, _, n), total in zip(self._pending, losses, strict=True):
-                if n:
-                    self.writer.add("train/step_loss", total / n, at)
-            self.writer.flush()
-        now = time.perf_counter()
-        seconds = max(now - self._since, 1e-9)
-        if self.lines and line:
-            edges = (f", {self._edges / seconds / 1e6:.3g}M sampled edges/s"
-                     if self._edges else "")
-            log.info("epoch %d/%d step %d/%d: loss %.4f, %.1f steps/s%s (rank 0)", epoch + 1,
-                     self.epochs, step + 1, self.steps_per_epoch,
-                     sum(losses) / max(sum(counts), 1), self._steps / seconds, edges)
+        show = self.lines and line
+        if self.writer is not None or show:
+            losses = torch.stack([p[1].float() for p in self._pending]).tolist()
+            if self.writer is not None:
+                for (at, _, n), total in zip(self._pending, losses, strict=True):
+                    if n:
+                        self.writer.add("train/step_loss", total / n, at)
+                self.writer.flush()
+            if show:
+                seconds = max(time.perf_counter() - self._since, 1e-9)
+                edges = (f", {self._edges / seconds / 1e6:.3g}M sampled edges/s"
+                         if self._edges else "")
+                log.info("epoch %d/%d step %d/%d: loss %.4f, %.1f steps/s%s (rank 0)",
+                         epoch + 1, self.epochs, step + 1, self.steps_per_epoch,
+                         sum(losses) / max(sum(p[2] for p in self._pending), 1),
+                         self._steps / seconds, edges)
         self._pending.clear()
-        self._since, self._steps, self._edges = now, 0, 0
+        self._since, self._steps, self._edges = time.perf_counter(), 0, 0
 
     def epoch(self, entry: dict[str, Any]) -> None:
         """Write an epoch's figures (its run-record entry) at its last step."""

@@ -13,16 +13,13 @@ neighbourhoods at every evaluation), counts all-reduced over the ranks.
 
 from __future__ import annotations
 
-import contextlib
-import time
-from typing import Any, cast
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.parallel import DistributedDataParallel
 from torch_geometric.data import Data
-from tqdm import tqdm
 
 from gnnpar.comm import CommStats, all_reduce_sum
 from gnnpar.loading.node import DistNeighborLoader, SeedSchedule
@@ -32,18 +29,9 @@ from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOpt
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
-from gnnpar.train.engine import SUMS, EpochLoop
+from gnnpar.train.engine import Step
 from gnnpar.train.models import SampledGNN, autocast, forward_batch, sampled_precision
 from gnnpar.train.parallel_dims import ParallelDims
-from gnnpar.train.sync import average_model
-
-STEP_HOST_SYNCS = 0
-"""Host reads of a training step (forward, backward, optimiser): none; the epoch's sums
-are read once at its end (and every :data:`POSTFIX_EVERY` steps for a progress bar, and
-on rank 0 once per log line or scalar flush, :class:`~gnnpar.train.metrics.StepLog`:
-every ``--log-every`` steps, by default about every 10 s)."""
-POSTFIX_EVERY = 20
-"""Steps between updates of the progress bar's loss (each one waits for the device)."""
 
 
 def degree_arrays(graph: DistGraph) -> dict[str, Tensor]:
@@ -127,93 +115,23 @@ class MinibatchEngine:
         """Shuffle the training seeds of ``epoch`` (the loader starts at its first step)."""
         self.loader.set_epoch(epoch)
 
-    def train_epoch(self, ddp: nn.Module, optimizer: torch.optim.Optimizer, epoch: int,
-                    partial: dict[str, float], loop: EpochLoop) -> dict[str, float]:
-        """Run the rest of ``epoch`` from the loader's position (collective).
+    def batches(self, epoch: int) -> Iterator[tuple[int, Any]]:
+        """The training loader's batches from its position, with their step numbers."""
+        return enumerate(self.loader, self.loader.state_dict()["step"])
 
-        Args:
-            ddp: The DDP-wrapped :attr:`module`.
-            optimizer: Its optimizer.
-            epoch: The epoch.
-            partial: This rank's sums of the epoch so far (after a resume mid-epoch).
-            loop: The trainer's seeding, mid-epoch checkpoints (every
-                ``checkpoint_steps``), hook, progress bar and step log.
+    def step(self, ddp: nn.Module, batch: Data, epoch: int) -> Step:
+        """The seeds' loss of ``batch`` (no host read: the sums stay on the device)."""
+        with autocast(self.ctx.device, self.precision):
+            loss, right, count, global_count = self.loss(ddp, batch)
+        return Step(loss, loss * (self.ctx.world_size / global_count), right, count,
+                    self.batch_edges(batch))
 
-        Returns:
-            This rank's sums (:data:`SUMS`): loss, correct predictions, seeds (items:
-            labelled pairs in link prediction), sampled edges, seconds, and seconds by
-            phase (``t_sample`` ... ``t_wait``).
-        """
-        ctx, every = self.ctx, self.cfg.run.checkpoint_steps
-        acc = {**dict.fromkeys(SUMS, 0.0), **partial}
-        start = self.loader.state_dict()["step"]
-        ddp.train()
-        bar = tqdm(total=len(self.loader), initial=start, leave=False, unit="step",
-                   desc=f"epoch {epoch + 1}/{self.cfg.train.epochs}",
-                   disable=None if ctx.is_main and loop.progress else True)
-        dev, precision = ctx.device, self.precision
-        # On the device, so that a step does not wait for it; read once per epoch.
-        loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
-        correct = torch.zeros((), dtype=torch.int64, device=dev)
-        seeds = 0
-        phase = dict.fromkeys(("forward", "backward", "optimizer"), 0.0)
-
-        def totals(t0: float) -> dict[str, float]:
-            waited = sum(c.wait_s for c in self.features.stats.counters.values()) \
-                if self.features.stats is not None else 0.0
-            return {**acc, "loss": acc["loss"] + float(loss_sum),
-                    "correct": acc["correct"] + float(correct), "seeds": acc["seeds"] + seeds,
-                    "time": acc["time"] + time.perf_counter() - t0,
-                    **{f"t_{k}": acc[f"t_{k}"] + v for k, v in phase.items()},
-                    **{f"t_{k}": acc[f"t_{k}"] + self.loader.seconds[k]
-                       for k in ("sample", "fetch")},
-                    "t_wait": acc["t_wait"] + waited}
-
-        sync = self.sync
-        t0 = time.perf_counter()
-        for step, batch in enumerate(self.loader, start):
-            t1 = time.perf_counter()
-            loop.seed_step(epoch, step)
-            batch = batch.to(dev)
-            global_step = epoch * len(self.loader) + step
-            # Local SGD: this step's gradients stay on this rank (no DDP all-reduce).
-            with cast(DistributedDataParallel, ddp).no_sync() if sync.local(global_step) \
-                    else contextlib.nullcontext():
-                with autocast(dev, precision):
-                    loss, right, count, global_count = self.loss(ddp, batch)
-                t2 = time.perf_counter()
-                optimizer.zero_grad(set_to_none=True)
-                (loss * (ctx.world_size / global_count)).backward()  # type: ignore[no-untyped-call]
-            t3 = time.perf_counter()
-            optimizer.step()
-            self.after_step()
-            if sync.averages_after(global_step):
-                average_model(ddp, optimizer if sync.optimizer_state else None, ctx,
-                              self.features.stats)
-            elif sync.group_averages_after(global_step):
-                average_model(ddp, None, ctx, self.features.stats, self.sync_group)
-            t4 = time.perf_counter()
-            phase["forward"] += t2 - t1
-            phase["backward"] += t3 - t2
-            phase["optimizer"] += t4 - t3
-            loss_sum += loss.detach()
-            correct += right
-            seeds += count
-            edges = self.batch_edges(batch)
-            acc["edges"] += edges
-            if loop.log is not None:
-                loop.log.step(epoch, step, loss, count, edges)
-            bar.update()
-            if not bar.disable and (step + 1) % POSTFIX_EVERY == 0:
-                bar.set_postfix(loss=f"{float(loss_sum) / max(seeds, 1):.4f}")
-            if every and (step + 1) % every == 0 and step + 1 < len(self.loader):
-                loop.save(totals(t0))
-            if loop.hook is not None:
-                loop.hook(epoch, step, batch)
-        bar.close()
-        if loop.log is not None:
-            loop.log.flush(epoch, len(self.loader) - 1, line=False)
-        return totals(t0)
+    def io_seconds(self) -> dict[str, float]:
+        """The loader's sampling and fetching seconds this epoch, and the exchanges' waits."""
+        stats = self.features.stats
+        waited = sum(c.wait_s for c in stats.counters.values()) if stats is not None else 0.0
+        return {"sample": self.loader.seconds["sample"],
+                "fetch": self.loader.seconds["fetch"], "wait": waited}
 
     @property
     def precision(self) -> str:

@@ -382,3 +382,26 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
     if phases is not None:
         phases["partition"] = took
     return out
+
+
+STARTUP_READ_RATE = 25e6
+"""Bytes per second that the default start-up timeout allows each rank to verify at: far
+below a local disk (docs/startup.md), for many ranks reading one shared file system."""
+
+
+def startup_timeout(cfg: Config, part_dir: str | Path) -> float:
+    """Seconds every rank may take to load and verify its part before the first collective.
+
+    ``--startup-timeout-s`` when given, else ``--timeout-s`` plus the largest part's bytes
+    at :data:`STARTUP_READ_RATE` (``meta.json`` unreadable: ``--timeout-s``; the load
+    names the problem).
+    """
+    from gnnpar.partition.format import PartitionMeta, part_bytes
+
+    if cfg.run.startup_timeout_s is not None:
+        return float(cfg.run.startup_timeout_s)
+    try:
+        largest = max(part_bytes(part_dir, PartitionMeta.load(part_dir)))
+    except PartitionError:
+        largest = 0
+    return float(cfg.run.timeout_s + largest / STARTUP_READ_RATE)

@@ -2,9 +2,10 @@
 
 Each rank loads its part (:class:`~gnnpar.storage.graph.DistGraph`), builds the same PyG model
 (same seed on every rank) and wraps it in ``DistributedDataParallel`` — the one gradient
-synchronisation of every mode but the grid's — and the mode's engine runs the epochs
-(:class:`~gnnpar.train.engine.Engine`: the loop asks what an engine does, never which one
-it is):
+synchronisation of every mode but the grid's.  One loop (:meth:`Trainer._train_epoch`)
+runs every mode's steps: the mode's engine (:class:`~gnnpar.train.engine.Engine`) supplies
+the batches and each one's forward pass and loss; the loop asks what an engine does,
+never which one it is:
 
 * ``sample`` — :class:`~gnnpar.train.minibatch.MinibatchEngine`: minibatches of sampled
   neighbourhoods, validation and test accuracy on sampled neighbourhoods;
@@ -46,40 +47,40 @@ Example (every rank of ``torchrun --nproc-per-node 2 my_script.py``)::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
-import torch.distributed as dist
 from torch import nn
-from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
 
 from gnnpar.comm import (
     CommStats,
     all_gather_ints,
     all_reduce_sum,
     comm_totals,
+    count_gradients,
     per_rank,
-    record_all_reduce,
 )
 from gnnpar.distributed import DistContext
-from gnnpar.errors import ConfigError, PartitionError
+from gnnpar.errors import ConfigError
 from gnnpar.faults import FailureBoard, agreed
 from gnnpar.io import write_json_atomic
 from gnnpar.keys import mix_int
 from gnnpar.link.model import LinkDecoder
 from gnnpar.nn import flush_pipelines
-from gnnpar.partition.format import PartitionMeta, content_digest, part_bytes
+from gnnpar.partition.format import content_digest
 from gnnpar.sizes import peak_rss_bytes, rss_bytes
 from gnnpar.storage.graph import DistGraph, global_split_sizes
 from gnnpar.train.checkpoint import load_checkpoint, read_state, save_checkpoint
 from gnnpar.train.config import Config
-from gnnpar.train.engine import PHASES, SUMS, Engine, EpochLoop, StepHook
+from gnnpar.train.engine import PHASES, SUMS, Engine, StepHook
 from gnnpar.train.fullgraph import FullGraphEngine, full_neighbour_accuracy
 from gnnpar.train.grid import GridEngine
 from gnnpar.train.hetero import HeteroEngine, build_hetero_model
@@ -94,7 +95,7 @@ from gnnpar.train.outputs import (
     write_typed_outputs,
 )
 from gnnpar.train.parallel_dims import ParallelDims
-from gnnpar.train.prepare import check_graph_settings
+from gnnpar.train.prepare import check_graph_settings, startup_timeout
 from gnnpar.train.record import RECORD_FILE, RunRecord, format_startup
 from gnnpar.train.rundir import (
     CHECKPOINT_DIR,
@@ -110,22 +111,13 @@ LINK_FIELDS = ("val_mrr", "test_mrr", "val_hits", "test_hits")
 EVAL_FIELDS = ("val_acc", "test_acc", *LINK_FIELDS)
 """What an engine's ``evaluate`` may return (each epoch's record holds them all)."""
 
-
-class _GradCounter:
-    """State of the DDP communication hook that counts gradient all-reduce traffic."""
-
-    def __init__(self, stats: CommStats, world_size: int,
-                 group: dist.ProcessGroup | None) -> None:
-        self.stats = stats
-        self.world_size = world_size
-        self.group = group
-
-
-# DDP checks a hook's annotations as objects, which postponed (string) annotations are not.
-def _counted_allreduce(state: _GradCounter, bucket):  # type: ignore[no-untyped-def]
-    """DDP's own all-reduce, counted as kind ``"grad"`` (see :func:`~gnnpar.comm.ring_bytes`)."""
-    record_all_reduce(state.stats, "grad", bucket.buffer(), state.world_size)
-    return allreduce_hook(state.group, bucket)  # type: ignore[arg-type]
+STEP_HOST_SYNCS = 0
+"""Host reads of a training step (forward, backward, optimiser): none; the epoch's sums
+are read once at its end (and every :data:`POSTFIX_EVERY` steps for a progress bar, and
+on rank 0 once per log line or scalar flush, :class:`~gnnpar.train.metrics.StepLog`:
+every ``--log-every`` steps, by default about every 10 s)."""
+POSTFIX_EVERY = 20
+"""Steps between updates of the progress bar's loss (each one waits for the device)."""
 
 
 def peak_memory(ctx: DistContext, start_rss: int) -> dict[str, int | None]:
@@ -147,27 +139,6 @@ def peak_memory(ctx: DistContext, start_rss: int) -> dict[str, int | None]:
     peak = all_gather_ints(ctx, [host, host - start_rss, device]).max(dim=0).values.tolist()
     return {"host": int(peak[0]), "host_growth": int(peak[1]),
             "device": int(peak[2]) if cuda else None}
-
-
-STARTUP_READ_RATE = 25e6
-"""Bytes per second that the default start-up timeout allows each rank to verify at: far
-below a local disk (docs/startup.md), for many ranks reading one shared file system."""
-
-
-def startup_timeout(cfg: Config, part_dir: str | Path) -> float:
-    """Seconds every rank may take to load and verify its part before the first collective.
-
-    ``--startup-timeout-s`` when given, else ``--timeout-s`` plus the largest part's bytes
-    at :data:`STARTUP_READ_RATE` (``meta.json`` unreadable: ``--timeout-s``; the load
-    names the problem).
-    """
-    if cfg.run.startup_timeout_s is not None:
-        return float(cfg.run.startup_timeout_s)
-    try:
-        largest = max(part_bytes(part_dir, PartitionMeta.load(part_dir)))
-    except PartitionError:
-        largest = 0
-    return float(cfg.run.timeout_s + largest / STARTUP_READ_RATE)
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -262,10 +233,8 @@ class Trainer:
         if not self.engine.replicated:  # sharded weights, synchronised by the layers
             self.trained = self.ddp = self.engine.module
         else:
-            ddp = DistributedDataParallel(self.engine.module, process_group=self.dims.data)
-            ddp.register_comm_hook(_GradCounter(self.stats, ctx.world_size, self.dims.data),
-                                   _counted_allreduce)
-            self.ddp = ddp
+            self.ddp = DistributedDataParallel(self.engine.module, process_group=self.dims.data)
+            count_gradients(self.ddp, self.stats, ctx.world_size, self.dims.data)
         self.optimizer = torch.optim.Adam(self.trained.parameters(), lr=cfg.train.lr,
                                           weight_decay=cfg.train.weight_decay)
         self.record = RunRecord(
@@ -404,14 +373,12 @@ class Trainer:
     def _epochs(self, partial: dict[str, float], hook: StepHook | None) -> dict[str, Any]:
         """Train the epochs from the position, then the final evaluation and outputs."""
         ctx, t, engine = self.ctx, self.cfg.train, self.engine
-        loop = EpochLoop(self._seed_step, self._save, hook, self.cfg.run.progress,
-                         self.step_log)
         for epoch in range(self._position()["epoch"], t.epochs):
             if not partial:
                 engine.start_epoch(epoch)
             self.stats.reset()
             cpu = time.process_time()
-            sums = engine.train_epoch(self.ddp, self.optimizer, epoch, partial, loop)
+            sums = self._train_epoch(epoch, partial, hook)
             cpu = time.process_time() - cpu
             partial = {}
             self._next_epoch = epoch + 1
@@ -463,6 +430,81 @@ class Trainer:
         self.record.status = "complete"
         self._write_record()
         return self.record.summary
+
+    def _train_epoch(self, epoch: int, partial: dict[str, float], hook: StepHook | None
+                     ) -> dict[str, float]:
+        """Run the rest of ``epoch`` from the engine's position (collective).
+
+        ``partial``: this rank's sums so far (a resume mid-epoch).  Each step: re-seed
+        dropout, the engine's forward pass and loss, backward (DDP all-reduces the
+        gradients unless local SGD keeps them local), the optimizer, the engine's sparse
+        update, local SGD's averages when due; a checkpoint every ``checkpoint_steps``.
+
+        Returns:
+            This rank's sums (:data:`~gnnpar.train.engine.SUMS`), read from the device
+            once.
+        """
+        ctx, engine, ddp, optimizer = self.ctx, self.engine, self.ddp, self.optimizer
+        sync = engine.sync
+        every, steps = self.cfg.run.checkpoint_steps, engine.steps_per_epoch
+        acc = {**dict.fromkeys(SUMS, 0.0), **partial}
+        start = engine.position(epoch)["step"]
+        bar = tqdm(total=steps, initial=start, leave=False, unit="step",
+                   desc=f"epoch {epoch + 1}/{self.cfg.train.epochs}",
+                   disable=None if ctx.is_main and self.cfg.run.progress and steps > 1 else True)
+        # On the device, so that a step does not wait for it; read once per epoch.
+        loss_sum = torch.zeros((), dtype=torch.float64, device=ctx.device)
+        correct = torch.zeros((), dtype=torch.float64, device=ctx.device)
+        items, edges = 0.0, 0
+        phase = dict.fromkeys(("forward", "backward", "optimizer"), 0.0)
+
+        def totals() -> dict[str, float]:
+            io = engine.io_seconds()
+            return {**acc, "loss": acc["loss"] + float(loss_sum),
+                    "correct": acc["correct"] + float(correct), "seeds": acc["seeds"] + items,
+                    "edges": acc["edges"] + edges, "time": acc["time"] + time.perf_counter() - t0,
+                    **{f"t_{k}": acc[f"t_{k}"] + v for k, v in (phase | io).items()}}
+
+        ddp.train()
+        t0 = time.perf_counter()
+        for step, batch in engine.batches(epoch):
+            t1 = time.perf_counter()
+            self._seed_step(epoch, step)
+            batch = batch.to(ctx.device) if batch is not None else None
+            global_step = epoch * steps + step
+            # Local SGD: this step's gradients stay on this rank (no DDP all-reduce).
+            with cast(DistributedDataParallel, ddp).no_sync() if sync.local(global_step) \
+                    else contextlib.nullcontext():
+                out = engine.step(ddp, batch, epoch)
+                t2 = time.perf_counter()
+                optimizer.zero_grad(set_to_none=True)
+                out.objective.backward()  # type: ignore[no-untyped-call]
+            t3 = time.perf_counter()
+            optimizer.step()
+            engine.after_step()
+            if sync.averages_after(global_step):
+                average_model(ddp, optimizer if sync.optimizer_state else None, ctx, self.stats)
+            elif sync.group_averages_after(global_step):
+                average_model(ddp, None, ctx, self.stats, self.dims.local)
+            t4 = time.perf_counter()
+            phase["forward"] += t2 - t1
+            phase["backward"] += t3 - t2
+            phase["optimizer"] += t4 - t3
+            loss_sum += out.loss.detach()
+            correct += out.correct
+            items += out.items
+            edges += out.edges
+            self.step_log.step(epoch, step, out.loss, out.items, out.edges)
+            bar.update()
+            if not bar.disable and (step + 1) % POSTFIX_EVERY == 0:
+                bar.set_postfix(loss=f"{float(loss_sum) / max(items, 1):.4f}")
+            if every and (step + 1) % every == 0 and step + 1 < steps:
+                self._save(totals())
+            if hook is not None:
+                hook(epoch, step, batch)
+        bar.close()
+        self.step_log.flush(epoch, steps - 1, line=False)
+        return totals()
 
     def _final_accuracy(self) -> dict[str, Any]:
         """The run's final metrics as ``--eval`` asks (collective for ``full``).

@@ -15,7 +15,7 @@ node batch                  ``gnnpar.loading.node.HOST_SYNCS`` (5), any placemen
 link batch                  ``gnnpar.loading.link.host_syncs`` (7; strict 10)
 typed batch                 ``gnnpar.loading.typed.HOST_SYNCS`` (7)
 embedding gather + update   ``gnnpar.storage.embedding.HOST_SYNCS`` (4)
-training step               ``gnnpar.train.minibatch.STEP_HOST_SYNCS`` (0)
+training step               ``gnnpar.train.trainer.STEP_HOST_SYNCS`` (0)
 full-graph / grid epoch     ``gnnpar.train.fullgraph.EPOCH_HOST_SYNCS`` (2)
 ==========================  =================================================
 
@@ -198,7 +198,7 @@ def _train(shadow: Any, ctx: Any, part_dir: str, out: str, settings: dict[str, A
     from gnnpar.train.trainer import Trainer
 
     # No log line inside a measured step: its one read per interval is outside the step's
-    # budget (gnnpar.train.minibatch.STEP_HOST_SYNCS).
+    # budget (gnnpar.train.trainer.STEP_HOST_SYNCS).
     quiet = {"log_every": 10**9}
     if settings.get("mode") == "full":
         cfg = configure(Config(model=ModelConfig(hidden=16)),
@@ -208,7 +208,7 @@ def _train(shadow: Any, ctx: Any, part_dir: str, out: str, settings: dict[str, A
     trainer = Trainer(cfg, part_dir, ctx)
     epochs: list[int] = []
     engine = trainer.engine
-    train_epoch = engine.train_epoch
+    train_epoch = trainer._train_epoch
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         with shadow.window() as w:
@@ -216,7 +216,7 @@ def _train(shadow: Any, ctx: Any, part_dir: str, out: str, settings: dict[str, A
         epochs.append(w.num_syncs)
         return sums
 
-    engine.train_epoch = counted  # type: ignore[method-assign]
+    trainer._train_epoch = counted  # type: ignore[method-assign]
     hook, steps = _windows(shadow)
     main = threading.get_ident()
     with shadow.window() as whole:
@@ -358,7 +358,7 @@ def test_training_steps_read_nothing_beyond_their_batch(shadowed: dict[str, Any]
                                                         batch: int) -> None:
     """A steady step (its batch, forward, backward, optimiser) reads only what its batch
     does: the loader's budget (typed and featureless: plus the embedding's 4)."""
-    from gnnpar.train.minibatch import STEP_HOST_SYNCS
+    from gnnpar.train.trainer import STEP_HOST_SYNCS
 
     run = shadowed[f"train/{name}"]
     assert run["steps"], run
