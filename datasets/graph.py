@@ -64,6 +64,8 @@ from gnnpar.sizes import NODE_BYTES, check_fits
 if TYPE_CHECKING:
     from torch_geometric.data import Data
 
+    from gnnpar.datasets.hetero import HeteroGraphDataset
+
 FORMAT = "gnnpar-dataset"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -653,3 +655,16 @@ class GraphDataset:
                                f"{meta['num_edges']}.", path=d, field="num_edges",
                                fix="re-save the dataset; a file was replaced or truncated.")
         return ds.validate(d) if validate else ds
+
+
+def class_count(dataset: GraphDataset | HeteroGraphDataset) -> int:
+    """``dataset.num_classes``, which the constructor makes an int (0 without labels).
+
+    Raises:
+        DatasetError: It was set to ``None`` after construction.
+    """
+    if dataset.num_classes is None:
+        raise DatasetError(f"is None on dataset {dataset.name!r}; the constructor sets an "
+                           "int (max(y) + 1, or 0 without labels).", field="num_classes",
+                           fix="set num_classes to the number of classes (0 without labels).")
+    return dataset.num_classes

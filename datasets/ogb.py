@@ -659,5 +659,5 @@ def _with_reverse(ds: GraphDataset | HeteroGraphDataset,
     """A typed dataset with its reverse relations as ``add_reverse`` says; others as they are."""
     if not isinstance(ds, HeteroGraphDataset):
         return ds
-    mode = {True: "add", False: "none"}.get(add_reverse, add_reverse)  # type: ignore[call-overload]
-    return ds.with_reverse(str(mode))
+    modes: dict[bool | str, str] = {True: "add", False: "none"}
+    return ds.with_reverse(modes.get(add_reverse, str(add_reverse)))

@@ -222,6 +222,7 @@ def group(num_nodes: int, chunks: Chunks, row_bound: np.ndarray, simple: bool,
                                              or [np.zeros(0, np.int64)])
                     del parts
                 if ids is not None:  # stable: repeats of an entry keep their id order
+                    assert f_ids is not None, "ids are read only when with_ids opened id_out"
                     order = np.argsort(keys, kind="stable")
                     keys, ids = keys[order], ids[order]
                     del order
@@ -295,15 +296,17 @@ def _scatter(chunks: Chunks, cuts: list[int], simple: bool, n: int,
                 order = np.argsort(which, kind="stable")
                 keys, which = keys[order], which[order]
                 if id_files:
-                    assert ids is not None
+                    assert ids is not None, "with_ids: chunks must yield the ids"
                     ids = ids[order]
+                else:
+                    ids = None  # no id buckets to write them to
                 del order
                 ends = np.searchsorted(which, np.arange(1, len(files) + 1))
                 start = 0
                 for j, end in enumerate(ends.tolist()):
                     if end > start:
                         keys[start:end].tofile(files[j])
-                        if id_files:
+                        if ids is not None:  # id_files holds a file per bucket
                             ids[start:end].tofile(id_files[j])
                     start = end
         finally:

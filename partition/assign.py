@@ -65,9 +65,10 @@ RANDOM_STREAM = 0x5EED_9A27
 def check_num_parts(num_parts: int, num_nodes: int) -> None:
     """Raise :class:`ConfigError` unless ``1 <= num_parts <= num_nodes``."""
     if not 1 <= num_parts <= num_nodes:
-        raise ConfigError(f"got num_parts={num_parts} for a graph of {num_nodes} nodes; every "
-                          "part must own at least one node.", field="num_parts",
-                          fix=f"choose num_parts (CLI: --num-parts) in 1..{num_nodes}.")
+        raise ConfigError(f"got {num_parts} parts for a graph of {num_nodes} nodes; every "
+                          "part must own at least one node.", field="partition.num_parts",
+                          fix=f"choose a number of parts in 1..{num_nodes} (--num-parts K, "
+                          "or num_parts=K in Python).")
 
 
 def check_balance(balance: Sequence[str]) -> tuple[str, ...]:
@@ -259,10 +260,12 @@ def check_assignment(assignment: np.ndarray, num_nodes: int, num_parts: int) -> 
 
 
 def check_method(method: str) -> None:
-    """Raise :class:`ConfigError` for an unknown partitioning method."""
+    """Raise :class:`ConfigError` unless ``method`` is a known partitioner (:data:`METHODS`)."""
     if method not in METHODS:
-        raise ConfigError(f"got method={method!r}.", field="method",
-                          fix=f"choose one of {list(METHODS)} (CLI: --partitioner).")
+        raise ConfigError(f"got partitioner {method!r}; need one of {', '.join(METHODS)}.",
+                          field="partition.partitioner",
+                          fix=f"pass --partitioner {METHODS[0]} (PartitionConfig(partitioner="
+                          f"{METHODS[0]!r}) in Python).")
 
 
 def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequence[str],

@@ -102,8 +102,9 @@ def cut_edges(xadj: np.ndarray, adjncy: np.ndarray, part: np.ndarray,
 
 def _loads(part: np.ndarray, weights: np.ndarray, num_parts: int) -> np.ndarray:
     """int64 ``[K, ncon]`` total weight of every part in every column."""
-    return np.stack([np.bincount(part, weights=weights[:, c], minlength=num_parts)
-                     for c in range(weights.shape[1])], axis=1).round().astype(np.int64)
+    loads: np.ndarray = np.stack([np.bincount(part, weights=weights[:, c], minlength=num_parts)
+                                  for c in range(weights.shape[1])], axis=1).round()
+    return loads.astype(np.int64)
 
 
 def rebalance(xadj: np.ndarray, adjncy: np.ndarray, part: np.ndarray, weights: np.ndarray,
@@ -352,7 +353,8 @@ def _run_starts(values: np.ndarray) -> np.ndarray:
 
 def _hash(x: np.ndarray) -> np.ndarray:
     """Deterministic pseudo-random floats in ``[0, 1)`` of int64 keys (Fibonacci hashing)."""
-    return (x.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) >> np.uint64(11)) / 2.0**53
+    bits: np.ndarray = x.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) >> np.uint64(11)
+    return bits / 2.0**53
 
 
 def _select(nodes: np.ndarray, target: np.ndarray, gain: np.ndarray, part: np.ndarray,
@@ -403,7 +405,8 @@ def _select(nodes: np.ndarray, target: np.ndarray, gain: np.ndarray, part: np.nd
         if good.all():
             break
         member[into[~good]] = False
-    return into[good]
+    moves: np.ndarray = into[good]
+    return moves
 
 
 def _cumsum_by_group(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -413,4 +416,5 @@ def _cumsum_by_group(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
         return total
     first = _run_starts(groups)
     run = np.repeat(np.arange(len(first)), np.diff(np.append(first, len(groups))))
-    return total - (total - values)[first][run]
+    sums: np.ndarray = total - (total - values)[first][run]
+    return sums

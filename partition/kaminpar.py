@@ -157,8 +157,11 @@ def kaminpar_assignment(xadj: np.ndarray, adjncy: np.ndarray, num_parts: int,
 
     vwgt = combined_weight(weights, xadj)
     m = int(xadj[-1])
-    if not kaminpar.__64bit__ and (np.dtype("<u8") in _parhip_dtypes(n, m, vwgt)
-                                   or int(vwgt.sum()) > _MAX_32):
+    # kaminpar 3.7's __init__.pyi omits __64bit__, which its __init__.py exports
+    # (unused-ignore: without kaminpar installed, mypy types the module as Any).
+    wide: bool = kaminpar.__64bit__  # type: ignore[attr-defined, unused-ignore]
+    if not wide and (np.dtype("<u8") in _parhip_dtypes(n, m, vwgt)
+                     or int(vwgt.sum()) > _MAX_32):
         raise ConfigError(f"the graph ({n} nodes, {m} arcs, total weight {int(vwgt.sum())}) "
                           "needs the 64-bit build of KaMinPar.", field="partition.partitioner",
                           fix="pip install the kaminpar wheel from PyPI (64-bit ids and weights).")

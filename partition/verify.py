@@ -85,8 +85,8 @@ def verify_partition(out_dir: str | os.PathLike[str],
     """
     out = Path(out_dir)
     typed = dataset if isinstance(dataset, HeteroGraphDataset) else None
-    if typed is not None:
-        dataset = typed.to_homogeneous()
+    # The dataset in homogeneous ids: a typed one's homogeneous view.
+    plain = dataset.to_homogeneous() if isinstance(dataset, HeteroGraphDataset) else dataset
     meta = PartitionMeta.load(out)  # the schema, its digest, a checksum for every file
     # Every part's checksums, dtypes, shapes, ranges and finite features (as training
     # loads it), then what only the whole partition shows.
@@ -107,17 +107,17 @@ def verify_partition(out_dir: str | os.PathLike[str],
     if meta.types is not None:
         checks += ["relations sorted and consistent with edge ids", "endpoint types",
                    "typed feature shapes"]
-    if (typed is None) != (meta.types is None) and dataset is not None:
+    if (typed is None) != (meta.types is None) and plain is not None:
         raise _fail(out / "meta.json", "hetero", "the partition is "
                     f"{'typed' if meta.types else 'homogeneous'} and the dataset is not.")
     if typed is not None:
         _check_typed_round_trip(out, parts, meta, typed)
         checks += ["node and edge types", "typed features"]
-    if dataset is not None:
-        _check_round_trip(out, parts, meta, old_of_new, graph, dataset)
+    if plain is not None:
+        _check_round_trip(out, parts, meta, old_of_new, graph, plain)
         checks += ["features", "labels", "splits", "edges"]
         if meta.has_edge_ids:
-            _check_edge_round_trip(out, parts, old_of_new, dataset)
+            _check_edge_round_trip(out, parts, old_of_new, plain)
             checks += ["edge ids", "edge features", "link supervision"]
     return VerifyReport(os.fspath(out), meta.num_parts, meta.num_nodes, meta.num_edges,
                         len(meta.files), tuple(checks))

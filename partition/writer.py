@@ -66,7 +66,7 @@ from typing import NamedTuple
 import numpy as np
 from tqdm import tqdm
 
-from gnnpar.datasets.graph import SPLITS, GraphDataset
+from gnnpar.datasets.graph import SPLITS, GraphDataset, class_count
 from gnnpar.datasets.hetero import HeteroGraphDataset, HeteroLayout
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.io import (
@@ -213,7 +213,7 @@ def partition_graph(
         meta = PartitionMeta(
             format_version=FORMAT_VERSION, name=dataset.name, num_parts=num_parts,
             num_nodes=dataset.num_nodes, num_edges=dataset.num_edges,
-            feat_dim=dataset.feat_dim, num_classes=dataset.num_classes,
+            feat_dim=dataset.feat_dim, num_classes=class_count(dataset),
             offsets=tuple(int(o) for o in ren.offsets), halo_hops=spec.halo_hops,
             partitioner=partitioner,
             quality=quality_report([w.load for w in written], dataset.num_edges),

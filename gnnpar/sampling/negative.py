@@ -1,8 +1,8 @@
 """Negative sampling for link prediction: counter-based, resumable, optionally strict.
 
 A negative's node id is a pure function of ``(seed, batch key, stream, round, position)``:
-the SplitMix64 hash of :mod:`gnnpar.sampling.neighbor` (``mix_int`` for the prefix, ``mix_with`` for
-the positions), reduced modulo the graph's node count.  There is no generator state, so
+the SplitMix64 hash of :mod:`gnnpar.keys` (``mix_int`` for the prefix, ``mix_with`` for the
+positions), reduced modulo the graph's node count.  There is no generator state, so
 a loader resumes by replaying its batch keys, and the draws are the same on CPU and CUDA.
 Ids are uniform over *all* global node ids ``[0, num_nodes)`` — every rank's, not only
 the caller's (the modulo bias is below ``num_nodes / 2**62``).

@@ -52,8 +52,8 @@ def relation_key(edge_type: EdgeType) -> str:
 def resolve_relation(key: EdgeType | str, layout: HeteroLayout) -> EdgeType:
     """The relation ``key`` names: ``(src, rel, dst)``, ``"src__rel__dst"`` or a unique name."""
     rels = list(layout.edge_types)
-    if isinstance(key, tuple) and tuple(key) in rels:
-        return rels[rels.index(tuple(key))]
+    if isinstance(key, tuple) and key in rels:
+        return rels[rels.index(key)]
     by_name = [r for r in rels if relation_key(r) == key or r[1] == key]
     if len(by_name) != 1:
         raise ConfigError(f"{key!r} names {len(by_name)} relations of the graph, not one.",

@@ -13,13 +13,14 @@ included) and the run record are the minibatch engine's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
 from torch_geometric.data import HeteroData
 
 from gnnpar.comm import CommStats, all_gather_ints
+from gnnpar.datasets.hetero import EdgeType
 from gnnpar.errors import ConfigError
 from gnnpar.hetero.model import HeteroSAGE
 from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
@@ -53,7 +54,8 @@ def relation_fanouts(cfg: Config, graph: DistGraph) -> RelationFanouts:
         return list(s.fanouts)
     book = graph.meta.types
     assert book is not None
-    merged = {r: list(s.fanouts) for r in book.layout.edge_types}
+    merged: dict[EdgeType | str, Sequence[int]] = {r: list(s.fanouts)
+                                                   for r in book.layout.edge_types}
     for key, hops in s.relations().items():
         merged[resolve_relation(key, book.layout)] = hops
     return merged
@@ -155,8 +157,10 @@ class HeteroEngine(MinibatchEngine):
             batch_size: Seeds per batch (their full neighbourhoods must fit a rank).
         """
         graph, lay = self.graph, self.layout
+        book = graph.meta.types
+        assert book is not None  # the constructor checked
         t = lay.type_index(lay.target)
-        lo, hi = graph.meta.types.part_bounds(graph.rank)[t:t + 2]
+        lo, hi = book.part_bounds(graph.rank)[t:t + 2]
         seeds = torch.arange(int(lo), int(hi)) + graph.first_gid
         degrees = all_gather_ints(self.ctx, graph.relation_max_degrees).max(dim=0).values
         every: RelationFanouts = {rel: [max(1, int(k))] * self.cfg.model.layers

@@ -26,6 +26,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
+from gnnpar.errors import ConfigError
 from gnnpar.nn.halo import HaloPlan
 from gnnpar.storage.graph import DistGraph, global_split_sizes
 from gnnpar.train.config import Config
@@ -109,9 +110,14 @@ def write_typed_outputs(out: Path, cfg: Config, engine: Any, graph: DistGraph,
         ctx: Distributed context.
         source: Recorded in the index.
     """
-    lay = graph.meta.types.layout
+    book = graph.meta.types
+    if book is None:
+        raise ConfigError("the partition is of a homogeneous graph.", field="graph",
+                          fix="write its outputs with write_node_outputs, or partition a "
+                          "typed graph.")
+    lay = book.layout
     t = lay.type_index(lay.target)
-    lo, hi = graph.meta.types.part_bounds(graph.rank)[t:t + 2]
+    lo, hi = book.part_bounds(graph.rank)[t:t + 2]
     ids = np.asarray(graph.part.orig_ids[int(lo):int(hi)], dtype=np.int64) - \
         lay.node_offsets[t]
     writer = PredictionWriter(out, ctx, ids, "node", lay.target,

@@ -352,6 +352,7 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
     log.info("loading %s ...", cfg.data.dataset)
     t0 = time.time()
     dataset = cfg.data.load_any()  # a link task is checked there
+    from gnnpar.datasets.graph import class_count
     from gnnpar.datasets.hetero import HeteroGraphDataset
     from gnnpar.partition.writer import partition_graph
 
@@ -363,10 +364,10 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
         phases["load"] = took
 
     if isinstance(dataset, HeteroGraphDataset):  # checked before the partitioning
-        check_graph_settings(cfg, cfg.data.dataset, dataset.layout(), 0, dataset.num_classes)
+        check_graph_settings(cfg, cfg.data.dataset, dataset.layout(), 0, class_count(dataset))
     else:
         check_graph_settings(cfg, cfg.data.dataset, None, dataset.feat_dim,
-                             dataset.num_classes)
+                             class_count(dataset))
     if cfg.data.task == "node":
         dataset.require_node_task(cfg.data.dataset)
     log.info("partitioning into %d parts (%s) ...", world_size, cfg.partition.partitioner)

@@ -123,8 +123,8 @@ def test_spec_is_checked_before_the_dataset_is_read(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kwargs, error, field", [
-    ({"num_parts": 0}, ConfigError, "num_parts"),
-    ({"num_parts": 7}, ConfigError, "num_parts"),
+    ({"num_parts": 0}, ConfigError, "partition.num_parts"),
+    ({"num_parts": 7}, ConfigError, "partition.num_parts"),
     ({"spec": PartitionConfig(num_parts=3)}, ConfigError, "partition.num_parts"),
     ({"spec": PartitionConfig(partitioner="kmeans")}, ConfigError, "partition.partitioner"),
     ({"spec": PartitionConfig(balance=("nodes", "memory"))}, ConfigError, "partition.balance"),

@@ -215,7 +215,7 @@ def test_one_part_and_as_many_parts_as_nodes(sbm_graph: Graph) -> None:
 @pytest.mark.parametrize(("kwargs", "field"), [
     ({"passes": 0}, "partition.stream_passes"),
     ({"chunk_nodes": 0}, "partition.stream_chunk_nodes"),
-    ({"num_parts": 0}, "num_parts"),
+    ({"num_parts": 0}, "partition.num_parts"),
     ({"names": ("nodes",)}, "weights"),
     ({"weights": np.zeros((20_000, 3), dtype=np.int64)}, "weights"),
 ])
