@@ -30,6 +30,7 @@ import os
 import signal
 import socket
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Iterator, Sequence
@@ -149,7 +150,12 @@ def _child(target: str, args: tuple[Any, ...], error_file: str) -> None:
     module, name = target.rsplit(":", 1)
     try:
         import torch
+        from tqdm import tqdm
 
+        # tqdm's default lock is a multiprocessing semaphore, which the launcher's resource
+        # tracker reports as leaked (after the launcher's last line) when a rank exits at
+        # once on Ctrl-C; ranks share no progress bar, so a thread lock is enough.
+        tqdm.set_lock(threading.RLock())
         if "OMP_NUM_THREADS" in os.environ:
             torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
         getattr(importlib.import_module(module), name)(*args)
