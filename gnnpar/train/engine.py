@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from torch import Tensor, nn
 
-from gnnpar.train.sync import LocalSGD
-
 if TYPE_CHECKING:
     from torch_geometric.data import Data
 
@@ -63,7 +61,6 @@ class Engine(Protocol):
             gradients); ``False``: the layers shard the weights and synchronise them.
         sampled: Whether steps sample neighbourhoods (the record counts sampled edges).
         steps_per_epoch: Steps per epoch, the same on every rank.
-        sync: When the steps synchronise (local SGD; whole-graph modes: every step).
         halo_plan: The halo routing the exact inference can reuse, or ``None``.
     """
 
@@ -71,7 +68,6 @@ class Engine(Protocol):
     replicated: bool
     sampled: bool
     steps_per_epoch: int
-    sync: LocalSGD
     halo_plan: HaloPlan | None
 
     def start_epoch(self, epoch: int) -> None:
@@ -124,7 +120,6 @@ class WholeGraphEngine:
     replicated = True
     sampled = False
     steps_per_epoch = 1
-    sync = LocalSGD()  # one exact step per epoch: synchronous
     halo_plan: HaloPlan | None = None
 
     def forward_loss(self, ddp: nn.Module, epoch: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:

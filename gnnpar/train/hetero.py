@@ -108,7 +108,6 @@ class HeteroEngine(MinibatchEngine):
                                             seed_split=s.seed_split)
             for split in SPLITS[1:] if num_global[split] > 0}
         self.steps_per_epoch = len(self.loader)
-        self.sync, self.sync_group = dims.sync, dims.local
 
     def batch_edges(self, batch: HeteroData) -> int:
         """Sampled edges of a typed batch, all relations."""

@@ -76,7 +76,6 @@ class LinkEngine(MinibatchEngine):
             shuffle=True, seed=seed, prefetch=s.prefetch, node_attrs=tuple(arrays))
         self.eval_loaders = {}
         self.steps_per_epoch = len(self.loader)
-        self.sync, self.sync_group = dims.sync, dims.local
 
     def loss(self, ddp: nn.Module, batch: Data) -> tuple[Tensor, Tensor, int, int]:
         """Summed BCE of the batch's pairs, correct signs, pairs, and pairs of all ranks."""

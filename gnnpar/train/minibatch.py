@@ -109,7 +109,6 @@ class MinibatchEngine:
                                       seed_split=s.seed_split)
             for split in SPLITS[1:] if num_global[split] > 0}
         self.steps_per_epoch = len(self.loader)
-        self.sync, self.sync_group = dims.sync, dims.local
 
     def start_epoch(self, epoch: int) -> None:
         """Shuffle the training seeds of ``epoch`` (the loader starts at its first step)."""

@@ -269,7 +269,7 @@ class Trainer:
         """Checkpoint (collective); ``partial``: this rank's sums of the unfinished epoch."""
         ctx = self.ctx
         per_rank: list[dict[str, float]] = []
-        if partial and not self.engine.sync.synchronous:  # local SGD, mid-epoch
+        if partial and not self.dims.sync.synchronous:  # local SGD, mid-epoch
             average_model(self.engine.module, self.optimizer, ctx, self.stats)
         if partial:  # every rank's sums, so that each resumes with its own
             rows = torch.zeros(ctx.world_size, len(SUMS), dtype=torch.float64,
@@ -382,7 +382,7 @@ class Trainer:
             cpu = time.process_time() - cpu
             partial = {}
             self._next_epoch = epoch + 1
-            if not engine.sync.synchronous:
+            if not self.dims.sync.synchronous:
                 # Local SGD: one model again, for evaluation and the checkpoint.
                 average_model(self.engine.module, self.optimizer, ctx, self.stats)
             totals = dict(zip(SUMS, all_reduce_sum(ctx, torch.tensor(
@@ -445,7 +445,7 @@ class Trainer:
             once.
         """
         ctx, engine, ddp, optimizer = self.ctx, self.engine, self.ddp, self.optimizer
-        sync = engine.sync
+        sync = self.dims.sync
         every, steps = self.cfg.run.checkpoint_steps, engine.steps_per_epoch
         acc = {**dict.fromkeys(SUMS, 0.0), **partial}
         start = engine.position(epoch)["step"]
