@@ -5,6 +5,14 @@ every spawned rank): the compiled CPU kernels (:mod:`gnnpar.sampling.compiled`) 
 process about a second of CPU to load, and their output equals the torch kernels'
 exactly (``tests/runtime/test_sampling_kernels.py``); the tests that run them say so
 (``GNNPAR_SAMPLER=compiled``).
+
+Torch computes with one intra-op thread here, as every spawned rank does
+(:func:`gnnpar.testing.run_multiproc`): the references this process computes are many
+small operations, and on a shared 2-core machine OpenMP's threads wait for each other at
+every one of them — measured on ``test_models.py``'s 2,000 sampled GCN layers, 39 s with
+2 threads against 2.4 s with 1.  ``OMP_NUM_THREADS=1`` (unless set) carries that to the
+one-process commands the tests start; ``--nproc`` runs set each rank's threads
+themselves.
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ import pytest
 import torch
 
 os.environ.setdefault("GNNPAR_SAMPLER", "torch")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

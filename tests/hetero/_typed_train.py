@@ -74,8 +74,14 @@ def train_featureless(part_dir: str, out: str) -> dict[str, Any]:
             "rows": trainer.engine.embedding.weight.shape[0]}
 
 
-def two_rank_jobs(typed_dir: str, featureless_dir: str, out: str) -> dict[str, Any]:
-    """The 2-rank runs of the tests on one set of ranks (starting ranks costs most)."""
-    return {"two": train_typed(typed_dir, f"{out}/two"),
-            "resume": resume_typed(typed_dir, f"{out}/resume"),
-            "featureless": train_featureless(featureless_dir, f"{out}/featureless")}
+def jobs(todo: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
+    """Run several rank functions one after another on the same ranks (starting ranks
+    costs most): this module's and ``_typed_workers.sample_and_embed``.
+
+    Each calls ``init()``, which joins the process group once.
+    """
+    from _typed_workers import sample_and_embed
+
+    funcs = {"sample_and_embed": sample_and_embed, "train_typed": train_typed,
+             "resume_typed": resume_typed, "train_featureless": train_featureless}
+    return {name: funcs[fn](*args) for name, (fn, args) in todo.items()}

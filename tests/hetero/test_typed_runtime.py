@@ -7,6 +7,7 @@ node has ``min(fan-out, in-degree)`` edges of every relation, features and label
 source's, the seeds cover the training set once.  The sharded embeddings are compared
 with ``torch.nn.Embedding(sparse=True)`` under ``torch.optim.SparseAdam`` / ``Adagrad``
 on the same batches; the relation-wise model with PyG's ``to_hetero(GraphSAGE)``.
+The ranks are those of ``conftest.typed_runs`` (shared with ``test_typed_training``).
 """
 
 from __future__ import annotations
@@ -24,41 +25,31 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _typed_workers as W  # noqa: E402
 
 from gnnpar.datasets.hetero import HeteroGraphDataset  # noqa: E402
-from gnnpar.datasets.synthetic import typed  # noqa: E402
 from gnnpar.errors import PartitionError  # noqa: E402
 from gnnpar.partition.format import PartitionMeta, load_partition  # noqa: E402
 from gnnpar.partition.typed import check_typed_part  # noqa: E402
 from gnnpar.partition.verify import verify_partition  # noqa: E402
-from gnnpar.partition.writer import partition_graph  # noqa: E402
-from gnnpar.testing import run_multiproc  # noqa: E402
 
 WORLDS = (1, 2, 4)
 
 
 @pytest.fixture(scope="module")
-def graph() -> HeteroGraphDataset:
-    return typed(num_papers=400, num_authors=200, num_venues=12, feat_dim=6, seed=2)
+def graph(runtime_graph: HeteroGraphDataset) -> HeteroGraphDataset:
+    return runtime_graph
 
 
 @pytest.fixture(scope="module")
-def steps(graph: HeteroGraphDataset) -> list[tuple[np.ndarray, np.ndarray]]:
+def steps(runtime_steps: list[tuple[np.ndarray, np.ndarray]]
+          ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Embedding batches: author ids (homogeneous, with repeats) and upstream gradients."""
-    rng = np.random.default_rng(0)
-    start = graph.layout().node_offsets[graph.layout().type_index("author")]
-    return [(start + rng.integers(0, 40, 24), rng.standard_normal((24, W.EMBED_DIM))
-             .astype(np.float32)) for _ in range(3)]
+    return runtime_steps
 
 
 @pytest.fixture(scope="module")
-def runs(graph: HeteroGraphDataset, steps: list[tuple[np.ndarray, np.ndarray]],
-         tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[str, list[Any]]]:
-    root = tmp_path_factory.mktemp("typed")
-    out = {}
-    for k in WORLDS:
-        partition_graph(graph, k, root / f"k{k}")
-        out[k] = (str(root / f"k{k}"), run_multiproc(W.sample_and_embed, k,
-                                                     str(root / f"k{k}"), steps))
-    return out
+def runs(typed_runs: dict[int, dict[str, Any]]) -> dict[int, tuple[str, list[Any]]]:
+    """Per world size: the partition, and each rank's ``_typed_workers.sample_and_embed``."""
+    return {k: (typed_runs[k]["runtime"], [r["runtime"] for r in typed_runs[k]["ranks"]])
+            for k in WORLDS}
 
 
 def _orig_of_new(part_dir: str) -> np.ndarray:

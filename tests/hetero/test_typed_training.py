@@ -5,13 +5,13 @@ by gnnpar on 1 and 2 gloo ranks (sampled minibatches, relation-wise GraphSAGE, s
 embeddings for the featureless author and venue nodes) and by single-process PyG on the
 whole graph (``to_hetero`` GraphSAGE, full batch, ``nn.Embedding`` + ``SparseAdam``, the
 same hidden width and learning rates): the test accuracies agree within one point, and
-beat homogeneous GraphSAGE on the homogeneous view by far.
+beat homogeneous GraphSAGE on the homogeneous view by far.  The ranks are those of
+``conftest.typed_runs`` (shared with ``test_typed_runtime``).
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,34 +25,25 @@ import _typed_train as T  # noqa: E402
 
 from gnnpar.datasets.graph import GraphDataset  # noqa: E402
 from gnnpar.datasets.hetero import HeteroGraphDataset  # noqa: E402
-from gnnpar.datasets.synthetic import sbm, typed  # noqa: E402
-from gnnpar.partition.writer import partition_graph  # noqa: E402
-from gnnpar.testing import run_multiproc  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def graph() -> HeteroGraphDataset:
-    return typed(venue_homophily=0.98, author_homophily=0.95, seed=1)
+def graph(training_graph: HeteroGraphDataset) -> HeteroGraphDataset:
+    return training_graph
 
 
 @pytest.fixture(scope="module")
-def featureless() -> GraphDataset:
+def featureless(featureless_graph: GraphDataset) -> GraphDataset:
     """A homogeneous graph without features (its nodes learn their input rows)."""
-    return replace(sbm(num_nodes=4000, avg_degree=8, num_classes=4, feat_dim=4,
-                       homophily=0.7, seed=0), x=None)
+    return featureless_graph
 
 
 @pytest.fixture(scope="module")
-def runs(graph: HeteroGraphDataset, featureless: GraphDataset,
-         tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("typed-train")
-    for k in (1, 2):
-        partition_graph(graph, k, root / f"k{k}")
-    partition_graph(featureless, 2, root / "featureless")
-    ranks = run_multiproc(T.two_rank_jobs, 2, str(root / "k2"), str(root / "featureless"),
-                          str(root))
-    return {"one": run_multiproc(T.train_typed, 1, str(root / "k1"), str(root / "one"))[0],
-            **{job: [r[job] for r in ranks] for job in ranks[0]}}
+def runs(typed_runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """``one``: the 1-rank training; ``two``, ``resume``, ``featureless``: each rank's."""
+    two = typed_runs[2]["ranks"]
+    return {"one": typed_runs[1]["ranks"][0]["one"],
+            **{job: [r[job] for r in two] for job in ("two", "resume", "featureless")}}
 
 
 def test_two_ranks_match_one_rank_and_pyg(graph: HeteroGraphDataset, runs: Any) -> None:

@@ -3,10 +3,14 @@
 References are the source dataset's own arrays in the parent process: its ``src``/``dst``
 and ``edge_attr`` indexed by edge id and mapped to new global ids through each part's
 ``orig_ids.npy`` -- never the sampler's or the partition writer's lookups.
+
+Starting ranks costs more than the loaders, so each world size runs once (the ``runs``
+fixture): every rank function below is one job of :func:`jobs` on the same process group.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +22,6 @@ import torch
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.distributed import init, shutdown
-from gnnpar.errors import DistributedError
 from gnnpar.loading.link import DistLinkNeighborLoader
 from gnnpar.loading.node import DistNeighborLoader
 from gnnpar.partition import PartitionConfig, partition_graph
@@ -83,20 +86,95 @@ def _batches(part_dir: str, neg_sampling: str, epochs: int = 1) -> list[dict[str
                 rec["pairs"] = torch.stack([n_id[batch.src_index], n_id[batch.dst_pos_index]])
                 rec["neg"] = n_id[batch.dst_neg_index]
             out.append(rec)
+    return out
+
+
+def _refused(fn: str, *args: Any) -> str:
+    """What rank function ``fn`` raised, as ``"ErrorClass: message"``."""
+    try:
+        globals()[fn](*args)
+    except Exception as exc:  # noqa: BLE001 - the error is the result
+        return f"{type(exc).__name__}: {exc}"
+    return "no error"
+
+
+def jobs(todo: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
+    """Run several of this module's rank functions one after another on the same ranks.
+
+    Each calls ``init()``, which joins the process group once and then returns the same
+    context; the group is left once, at the end.
+    """
+    out = {name: globals()[fn](*args) for name, (fn, args) in todo.items()}
     shutdown()
     return out
 
 
+def _no_seeds_graph() -> GraphDataset:
+    """A graph without supervision edges: nothing for a link loader to train on."""
+    return sbm(num_nodes=100, avg_degree=4, num_classes=2, feat_dim=2, seed=0)
+
+
+def _shared_negatives_graph() -> GraphDataset:
+    """Fewer shared negative pairs than positives (as ogbl-ddi), all from part 0's nodes."""
+    ds = sbm(num_nodes=300, avg_degree=8, num_classes=3, feat_dim=4, seed=5)
+    ds = ds.random_link_split((0.5, 0.4, 0.1), seed=0)
+    neg = np.array([[0, 1], [2, 3], [4, 5]])  # sources 0, 2, 4: all in part 0 (contiguous)
+    return replace(ds, neg_kind="shared", val_neg=neg, test_neg=neg)
+
+
+def _no_in_edges_graph() -> GraphDataset:
+    """Every edge points into part 0 (contiguous): part 1 stores no in-edge."""
+    n = 200
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, n, 2000)
+    dst = rng.integers(0, n // 2, 2000)
+    keep = src != dst
+    ds = GraphDataset(num_nodes=n, src=src[keep], dst=dst[keep],
+                      x=rng.standard_normal((n, 6)).astype(np.float32))
+    pairs = np.stack([np.arange(100, 140), np.arange(0, 40)], 1)  # sources in part 1
+    return replace(ds, train_edges=pairs)
+
+
+@pytest.fixture(scope="module")
+def runs(parts: dict[int, Path], tmp_path_factory: pytest.TempPathFactory
+         ) -> dict[int, list[dict[str, Any]]]:
+    """Every rank's results of this module's jobs, per world size (one spawn each)."""
+    root = tmp_path_factory.mktemp("linkloader-runs")
+    partition_graph(_no_seeds_graph(), 1, root / "no-seeds")
+    contiguous = PartitionConfig(partitioner="contiguous")
+    partition_graph(_shared_negatives_graph(), 2, root / "shared", contiguous)
+    partition_graph(_no_in_edges_graph(), 2, root / "no-in-edges", contiguous)
+    p1, p2 = str(parts[1]), str(parts[2])
+    state = {k: v.numpy() for k, v in _edge_layers().state_dict().items()}
+    todo: dict[int, dict[str, tuple[str, tuple[Any, ...]]]] = {
+        1: {"batches": ("_batches", (p1, "binary", 2)),
+            "bad_neg_sampling": ("_refused", ("_loader", p1, "pairs")),
+            "no_seeds": ("_refused", ("_loader", str(root / "no-seeds"), "binary"))},
+        2: {"batches": ("_batches", (p2, "binary", 2)),
+            "unexcluded": ("_unexcluded", (p2,)),
+            "resumed": ("_resumed", (p2,)),
+            "strict_triplets": ("_strict_triplets", (p2,)),
+            "node_batches": ("_node_batches", (p2,)),
+            "edge_layers": ("_edge_layer_outputs", (p2, state)),
+            "scores": ("_scores", (str(root / "shared"), 16)),
+            "link_steps": ("_link_steps", (str(root / "no-in-edges"),))},
+        4: {"batches": ("_batches", (str(parts[4]), "binary", 2))},
+    }
+    return {world: run_multiproc(jobs, world, world_jobs)
+            for world, world_jobs in todo.items()}
+
+
 @pytest.mark.parametrize("world", [1, 2, 4])
 def test_link_batches_against_the_dataset(world: int, dataset: GraphDataset,
-                                          parts: dict[int, Path]) -> None:
+                                          parts: dict[int, Path],
+                                          runs: dict[int, list[dict[str, Any]]]) -> None:
     gid = _new_ids(parts[world], world)
     n = dataset.num_nodes
     src, dst = gid[np.asarray(dataset.src)], gid[np.asarray(dataset.dst)]
     train = gid[np.asarray(dataset.train_edges)]
     x_new = np.empty_like(np.asarray(dataset.x))
     x_new[gid] = dataset.x
-    results = run_multiproc(_batches, world, str(parts[world]), "binary", 2)
+    results = [r["batches"] for r in runs[world]]
     assert len({len(r) for r in results}) == 1  # the same number of steps on every rank
     for epoch in range(2):
         seen = []
@@ -133,11 +211,11 @@ def test_link_batches_against_the_dataset(world: int, dataset: GraphDataset,
 
 
 def test_targets_are_excluded_but_only_them(dataset: GraphDataset,
-                                            parts: dict[int, Path]) -> None:
+                                            runs: dict[int, list[dict[str, Any]]]) -> None:
     """Without exclusion the same batches do pass their targets (the test can fail)."""
     n = dataset.num_nodes
     leaked = 0
-    for batches in run_multiproc(_unexcluded, 2, str(parts[2])):
+    for batches in (r["unexcluded"] for r in runs[2]):
         for pos, mp in batches:
             hidden = set((pos[0] * n + pos[1]).tolist()) | set((pos[1] * n + pos[0]).tolist())
             leaked += len(hidden.intersection(mp.tolist()))
@@ -152,7 +230,6 @@ def _unexcluded(part_dir: str) -> list[tuple[np.ndarray, np.ndarray]]:
         pos = loader.edges.index_select(1, batch.input_id).numpy()
         s, d = batch.n_id[batch.edge_index].numpy()
         out.append((pos, s * n + d))
-    shutdown()
     return out
 
 
@@ -163,23 +240,23 @@ def _resumed(part_dir: str) -> list[list[torch.Tensor]]:
     ctx2, again = _loader(part_dir, "triplet", strict=True)
     again.load_state_dict({"epoch": 1, "step": 2, "num_steps": loader.num_steps, "seed": 5})
     rest = [[b.n_id, b.edge_index, b.dst_neg_index] for b in again]
-    shutdown()
     return [full[2:], rest]
 
 
-def test_resume_mid_epoch_gives_the_same_batches(parts: dict[int, Path]) -> None:
-    for full, rest in run_multiproc(_resumed, 2, str(parts[2])):
+def test_resume_mid_epoch_gives_the_same_batches(runs: dict[int, list[dict[str, Any]]]
+                                                  ) -> None:
+    for full, rest in (r["resumed"] for r in runs[2]):
         assert len(full) == len(rest) > 0
         for a, b in zip(full, rest, strict=True):
             assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-def test_triplet_layout_and_strict_negatives(dataset: GraphDataset,
-                                             parts: dict[int, Path]) -> None:
+def test_triplet_layout_and_strict_negatives(dataset: GraphDataset, parts: dict[int, Path],
+                                             runs: dict[int, list[dict[str, Any]]]) -> None:
     gid = _new_ids(parts[2], 2)
     n = dataset.num_nodes
     edges = set((gid[dataset.src] * n + gid[dataset.dst]).tolist())
-    for rank_batches in run_multiproc(_strict_triplets, 2, str(parts[2])):
+    for rank_batches in (r["strict_triplets"] for r in runs[2]):
         for b in rank_batches:
             pos, neg = b["pairs"].numpy(), b["neg"].numpy()
             assert neg.shape == (pos.shape[1], 2)
@@ -196,7 +273,6 @@ def _strict_triplets(part_dir: str) -> list[dict[str, Any]]:
         out.append({"pairs": torch.stack([n_id[batch.src_index], n_id[batch.dst_pos_index]]),
                     "neg": n_id[batch.dst_neg_index],
                     "input_pos": loader.edges.index_select(1, batch.input_id)})
-    shutdown()
     return out
 
 
@@ -206,16 +282,17 @@ def _node_batches(part_dir: str) -> list[tuple[torch.Tensor, ...]]:
     loader = DistNeighborLoader(graph, DistFeatureStore(graph, ctx), [5, 5], "train",
                                 batch_size=64, seed=1)
     out = [(b.n_id, b.edge_index, b.e_id, b.edge_attr) for b in loader]
-    shutdown()
     return out
 
 
 def test_node_batches_carry_edge_ids_and_features(dataset: GraphDataset,
-                                                  parts: dict[int, Path]) -> None:
+                                                  parts: dict[int, Path],
+                                                  runs: dict[int, list[dict[str, Any]]]
+                                                  ) -> None:
     gid = _new_ids(parts[2], 2)
     src, dst = gid[np.asarray(dataset.src)], gid[np.asarray(dataset.dst)]
     count = 0
-    for rank_batches in run_multiproc(_node_batches, 2, str(parts[2])):
+    for rank_batches in (r["node_batches"] for r in runs[2]):
         for n_id, edge_index, e_id, edge_attr in rank_batches:
             n_id, e = n_id.numpy(), e_id.numpy()
             assert np.array_equal(src[e], n_id[edge_index[0].numpy()])
@@ -225,14 +302,11 @@ def test_node_batches_carry_edge_ids_and_features(dataset: GraphDataset,
     assert count > 0
 
 
-def test_bad_arguments(parts: dict[int, Path], tmp_path: Path) -> None:
-    with pytest.raises(DistributedError, match="ConfigError: neg_sampling"):
-        run_multiproc(_loader, 1, str(parts[1]), "pairs")
-    ds = sbm(num_nodes=100, avg_degree=4, num_classes=2, feat_dim=2, seed=0)
-    partition_graph(ds, 1, tmp_path / "p")
+def test_bad_arguments(runs: dict[int, list[dict[str, Any]]]) -> None:
+    """The loader's own errors on a rank (``_refused``: ``"ErrorClass: message"``)."""
+    assert re.search("ConfigError: neg_sampling", runs[1][0]["bad_neg_sampling"])
     # No supervision edges in the partition: the loader says there is nothing to train on.
-    with pytest.raises(DistributedError, match="no rank owns any seed"):
-        run_multiproc(_loader, 1, str(tmp_path / "p"), "binary")
+    assert re.search("no rank owns any seed", runs[1][0]["no_seeds"])
 
 
 def _edge_layer_outputs(part_dir: str, state: dict[str, Any]) -> list[tuple[torch.Tensor, ...]]:
@@ -249,7 +323,6 @@ def _edge_layer_outputs(part_dir: str, state: dict[str, Any]) -> list[tuple[torc
         for b in loader:
             rows = [conv(b.x, b.edge_index, b.edge_attr)[: b.batch_size] for conv in layers]
             out.append((b.n_id[: b.batch_size], *rows))
-    shutdown()
     return out
 
 
@@ -264,7 +337,8 @@ def _edge_layers() -> torch.nn.ModuleList:
 
 
 def test_edge_feature_layers_on_batches_equal_the_full_graph(
-        dataset: GraphDataset, parts: dict[int, Path]) -> None:
+        dataset: GraphDataset, parts: dict[int, Path],
+        runs: dict[int, list[dict[str, Any]]]) -> None:
     """PyG layers that read edge_attr run on batches unchanged: with every in-edge sampled,
     a seed's row equals the layer's on the whole graph."""
     gid = _new_ids(parts[2], 2)
@@ -276,9 +350,8 @@ def test_edge_feature_layers_on_batches_equal_the_full_graph(
     with torch.no_grad():
         full = [conv(x, edge_index, attr) for conv in layers]
     old_of_new = np.argsort(gid)
-    state = {k: v.numpy() for k, v in layers.state_dict().items()}
-    checked = 0
-    for rank_batches in run_multiproc(_edge_layer_outputs, 2, str(parts[2]), state):
+    checked = 0  # the ranks loaded the weights of _edge_layers() (seeded): these
+    for rank_batches in (r["edge_layers"] for r in runs[2]):
         for seeds, *rows in rank_batches:
             orig = torch.from_numpy(old_of_new[seeds.numpy()])
             for want, got in zip(full, rows, strict=True):
@@ -297,19 +370,15 @@ def _scores(part_dir: str, chunk: int) -> dict[str, np.ndarray]:
     out = {"pos": pos.numpy(), "neg": neg.numpy(),
            "val_edges": np.asarray(graph.part.val_edges),
            "val_neg": np.asarray(graph.part.val_neg)}
-    shutdown()
     return out
 
 
-def test_shared_negative_scores_by_brute_force(tmp_path: Path) -> None:
+def test_shared_negative_scores_by_brute_force(runs: dict[int, list[dict[str, Any]]]
+                                               ) -> None:
     """Fewer shared negative pairs than positives (as ogbl-ddi), one rank holding none."""
-    ds = sbm(num_nodes=300, avg_degree=8, num_classes=3, feat_dim=4, seed=5)
-    ds = ds.random_link_split((0.5, 0.4, 0.1), seed=0)
-    neg = np.array([[0, 1], [2, 3], [4, 5]])  # sources 0, 2, 4: all in part 0 (contiguous)
-    ds = replace(ds, neg_kind="shared", val_neg=neg, test_neg=neg)
-    partition_graph(ds, 2, tmp_path / "p", PartitionConfig(partitioner="contiguous"))
+    ds = _shared_negatives_graph()
     x = np.asarray(ds.x, dtype=np.float32)  # contiguous: new ids are the original ones
-    for rank in run_multiproc(_scores, 2, str(tmp_path / "p"), 16):
+    for rank in (r["scores"] for r in runs[2]):
         e, q = rank["val_edges"], rank["val_neg"]
         np.testing.assert_allclose(rank["pos"], (x[e[:, 0]] * x[e[:, 1]]).sum(1), rtol=1e-5)
         np.testing.assert_allclose(rank["neg"], (x[q[:, 0]] * x[q[:, 1]]).sum(1), rtol=1e-5)
@@ -319,21 +388,10 @@ def test_shared_negative_scores_by_brute_force(tmp_path: Path) -> None:
 def _link_steps(part_dir: str) -> list[int]:
     ctx, loader = _loader(part_dir, "binary")
     sizes = [int(b.edge_index.shape[1]) for b in loader]
-    shutdown()
     return sizes
 
 
-def test_a_part_without_in_edges(tmp_path: Path) -> None:
+def test_a_part_without_in_edges(runs: dict[int, list[dict[str, Any]]]) -> None:
     """Every edge points into part 0: part 1 stores no in-edge (and samples none)."""
-    n = 200
-    rng = np.random.default_rng(0)
-    src = rng.integers(0, n, 2000)
-    dst = rng.integers(0, n // 2, 2000)
-    keep = src != dst
-    ds = GraphDataset(num_nodes=n, src=src[keep], dst=dst[keep],
-                      x=rng.standard_normal((n, 6)).astype(np.float32))
-    pairs = np.stack([np.arange(100, 140), np.arange(0, 40)], 1)  # sources in part 1
-    ds = replace(ds, train_edges=pairs)
-    partition_graph(ds, 2, tmp_path / "p", PartitionConfig(partitioner="contiguous"))
-    steps = run_multiproc(_link_steps, 2, str(tmp_path / "p"))
+    steps = [r["link_steps"] for r in runs[2]]
     assert len(steps[0]) == len(steps[1]) and sum(steps[0]) + sum(steps[1]) > 0

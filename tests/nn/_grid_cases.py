@@ -1,7 +1,8 @@
 """Workers of the 3D-parallel layer tests: each rank compares with single-process PyG.
 
 The reference is PyG's own model (``GCN`` / ``GraphSAGE`` with the same initial weights)
-on the whole graph in one process; every rank checks its own blocks against it.
+on the whole graph in one process; every rank checks its own blocks against it.  The
+workers run as tasks of ``_nn_cases.worker``, in the grouped runs of ``conftest.nn_runs``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ from gnnpar.train.models import build_model
 SEED = 5
 HIDDEN = 8
 LAYERS = 3  # all three rotations of the grid
+GRIDS = {2: [(2, 1, 1), (1, 2, 1), (1, 1, 2)], 4: [(2, 2, 1), (2, 1, 2), (1, 2, 2), (4, 1, 1)]}
+"""The grids checked at each world size."""
+TRAIN_GRID = "2,1,2"
+"""The grid of the Trainer's runs (at 4 ranks)."""
+EPOCHS = 6
+"""Epochs of the Trainer's runs."""
+NUM_NODES = 53
+"""Nodes of the grid tests' graph (``_nn_cases.directed_graph``): every split uneven."""
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -42,11 +51,6 @@ def reference(dataset: GraphDataset, kind: str) -> dict[str, Any]:
     (F.cross_entropy(logits[train], y[train], reduction="sum") / train.numel()).backward()
     grads = {k: p.grad.detach().clone() for k, p in model.named_parameters()}
     return {"model": init, "logits": logits.detach(), "grads": grads}
-
-
-def jobs(todo: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
-    """Run several of this module's workers one after another on the same ranks."""
-    return {name: globals()[fn](*args) for name, (fn, args) in todo.items()}
 
 
 def grid_errors(part_dir: str, dataset: GraphDataset, grids: list[tuple[int, int, int]]

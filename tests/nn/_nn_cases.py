@@ -184,11 +184,16 @@ def _distributed_pass(graph: Any, model: nn.Module, x: torch.Tensor, orig: np.nd
 
 
 def worker(tasks: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
-    """Run named tasks (``exact``, ``train``, ``resume``) in one process group."""
+    """Run named tasks (``exact``, ``inference``, ``train``, ``resume``, and the 3D-parallel
+    ``grid_errors`` and ``grid_train`` of :mod:`_grid_cases`) in one process group."""
+    import _grid_cases
+
     import gnnpar.distributed as gdist
 
     ctx = gdist.init()
-    funcs = {"exact": _exact, "inference": _inference, "train": _train, "resume": _resume}
+    funcs = {"exact": _exact, "inference": _inference, "train": _train, "resume": _resume,
+             "grid_errors": lambda _, *a: _grid_cases.grid_errors(*a),
+             "grid_train": lambda _, *a: _grid_cases.trainer_runs(*a)}
     return {name: to_numpy(funcs[task](ctx, *args)) for name, (task, args) in tasks.items()}
 
 

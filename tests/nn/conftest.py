@@ -4,7 +4,8 @@ Process start-up (importing torch and PyG) costs seconds per rank on a loaded 2-
 machine, so each world size runs once and the tests read its results: exactness on two
 partitioned graphs at every size, of the layers and of layer-wise inference; at 2 ranks
 also training with the communication reducers and resuming full-graph training, both
-through the Trainer.
+through the Trainer; at 2 and 4 ranks the 3D-parallel layers against PyG (``test_grid``,
+on a graph of its own), and at 4 ranks the Trainer's 3D-parallel runs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import _grid_cases as gc  # noqa: E402
 import _nn_cases as cases  # noqa: E402
 
 import gnnpar.distributed as gdist  # noqa: E402
@@ -29,11 +31,20 @@ FP_SEED, TRAIN_EPOCHS = cases.FP_SEED, cases.TRAIN_EPOCHS
 TRAIN_CONFIGS, RESUME_EPOCHS = cases.TRAIN_CONFIGS, cases.RESUME_EPOCHS
 
 
+@pytest.fixture(scope="session")
+def nn_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
+    """:func:`nn_run` of every world size (1, 2, 4): one grouped run each."""
+    return {world: _grouped_run(world, tmp_path_factory) for world in (1, 2, 4)}
+
+
 @pytest.fixture(scope="session", params=[1, 2, 4], ids=lambda w: f"world{w}")
-def nn_run(request: pytest.FixtureRequest,
-           tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def nn_run(request: pytest.FixtureRequest, nn_runs: dict[int, dict[str, Any]]
+           ) -> dict[str, Any]:
     """Partitions into ``world`` parts, and every rank's results of the grouped run."""
-    world = request.param
+    return nn_runs[request.param]
+
+
+def _grouped_run(world: int, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp(f"nn-world{world}")
     directed = cases.directed_graph()
     feedforward, assignment = cases.feedforward_graph(world)
@@ -56,12 +67,22 @@ def nn_run(request: pytest.FixtureRequest,
                                     TRAIN_CONFIGS))
         tasks["resume"] = ("resume", (str(root / "sbm-metis"), str(root / "resume"),
                                       RESUME_EPOCHS))
+    grid_graph = None
+    if world in gc.GRIDS:  # test_grid's graph: 53 nodes, 3 classes, every split uneven
+        grid_graph = cases.directed_graph(num_nodes=gc.NUM_NODES)
+        partition_graph(grid_graph, world, root / "grid",
+                        PartitionConfig(partitioner="random", seed=0))
+        tasks["grid_errors"] = ("grid_errors", (str(root / "grid"), grid_graph,
+                                                gc.GRIDS[world]))
+        if world == 4:
+            tasks["grid_train"] = ("grid_train", (str(root / "grid"), str(root / "grid-runs"),
+                                                  gc.TRAIN_GRID, gc.EPOCHS))
     if world == 1:  # a one-process gloo group needs no spawn
         started = not dist.is_initialized()
         ranks = [cases.worker(tasks)]
         if started:
             gdist.shutdown()
     else:
-        ranks = run_multiproc(cases.worker, world, tasks, timeout=300)
+        ranks = run_multiproc(cases.worker, world, tasks, timeout=600)
     return {"world": world, "root": root, "datasets": datasets, "weights": weights,
-            "dirs": dirs, "ranks": ranks}
+            "dirs": dirs, "ranks": ranks, "grid_dataset": grid_graph}

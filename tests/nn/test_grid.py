@@ -22,12 +22,9 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).parent))
 
 import _grid_cases as gc  # noqa: E402
-import _nn_cases as cases  # noqa: E402
 
 from gnnpar.errors import ConfigError  # noqa: E402
 from gnnpar.nn.grid import check_grid, chunk_sizes, parse_grid  # noqa: E402
-from gnnpar.partition import PartitionConfig, partition_graph  # noqa: E402
-from gnnpar.testing import run_multiproc  # noqa: E402
 from gnnpar.train.config import (  # noqa: E402
     Config,
     FullConfig,
@@ -37,28 +34,24 @@ from gnnpar.train.config import (  # noqa: E402
 )
 from gnnpar.train.models import build_model  # noqa: E402
 
-GRIDS = {2: [(2, 1, 1), (1, 2, 1), (1, 1, 2)], 4: [(2, 2, 1), (2, 1, 2), (1, 2, 2), (4, 1, 1)]}
-EPOCHS = 6
+GRIDS, EPOCHS = gc.GRIDS, gc.EPOCHS
 
 
 @pytest.fixture(scope="module")
-def grid_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
-    """Each world size's ranks' results (one spawn each); the Trainer runs at 4 ranks."""
-    # 53 nodes, 3 classes, hidden 8: every split uneven; self-loops, a doubled one and
-    # isolated nodes (cases.directed_graph).
-    dataset = cases.directed_graph(num_nodes=53)
+def grid_runs(nn_runs: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Each world size's ranks' results; the Trainer runs at 4 ranks.
+
+    They are jobs of the grouped runs of ``conftest.nn_runs`` (one spawn per world size),
+    on a graph of 53 nodes, 3 classes, hidden 8 (``_grid_cases``): every split uneven;
+    self-loops, a doubled one and isolated nodes (``cases.directed_graph``).
+    """
     runs = {}
-    for world, grids in GRIDS.items():
-        root = tmp_path_factory.mktemp(f"grid{world}")
-        partition_graph(dataset, world, root / "parts",
-                        PartitionConfig(partitioner="random", seed=0))
-        todo: dict[str, tuple[str, tuple[Any, ...]]] = {
-            "errors": ("grid_errors", (str(root / "parts"), dataset, grids))}
-        if world == 4:
-            todo["train"] = ("trainer_runs", (str(root / "parts"), str(root / "runs"),
-                                              "2,1,2", EPOCHS))
-        runs[world] = {"dataset": dataset, "ranks": run_multiproc(gc.jobs, world, todo,
-                                                                  timeout=400)}
+    for world in GRIDS:
+        run = nn_runs[world]
+        ranks = [{"errors": rank["grid_errors"],
+                  **({"train": rank["grid_train"]} if world == 4 else {})}
+                 for rank in run["ranks"]]
+        runs[world] = {"dataset": run["grid_dataset"], "ranks": ranks}
     return runs
 
 

@@ -25,6 +25,7 @@ Every collective of those runs is issued by the thread that runs the step (NCCL'
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -125,7 +126,12 @@ def test_catches_a_side_stream_tensor_used_before_its_hand_over() -> None:
 def _collective_worker(force: bool, part_dir: str) -> dict[str, Any]:
     import gnnpar
     from gnnpar.comm import all_reduce_sum
+    from gnnpar.distributed import FORCE_COLLECTIVES
 
+    if force:
+        os.environ[FORCE_COLLECTIVES] = "1"
+    else:
+        os.environ.pop(FORCE_COLLECTIVES, None)
     with DeviceShadow() as shadow:
         ctx = gnnpar.init(device=shadow.device)
         if force:  # world size 1 with the switch on: the collectives run
@@ -141,9 +147,18 @@ def _collective_worker(force: bool, part_dir: str) -> dict[str, Any]:
                                            FANOUTS, "train", batch_size=32)
         with shadow.window() as w:
             next(iter(loader))
-    gnnpar.shutdown()
     return {"host_ok": host_ok, "collectives": [n for n, _ in w.collectives],
             "syncs": w.num_syncs}
+
+
+def _collective_workers(part_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`_collective_worker` with the switch on, then off, on one rank."""
+    try:
+        return _collective_worker(True, part_dir), _collective_worker(False, part_dir)
+    finally:
+        import gnnpar
+
+        gnnpar.shutdown()
 
 
 def test_one_rank_runs_its_collectives_under_the_switch(tmp_path: Path) -> None:
@@ -151,9 +166,7 @@ def test_one_rank_runs_its_collectives_under_the_switch(tmp_path: Path) -> None:
     NCCL check on one GPU); without it a world of one skips them."""
     partition_graph(sbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=4, seed=0), 1,
                     tmp_path / "p1")
-    forced = run_multiproc(_collective_worker, 1, True, str(tmp_path / "p1"),
-                           env={"GNNPAR_FORCE_COLLECTIVES": "1"})[0]
-    skipped = run_multiproc(_collective_worker, 1, False, str(tmp_path / "p1"))[0]
+    forced, skipped = run_multiproc(_collective_workers, 1, str(tmp_path / "p1"))[0]
     assert forced["host_ok"] is False  # a host tensor in a real collective: caught
     # Per hop the count all-gather (nothing to request from oneself); the features:
     # counts, ids, rows.

@@ -225,3 +225,50 @@ def byte_runs(part_dir: str, out: str) -> dict[str, Any]:
                              cfg.sample.fanouts))
         res[mode] = {"counts": counts, "record": trainer.record.to_dict()}
     return res
+
+
+def _crc(trainer: Any) -> int:
+    """CRC of the trained model's parameters (equal on two ranks: the same model)."""
+    return zlib.crc32(b"".join(v.detach().cpu().numpy().tobytes()
+                               for v in trainer.trained.state_dict().values()))
+
+
+def local_sgd_runs(part_dir: str, out: str) -> dict[str, Any]:
+    """Synchronous training and local SGD (``--sync every:H``), a parameter CRC per step."""
+    from gnnpar.distributed import init
+    from gnnpar.train.trainer import Trainer
+
+    ctx = init()
+    res: dict[str, Any] = {}
+    for name, settings in (("default", {}), ("every1", {"sync": "every:1"}),
+                           ("every4", {"sync": "every:4"}),
+                           ("warm", {"sync": "every:4", "sync_warmup": 3})):
+        cfg = small_config(f"{out}/{name}", epochs=2, batch_size=32, **settings)
+        trainer = Trainer(cfg, part_dir, ctx)
+        crcs: list[tuple[int, int, int]] = []
+        trainer.fit(lambda e, s, b, t=trainer, c=crcs: c.append((e, s, _crc(t))))
+        res[name] = {"params": _params(trainer), "crcs": crcs,
+                     "record": trainer.record.to_dict(),
+                     "num_params": sum(p.numel() for p in trainer.trained.parameters()),
+                     "steps": trainer.engine.steps_per_epoch}
+    return res
+
+
+def local_sgd_resume(part_dir: str, out: str) -> dict[str, Any]:
+    """Local SGD (every:3, optimiser averaged) uninterrupted, and stopped then resumed."""
+    from gnnpar.distributed import init
+    from gnnpar.train.trainer import Trainer
+
+    ctx = init()
+    cfg = small_config(f"{out}/full", epochs=2, batch_size=32, sync="every:3",
+                       sync_optimizer=True, checkpoint_steps=2)
+    full = Trainer(cfg, part_dir, ctx)
+    full.fit()
+    stopped = configure(cfg, out=f"{out}/stopped")
+    try:
+        Trainer(stopped, part_dir, ctx).fit(_tracer([], (1, 4)))
+    except Stop:
+        pass
+    again = Trainer(configure(stopped, resume=True), part_dir, ctx)
+    again.fit()
+    return {"full": _params(full), "resumed": _params(again)}

@@ -1,7 +1,8 @@
 """Fixtures of the trainer tests: test graphs, their partitions, and one grouped 2-rank run.
 
 Starting ranks costs more than the trainings themselves, so the 2-rank checks that leave
-the process group healthy (accuracy, resume, bad input, ``--eval``) share one spawned run,
+the process group healthy (accuracy, resume, bad input, ``--eval``, local SGD, bytes by
+kind) share one spawned run,
 :func:`two_ranks`; failure tests and the 1-rank and 4-rank runs have their own.
 """
 
@@ -64,7 +65,8 @@ def corrupt_copy(src: str, dst: Path) -> str:
 @pytest.fixture(scope="session")
 def two_ranks(small_parts: dict[int, str], accuracy_parts: dict[int, str],
               tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    """One 2-rank run: the accuracy training, the resume scenarios, the bad inputs."""
+    """One 2-rank run: the accuracy training, the resume scenarios, the bad inputs, the
+    ``--eval`` settings, local SGD, and the byte counts of both modes."""
     root = tmp_path_factory.mktemp("two-ranks")
     cfg = _workers.small_config(str(root / "bad-run"))
     bad: dict[str, Any] = {
@@ -81,5 +83,9 @@ def two_ranks(small_parts: dict[int, str], accuracy_parts: dict[int, str],
         "resume": ("resume", (small_parts[2], str(root / "resume"))),
         "bad_inputs": ("bad_inputs", (bad,)),
         "eval": ("eval_runs", (small_parts[2], str(root / "eval"))),
+        "local_sgd": ("local_sgd_runs", (small_parts[2], str(root / "local-sgd"))),
+        "local_sgd_resume": ("local_sgd_resume", (small_parts[2],
+                                                  str(root / "local-sgd-resume"))),
+        "bytes": ("byte_runs", (small_parts[2], str(root / "bytes"))),
     }
     return run_multiproc(_workers.jobs, 2, todo, timeout=600)

@@ -13,20 +13,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-import _workers
 import numpy as np
 import pytest
-
-from gnnpar.testing import run_multiproc
 
 F, H, C, W = 16, 32, 8, 2  # small_graph: 16 features, 8 classes; hidden 32; 2 ranks
 
 
 @pytest.fixture(scope="module")
-def runs(small_parts: dict[int, str], tmp_path_factory: pytest.TempPathFactory
-         ) -> list[dict[str, Any]]:
-    return run_multiproc(_workers.byte_runs, W, small_parts[2],
-                         str(tmp_path_factory.mktemp("bytes")), timeout=600)
+def runs(two_ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``_workers.byte_runs`` on each rank (of the shared 2-rank run)."""
+    return [rank["bytes"] for rank in two_ranks]
 
 
 def _halo_rows(part_dir: str) -> int:

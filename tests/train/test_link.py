@@ -4,6 +4,9 @@ References: a single-process PyG model on the whole graph scored with
 ``ogb.linkproppred.Evaluator``, and a single-process full-batch PyG training loop with
 ``torch_geometric.utils.negative_sampling`` (``_reference.train_link_reference``), not
 gnnpar's code.
+
+Starting ranks costs more than these trainings, so every 2-rank run of the module is one
+job of one spawned run (the ``two_ranks_link`` fixture).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 from _reference import train_link_reference
-from _workers import Stop, _params, _tracer, configure, train
+from _workers import Stop, _params, _tracer, configure, train  # noqa: F401 - a job
 
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import rmat, sbm
@@ -74,14 +77,41 @@ every degree), every training edge of a rank in its one step per epoch, the targ
 message passing, no dropout, one negative per positive that is not an edge."""
 
 
+def _jobs(todo: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
+    """Run several of this module's rank functions one after another on the same ranks
+    (each calls ``init()``, which joins the process group once)."""
+    return {name: globals()[fn](*args) for name, (fn, args) in todo.items()}
+
+
+FIT_RUNS = {"default": {}, "reference": REFERENCE_PROTOCOL}
+
+
 @pytest.fixture(scope="module")
-def trained(parts: dict[int, Path], tmp_path_factory: pytest.TempPathFactory
+def two_ranks_link(parts: dict[int, Path], tmp_path_factory: pytest.TempPathFactory
+                   ) -> list[dict[str, Any]]:
+    """Every rank's results of the module's 2-rank jobs: the default run and the reference
+    protocol (``fit``), the untrained metrics, the resume scenario, the hub-heavy graph."""
+    root = tmp_path_factory.mktemp("linkruns2")
+    partition_graph(hub_graph(), 2, root / "hub", PartitionConfig(seed=0))
+    hub = configure(Config(), task="link", epochs=8, out=str(root / "hub-run"),
+                    progress=False, eval_every=100, checkpoint_every=100)  # the defaults
+    p2 = str(parts[2])
+    todo = {"fit": ("_fit_runs", (p2, str(root / "r2"), FIT_RUNS)),
+            "metrics": ("_metrics", (p2,)),
+            "resume": ("_resume_runs", (p2, str(root / "resume"))),
+            "hub": ("train", (str(root / "hub"), hub))}
+    return run_multiproc(_jobs, 2, todo, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def trained(parts: dict[int, Path], two_ranks_link: list[dict[str, Any]],
+            tmp_path_factory: pytest.TempPathFactory
             ) -> dict[int, list[dict[str, dict[str, Any]]]]:
     """Per world size, every rank's results of the default run and of the reference protocol."""
     root = tmp_path_factory.mktemp("linkruns")
-    runs = {"default": {}, "reference": REFERENCE_PROTOCOL}
-    return {k: run_multiproc(_fit_runs, k, str(parts[k]), str(root / f"r{k}"), runs,
-                             timeout=600) for k in (1, 2)}
+    return {1: run_multiproc(_fit_runs, 1, str(parts[1]), str(root / "r1"), FIT_RUNS,
+                             timeout=600),
+            2: [rank["fit"] for rank in two_ranks_link]}
 
 
 def test_two_ranks_match_one_rank_and_pyg(dataset: GraphDataset,
@@ -148,11 +178,12 @@ def _metrics(part_dir: str) -> dict[str, Any]:
     return {"metrics": out, "state": {k: v.numpy() for k, v in gnn.state_dict().items()}}
 
 
-def test_link_metrics_equal_pyg_and_ogb(dataset: GraphDataset, parts: dict[int, Path]) -> None:
+def test_link_metrics_equal_pyg_and_ogb(dataset: GraphDataset,
+                                        two_ranks_link: list[dict[str, Any]]) -> None:
     from ogb.linkproppred import Evaluator
     from torch_geometric.nn.models import GraphSAGE
 
-    results = run_multiproc(_metrics, 2, str(parts[2]))
+    results = [rank["metrics"] for rank in two_ranks_link]
     assert results[0]["metrics"] == results[1]["metrics"]
     model = GraphSAGE(dataset.feat_dim, 16, 2, 16)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in results[0]["state"].items()})
@@ -197,9 +228,9 @@ def _resume_runs(part_dir: str, out: str) -> dict[str, Any]:
             "mrr": (full.record.summary["test_mrr"], resumed.record.summary["test_mrr"])}
 
 
-def test_resume_mid_epoch_same_batches_and_weights(parts: dict[int, Path],
-                                                   tmp_path: Path) -> None:
-    for rank in run_multiproc(_resume_runs, 2, str(parts[2]), str(tmp_path)):
+def test_resume_mid_epoch_same_batches_and_weights(two_ranks_link: list[dict[str, Any]]
+                                                   ) -> None:
+    for rank in (r["resume"] for r in two_ranks_link):
         trace, at = rank["full"], [t[:2] for t in rank["full"]]
         assert rank["before"] == trace[:at.index((1, 4)) + 1]
         assert rank["after"] == trace[at.index((1, 4)):]  # newest checkpoint: after step 3
@@ -224,16 +255,14 @@ def hub_graph() -> GraphDataset:
                 homophily=0.9, feature_noise=3.0).random_link_split((0.85, 0.05, 0.1), seed=0)
 
 
-def test_default_link_training_beats_features_only_on_a_hub_heavy_graph(tmp_path: Path
-                                                                          ) -> None:
+def test_default_link_training_beats_features_only_on_a_hub_heavy_graph(
+        two_ranks_link: list[dict[str, Any]]) -> None:
     ds = hub_graph()
     deg = ds.in_degree()
     hubs = np.argsort(deg)[-len(deg) // 100:]  # the top 1% by degree
     assert np.isin(np.asarray(ds.test_edges), hubs).any(1).mean() > 0.15  # uniform: ~0.02
-    partition_graph(ds, 2, tmp_path / "p2", PartitionConfig(seed=0))
-    cfg = configure(Config(), task="link", epochs=8, out=str(tmp_path / "run"),
-                    progress=False, eval_every=100, checkpoint_every=100)  # the defaults
-    mrr = run_multiproc(train, 2, str(tmp_path / "p2"), cfg)[0]["summary"]["test_mrr"]
+    # Trained with the link defaults (8 epochs) on 2 ranks: two_ranks_link's "hub" job.
+    mrr = two_ranks_link[0]["hub"]["summary"]["test_mrr"]
     mlp = train_link_reference(ds, 400, encoder="mlp")["evals"][-1]["test_mrr"]
     assert mrr >= mlp + 0.05, (mrr, mlp)  # measured: 0.330 against 0.215
 

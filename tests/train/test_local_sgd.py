@@ -8,47 +8,22 @@ sends ``P * 4`` bytes, ``2 P * 4`` in all (the record sums the ranks).
 
 from __future__ import annotations
 
-import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from _workers import Stop, _params, configure, small_config
+from _workers import _crc, configure, small_config
 
 from gnnpar.errors import ConfigError
 from gnnpar.testing import run_multiproc
 from gnnpar.train.config import Config
 
 
-def _crc(trainer: Any) -> int:
-    return zlib.crc32(b"".join(v.detach().cpu().numpy().tobytes()
-                               for v in trainer.trained.state_dict().values()))
-
-
-def _runs(part_dir: str, out: str) -> dict[str, Any]:
-    from gnnpar.distributed import init
-    from gnnpar.train.trainer import Trainer
-
-    ctx = init()
-    res: dict[str, Any] = {}
-    for name, settings in (("default", {}), ("every1", {"sync": "every:1"}),
-                           ("every4", {"sync": "every:4"}),
-                           ("warm", {"sync": "every:4", "sync_warmup": 3})):
-        cfg = small_config(f"{out}/{name}", epochs=2, batch_size=32, **settings)
-        trainer = Trainer(cfg, part_dir, ctx)
-        crcs: list[tuple[int, int, int]] = []
-        trainer.fit(lambda e, s, b, t=trainer, c=crcs: c.append((e, s, _crc(t))))
-        res[name] = {"params": _params(trainer), "crcs": crcs,
-                     "record": trainer.record.to_dict(),
-                     "num_params": sum(p.numel() for p in trainer.trained.parameters()),
-                     "steps": trainer.engine.steps_per_epoch}
-    return res
-
-
 @pytest.fixture(scope="module")
-def runs(small_parts: dict[int, str], tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
-    return run_multiproc(_runs, 2, small_parts[2], str(tmp_path_factory.mktemp("lsgd")))
+def runs(two_ranks: list[dict[str, Any]]) -> list[Any]:
+    """``_workers.local_sgd_runs`` on each rank (of the shared 2-rank run)."""
+    return [rank["local_sgd"] for rank in two_ranks]
 
 
 def test_every_1_is_synchronous_training(runs: list[Any]) -> None:
@@ -92,29 +67,9 @@ def test_bytes_of_local_sgd(runs: list[Any]) -> None:
     assert same[6] and not same[7]
 
 
-def _resumed(part_dir: str, out: str) -> dict[str, Any]:
-    from _workers import _tracer
-
-    from gnnpar.distributed import init
-    from gnnpar.train.trainer import Trainer
-
-    ctx = init()
-    cfg = small_config(f"{out}/full", epochs=2, batch_size=32, sync="every:3",
-                       sync_optimizer=True, checkpoint_steps=2)
-    full = Trainer(cfg, part_dir, ctx)
-    full.fit()
-    stopped = configure(cfg, out=f"{out}/stopped")
-    try:
-        Trainer(stopped, part_dir, ctx).fit(_tracer([], (1, 4)))
-    except Stop:
-        pass
-    again = Trainer(configure(stopped, resume=True), part_dir, ctx)
-    again.fit()
-    return {"full": _params(full), "resumed": _params(again)}
-
-
-def test_resume_mid_period_continues_exactly(small_parts: dict[int, str], tmp_path: Path) -> None:
-    for rank in run_multiproc(_resumed, 2, small_parts[2], str(tmp_path)):
+def test_resume_mid_period_continues_exactly(two_ranks: list[dict[str, Any]]) -> None:
+    """``_workers.local_sgd_resume``: stopped mid-period (every:3), then resumed."""
+    for rank in (r["local_sgd_resume"] for r in two_ranks):
         for key, value in rank["full"].items():
             assert np.array_equal(rank["resumed"][key], value), key
 
