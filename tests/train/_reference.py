@@ -13,6 +13,7 @@ or a features-only MLP encoder, ranked by ``ogb.linkproppred.Evaluator``; the be
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -167,8 +168,12 @@ def train_link_reference(ds: GraphDataset, epochs: int, hidden: int = 128, lr: f
     model: torch.nn.Module = (GraphSAGE(x.shape[1], hidden, 2, hidden, dropout=0.0)
                               if encoder == "sage" else
                               MLP([x.shape[1], hidden, hidden], norm=None, dropout=0.0))
+    # PyG's negative_sampling draws from Python's random (not torch's): seeded too, so the
+    # reference is the same in every session whatever ran before it.
+    random.seed(seed)
     if negative_seed is not None:
         torch.manual_seed(negative_seed)
+        random.seed(negative_seed)
 
     def embed() -> torch.Tensor:
         out: torch.Tensor = model(x, adj_t) if encoder == "sage" else model(x)

@@ -143,8 +143,8 @@ def test_reference_protocol_matches_full_batch_pyg(dataset: GraphDataset,
 
     Both start from the same weights (seed 0) and see the same positives; only the random
     negatives differ.  Measured on this graph (30-40 epochs): the reference's test MRR
-    spreads over 0.002 between negative seeds, its epoch losses over 0.005; gnnpar at 1
-    and 2 ranks lay within those spreads.
+    spreads over 0.002 between negative seeds, its epoch losses over up to 0.007; gnnpar
+    at 1 and 2 ranks lies within 0.01 of the (seeded) reference at every epoch.
     """
     ref = train_link_reference(dataset, REFERENCE_PROTOCOL["epochs"], HIDDEN, LR)
     mrr = {}
