@@ -49,8 +49,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from gnnpar.artifacts.files import sha256_file, write_digested_json
 from gnnpar.datasets.synthetic import sbm, typed
-from gnnpar.io import sha256_file, write_digested_json
 from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.partition.format import PartitionMeta
 from gnnpar.train.engine import SUMS

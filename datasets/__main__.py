@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gnnpar.artifacts.kinds import DATASET
+from gnnpar.artifacts.ownership import check_output_dir
 from gnnpar.config import ArgumentParser, add_config_arguments, parse_config
 from gnnpar.console import log_to_stderr
 from gnnpar.datasets.config import DataConfig
-from gnnpar.errors import GnnparError
+from gnnpar.errors import DatasetError, GnnparError
 
 
 @dataclass
@@ -56,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_to_stderr()
     try:
         job, args, _ = parse_config(parser, DatasetJob, argv)
+        if args.save:  # before the dataset is read
+            check_output_dir(args.save, args.overwrite, DATASET, DatasetError,
+                             "pass --overwrite to replace the dataset gnnpar saved there, or "
+                             "another --save.", field="--save")
         ds = job.data.validate().load_any()
         print(format_table(ds.summary()))
         if args.save:

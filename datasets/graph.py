@@ -40,6 +40,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gnnpar.artifacts.arrays import copy_rows, load_npy, save_npy
+from gnnpar.artifacts.checks import check_files, list_files
+from gnnpar.artifacts.directory import atomic_directory
+from gnnpar.artifacts.documents import check_json_digest, read_json
+from gnnpar.artifacts.files import write_digested_json
+from gnnpar.artifacts.kinds import DATASET
 from gnnpar.datasets.link_split import (
     EDGE_SPLITS,
     LINK_FIX,
@@ -50,15 +56,6 @@ from gnnpar.datasets.link_split import (
 )
 from gnnpar.datasets.splits import check_split_fractions, split_sizes
 from gnnpar.errors import DatasetError
-from gnnpar.io import (
-    OutputKind,
-    atomic_directory,
-    copy_rows,
-    load_npy,
-    read_json,
-    save_npy,
-    write_json,
-)
 from gnnpar.sizes import NODE_BYTES, check_fits
 
 if TYPE_CHECKING:
@@ -67,9 +64,11 @@ if TYPE_CHECKING:
     from gnnpar.datasets.hetero import HeteroGraphDataset
 
 FORMAT = "gnnpar-dataset"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
-"""Version 2 added edge features and link supervision (absent from version 1 files)."""
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+"""Version 2 added edge features and link supervision (absent from version 1 files);
+version 3 the size and SHA-256 of every array (``files``) and the file's own digest."""
+META_FILE = "dataset.json"
 KIND_LOADERS = {"homogeneous": "GraphDataset.load", "hetero": "HeteroGraphDataset.load"}
 """``dataset.json``'s ``kind`` (absent: homogeneous) -> the class method that reads it."""
 SPLITS = ("train_idx", "val_idx", "test_idx")
@@ -77,10 +76,6 @@ FEW_CLASSES = 1 << 10
 """Labels below this are accepted on any graph (more classes than nodes is fine on a small
 one); above it, a label must be below the node count (a label of 10^9 is a typo that
 would size the output layer)."""
-DATASET_KIND = OutputKind("dataset.json", "a dataset directory",
-                          lambda doc: [f"{name}.npy" for name in doc["arrays"]])
-"""A dataset directory, typed or not: ``dataset.json`` and the arrays it lists (see
-:func:`gnnpar.io.check_output_dir`)."""
 _CHUNK_ROWS = 1 << 16
 LABELS_FIX = "pass --labels FILE (one integer class per node; -1 = unlabelled)"
 TRAIN_SPLIT_FIX = (
@@ -194,6 +189,33 @@ def check_features(x: np.ndarray, num_rows: int, where: str | os.PathLike[str],
             row = start + int(np.argwhere(~np.isfinite(block))[0, 0])
             raise DatasetError(f"row {row} holds NaN or inf.", path=where, field=fld,
                                fix="impute or drop non-finite feature values.")
+
+
+def write_sealed(directory: Path, doc: dict[str, Any]) -> None:
+    """Write ``dataset.json`` last: ``doc``, every array's size and SHA-256, its digest."""
+    write_digested_json(directory / META_FILE, atomic=False, doc={
+        **doc, "files": list_files(directory, META_FILE)})
+
+
+def check_sealed(directory: Path, meta: dict[str, Any], digested_from: int,
+                 verify: bool) -> None:
+    """Check a dataset directory against its ``dataset.json`` (versions that list files).
+
+    Args:
+        directory: The dataset directory.
+        meta: Its parsed ``dataset.json``.
+        digested_from: The first version of this kind that carries digests.
+        verify: Also recompute every array's SHA-256 (what ``validate`` asks for).
+
+    Raises:
+        DatasetError: The document or an array was changed after it was written.
+    """
+    if int(meta.get("format_version", 0)) < digested_from:
+        return
+    fix = "re-save the dataset (a file was changed, replaced or truncated)."
+    check_json_digest(meta, directory / META_FILE, DatasetError, fix)
+    if verify:
+        check_files(directory, meta.get("files"), directory / META_FILE, DatasetError, fix)
 
 
 def check_kind(meta: dict[str, Any], kind: str, path: str | os.PathLike[str]) -> None:
@@ -574,7 +596,7 @@ class GraphDataset:
         if validate:
             self.validate()
         out = Path(out_dir)
-        with atomic_directory(out, overwrite, DatasetError, kind=DATASET_KIND) as tmp:
+        with atomic_directory(out, overwrite, DatasetError, kind=DATASET) as tmp:
             save_npy(tmp / "src.npy", np.asarray(self.src, dtype=np.int64))
             save_npy(tmp / "dst.npy", np.asarray(self.dst, dtype=np.int64))
             if self.x is not None:
@@ -587,7 +609,7 @@ class GraphDataset:
                 save_npy(tmp / "edge_attr.npy", np.asarray(self.edge_attr, dtype=np.float32))
             for fld in (*EDGE_SPLITS, *NEG_SPLITS):
                 save_npy(tmp / f"{fld}.npy", np.asarray(getattr(self, fld), dtype=np.int64))
-            write_json(tmp / "dataset.json", {
+            write_sealed(tmp, {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
                 "name": self.name,
@@ -615,14 +637,18 @@ class GraphDataset:
                 process has just written from a validated dataset.
         """
         d = Path(path)
-        meta = read_json(d / "dataset.json", DatasetError)
-        check_kind(meta, "homogeneous", d / "dataset.json")
+        meta = read_json(d / META_FILE, DatasetError)
+        if not isinstance(meta, dict):
+            raise DatasetError("must hold a JSON object.", path=d / META_FILE,
+                               fix="re-save the dataset with GraphDataset.save.")
+        check_kind(meta, "homogeneous", d / META_FILE)
         if meta.get("format") != FORMAT or meta.get("format_version") not in READABLE_VERSIONS:
             raise DatasetError(
                 f"format {meta.get('format')!r} version {meta.get('format_version')!r} is not "
                 f"{FORMAT!r} version {' or '.join(map(str, READABLE_VERSIONS))}.",
                 path=d / "dataset.json",
                 field="format_version", fix="re-save the dataset with this gnnpar version.")
+        check_sealed(d, meta, 3, validate)
         for key in ("num_nodes", "name"):
             if key not in meta:
                 raise DatasetError("field is missing.", path=d / "dataset.json", field=key,

@@ -41,8 +41,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gnnpar.artifacts.arrays import load_npy, save_npy
+from gnnpar.artifacts.directory import atomic_directory
+from gnnpar.artifacts.documents import read_json
+from gnnpar.artifacts.kinds import DATASET
 from gnnpar.datasets.graph import (
-    DATASET_KIND,
     FORMAT,
     SPLITS,
     GraphDataset,
@@ -50,10 +53,11 @@ from gnnpar.datasets.graph import (
     check_edges,
     check_features,
     check_kind,
+    check_sealed,
     symmetrise,
+    write_sealed,
 )
 from gnnpar.errors import DatasetError
-from gnnpar.io import atomic_directory, load_npy, read_json, save_npy, write_json
 from gnnpar.sizes import NODE_BYTES, check_fits
 
 if TYPE_CHECKING:
@@ -62,8 +66,9 @@ if TYPE_CHECKING:
 EdgeType = tuple[str, str, str]
 """``(src_type, relation, dst_type)``, as PyG's edge types."""
 KIND = "hetero"
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (3,)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (3, 4)
+"""Version 4 added the size and SHA-256 of every array (``files``) and its own digest."""
 REVERSE_PREFIX = "rev_"
 REVERSE_MODES = ("auto", "add", "none")
 """``--reverse``: add the missing reverse relations, add them all, or none."""
@@ -562,7 +567,7 @@ class HeteroGraphDataset:
             self.validate()
         out = Path(out_dir)
         arrays = []
-        with atomic_directory(out, overwrite, DatasetError, kind=DATASET_KIND) as tmp:
+        with atomic_directory(out, overwrite, DatasetError, kind=DATASET) as tmp:
             for t, name in enumerate(self.num_nodes):
                 if name in self.x:
                     save_npy(tmp / f"x_{t}.npy", np.asarray(self.x[name], dtype=np.float32))
@@ -576,7 +581,7 @@ class HeteroGraphDataset:
                 arrays.append("y")
             for fld in SPLITS:
                 save_npy(tmp / f"{fld}.npy", np.asarray(getattr(self, fld), dtype=np.int64))
-            write_json(tmp / "dataset.json", {
+            write_sealed(tmp, {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
                 "kind": KIND,
@@ -616,6 +621,7 @@ class HeteroGraphDataset:
                 f"{FORMAT!r} version {' or '.join(map(str, READABLE_VERSIONS))}.",
                 path=meta_path, field="format_version",
                 fix="re-save the dataset with this gnnpar version.")
+        check_sealed(d, meta, 4, validate)
         fix = "re-save the dataset with HeteroGraphDataset.save."
         for key in ("name", "node_types", "num_nodes", "edge_types", "num_edges", "feat_dims",
                     "target"):

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gnnpar.artifacts.arrays import copy_rows
 from gnnpar.datasets.splits import check_split_fractions, split_sizes
 from gnnpar.errors import DatasetError
-from gnnpar.io import copy_rows
 
 if TYPE_CHECKING:
     from gnnpar.datasets.graph import GraphDataset

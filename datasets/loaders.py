@@ -27,11 +27,11 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from gnnpar.artifacts.arrays import load_npy
 from gnnpar.datasets.graph import SPLITS, GraphDataset
 from gnnpar.datasets.hetero import EdgeType, HeteroGraphDataset, edge_type_field
 from gnnpar.datasets.link_split import EDGE_SPLITS, NEG_KINDS, NEG_SPLITS
 from gnnpar.errors import DatasetError
-from gnnpar.io import load_npy
 
 EDGE_LIST_SUFFIXES = (".csv", ".tsv", ".txt", ".edges", ".csv.gz", ".tsv.gz", ".txt.gz")
 _COMMENTS = ("#", "%")
@@ -537,16 +537,41 @@ def _infer_num_nodes(
 
 # ---------------------------------------------------------------------- edge lists
 def _open_text(path: Path) -> TextIO:
-    return gzip.open(path, "rt") if path.name.endswith(".gz") else open(path)  # noqa: SIM115
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")  # noqa: SIM115
 
 
 def _data_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(1-based line number, stripped text)`` of every non-blank, non-comment line."""
-    with _open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
-            text = line.strip()
-            if text and not text.startswith(_COMMENTS):
-                yield lineno, text
+    """``(1-based line number, stripped text)`` of every non-blank, non-comment line.
+
+    Raises:
+        DatasetError: Bytes that are not UTF-8 (naming the line), or a damaged ``.gz``.
+    """
+    try:
+        with _open_text(path) as f:
+            for lineno, line in enumerate(f, 1):
+                text = line.strip()
+                if text and not text.startswith(_COMMENTS):
+                    yield lineno, text
+    except UnicodeDecodeError:
+        raise DatasetError(f"is not UTF-8 text ({_first_bad_byte(path)}).", path=path,
+                           field="encoding",
+                           fix="save it as UTF-8 (or ASCII) text of integer node ids.") from None
+    except (OSError, EOFError) as exc:
+        raise DatasetError(f"cannot be read ({exc}).", path=path,
+                           fix="check the file (a .gz must be a complete gzip file).") from None
+
+
+def _first_bad_byte(path: Path) -> str:
+    """``"byte 0xff on line 3"``: where a file stops being UTF-8."""
+    with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return f"byte 0x{raw[exc.start]:02x} on line {lineno}"
+    return "a byte sequence cut at the end"
 
 
 def _split(text: str, delimiter: str | None) -> list[str]:

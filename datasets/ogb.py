@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import importlib.util
 import logging
 import os
@@ -45,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from gnnpar.artifacts.documents import read_json
+from gnnpar.artifacts.files import sha256_file
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.hetero import EdgeType, HeteroGraphDataset
 from gnnpar.datasets.link_split import EDGE_SPLITS, NEG_SPLITS
@@ -55,7 +58,6 @@ from gnnpar.datasets.loaders import (
     split_to_idx,
 )
 from gnnpar.errors import DatasetError
-from gnnpar.io import read_json, sha256_file
 
 CACHE_DIR = "gnnpar-v1"
 # ogb's split file names -> GraphDataset fields.
@@ -214,7 +216,17 @@ def _read_split(split_dir: Path) -> dict[str, np.ndarray]:
             raise DatasetError("split file is missing.", path=f, field=fld,
                                fix="re-download the dataset (split_dict.pt files are pickle "
                                    "and are not read).")
-        out[fld] = pd.read_csv(f, compression="gzip", header=None).values.T[0]
+        try:
+            table = pd.read_csv(f, compression="gzip", header=None)
+        except pd.errors.EmptyDataError:
+            raise DatasetError("split file is empty; it holds one node id per line.",
+                               path=f, field=fld, fix="re-download the dataset, or write "
+                               "the split's node ids into it.") from None
+        except (OSError, ValueError, EOFError) as exc:
+            raise DatasetError(f"cannot be read as a gzip-compressed CSV of node ids "
+                               f"({type(exc).__name__}: {str(exc)[:120]}).", path=f,
+                               field=fld, fix="re-download the dataset.") from None
+        out[fld] = table.values.T[0]
     return out
 
 
@@ -629,7 +641,7 @@ def load_ogb(
                            fix="pick one task and build the dataset with from_pyg / from_npz.")
     cls: type[GraphDataset] | type[HeteroGraphDataset] = (
         HeteroGraphDataset if hetero else GraphDataset)
-    cache = dataset_dir / CACHE_DIR
+    cache = _cache_dir(dataset_dir, Path(root))
     if (cache / "dataset.json").is_file():
         return _with_reverse(cls.load(cache), add_reverse)
     if not _has_raw(dataset_dir / "raw", meta["binary"] == "True", hetero):
@@ -652,6 +664,24 @@ def load_ogb(
             raise
         return _with_reverse(cls.load(cache), add_reverse)  # another process's: check it
     return _with_reverse(cls.load(cache, validate=False), add_reverse)
+
+
+def _cache_dir(dataset_dir: Path, root: Path) -> Path:
+    """Where gnnpar keeps its converted copy of an OGB dataset folder.
+
+    ``<dataset dir>/gnnpar-v1``, unless that folder cannot be written (a read-only mount,
+    someone else's files) and holds no such copy yet: then ``ROOT/ogb-cache/NAME-HASH/
+    gnnpar-v1``, keyed by the folder's absolute path, and a log line says where.
+    """
+    inside = dataset_dir / CACHE_DIR
+    if inside.is_dir() or (os.access(dataset_dir, os.W_OK | os.X_OK)
+                           if dataset_dir.is_dir() else True):
+        return inside
+    key = hashlib.sha256(str(dataset_dir.resolve()).encode()).hexdigest()[:12]
+    aside = root / "ogb-cache" / f"{dataset_dir.name}-{key}" / CACHE_DIR
+    log.info("%s is not writable: gnnpar's converted copy of it goes to %s", dataset_dir,
+             aside)
+    return aside
 
 
 def _with_reverse(ds: GraphDataset | HeteroGraphDataset,

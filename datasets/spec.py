@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
+from gnnpar.artifacts.documents import read_json
 from gnnpar.datasets.graph import FORMAT, GraphDataset
 from gnnpar.datasets.hetero import KIND as HETERO_KIND
 from gnnpar.datasets.hetero import HeteroGraphDataset
@@ -52,7 +53,6 @@ from gnnpar.datasets.ogb import load_ogb
 from gnnpar.datasets.splits import check_split_fractions
 from gnnpar.datasets.synthetic import rmat, sbm, typed
 from gnnpar.errors import DatasetError
-from gnnpar.io import read_json
 
 DEFAULT_SPEC = "synthetic:sbm"
 SYNTHETIC_PREFIX = "synthetic:"

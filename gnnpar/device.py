@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gnnpar.io import release
+from gnnpar.artifacts.arrays import release
 from gnnpar.ops import from_mmap
 
 SHADOW_DEVICE = torch.device("cpu", 0)
@@ -103,7 +103,7 @@ def load_rows(array: np.ndarray | Tensor, device: torch.device,
     At most :data:`LOAD_CHUNK_BYTES` of it is staged in host memory at a time, so a
     device that holds the array leaves no host copy behind; on the CPU the result is an
     in-memory copy.  A memory map's pages leave the process once read
-    (:func:`gnnpar.io.release`), so they are not counted twice.
+    (:func:`gnnpar.artifacts.arrays.release`), so they are not counted twice.
 
     Args:
         array: ``[n, ...]`` host array or tensor.

@@ -144,6 +144,18 @@ def stale_after(timeout_s: float) -> float:
     return max(1.0, 3 * heartbeat_interval(timeout_s))
 
 
+STARTUP_STALE_S = 30.0
+"""Before training, a heartbeat may stand still at least this long: a rank that is still
+importing or reading its part on a loaded machine can go seconds without the CPU its
+heartbeat thread needs (seen: 12 s at a load of 15 on 2 cores).  A process that died is
+still found at once (its pid is gone); a hang is still ended by the start-up timeout."""
+
+
+def startup_stale_after(timeout_s: float, startup_timeout_s: float) -> float:
+    """Seconds a heartbeat may stand still during start-up (:meth:`FailureBoard.settle`)."""
+    return min(startup_timeout_s, max(STARTUP_STALE_S, 4 * stale_after(timeout_s)))
+
+
 class HeartbeatWatch:
     """Which ranks' heartbeat counts have stood still, as seen from one observer's clock.
 
@@ -371,9 +383,11 @@ class FailureBoard:
         outcome in the store; every rank then waits, polling two counters, until all have
         posted, and raises as :func:`agree` does when any failed.  Nothing waits in a
         collective meanwhile, so a step slower than the collective timeout is no failure;
-        the wait is bounded by ``timeout_s`` instead, and cut short when a rank's
-        heartbeat stands still (watched by rank 0, which posts the verdict; every rank
-        watches rank 0).  Without a store (one rank): :func:`agreed`.
+        the wait is bounded by ``timeout_s`` instead, and cut short when a rank's process
+        is gone or its heartbeat stands still for :func:`startup_stale_after` (watched
+        by rank 0, which posts the verdict; every rank watches rank 0): longer than in
+        training, so that a loaded machine's slow start is no failure.  Without a store
+        (one rank): :func:`agreed`.
 
         Args:
             step: What every rank runs.
@@ -398,7 +412,8 @@ class FailureBoard:
         store.set(f"{key}done/{rank}", "1")
         store.add(f"{key}done", 1)
         watch = HeartbeatWatch(store, list(range(1, world)) if rank == 0 else [0],
-                               self.stale_s)
+                               startup_stale_after(self.ctx.timeout.total_seconds(),
+                                                   timeout_s))
         while True:
             if store.check([f"{key}abort"]) and error is None:
                 v = json.loads(store.get(f"{key}abort").decode())

@@ -29,7 +29,9 @@ when a picture is drawn, with the non-interactive Agg canvas and matplotlib's de
 style (so neither a display nor the user's ``matplotlibrc`` changes the output); this
 module imports neither matplotlib nor torch, so ``gnnpar-plot --help`` answers at once.
 Every picture is written atomically: to a temporary file next to ``out``, renamed over
-it when complete.
+it when complete.  A picture carries gnnpar's marker in its metadata (PNG text, SVG and
+PDF creator): an existing ``out`` is replaced only with ``--overwrite`` and only when it
+is a picture gnnpar drew; nothing is drawn inside a gnnpar directory.
 """
 
 from __future__ import annotations
@@ -38,13 +40,16 @@ import argparse
 import contextlib
 import math
 import os
-import secrets
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from gnnpar.artifacts.files import atomic_file, remove_stale_temporaries
+from gnnpar.artifacts.kinds import PREVIOUS_RUN, RECORD_FILE, RUN_RECORD
+from gnnpar.artifacts.lock import lock
+from gnnpar.artifacts.ownership import check_output_files
 from gnnpar.config import ArgumentParser
 from gnnpar.errors import ConfigError, GnnparError, PartitionError
 
@@ -54,12 +59,10 @@ if TYPE_CHECKING:
     from matplotlib.typing import LineStyleType
 
 PROG = "gnnpar-plot"
-RECORD_FORMAT = "gnnpar-run"
-"""``format`` of a run record (as written by ``gnnpar-train``)."""
-RECORD_FORMAT_VERSION = 2
-"""The run-record ``format_version`` this module reads."""
-RECORD_FILE = "record.json"
-"""File name of the run record inside a run directory."""
+PICTURE_TYPES = ("png", "svg", "pdf")
+"""The picture types drawn (each carries gnnpar's marker in its metadata)."""
+MARKER = "gnnpar-plot"
+"""The creator gnnpar writes into a picture's metadata: what makes it gnnpar's to replace."""
 DPI = 100
 """Dots per inch of every picture: a ``(w, h)``-inch figure is ``w*DPI x h*DPI`` pixels."""
 RECORDS_FIGSIZE = (12.0, 8.0)
@@ -115,7 +118,7 @@ def record_path(path: str | os.PathLike[str]) -> Path:
 
 
 def read_run(path: str | os.PathLike[str], label: str | None = None) -> RunSeries:
-    """Read and check one run record (format ``gnnpar-run``, version 2).
+    """Read and check one run record (format ``gnnpar-run``, versions 2 and 3).
 
     Args:
         path: The record file, or the run directory that holds ``record.json``.
@@ -128,23 +131,15 @@ def read_run(path: str | os.PathLike[str], label: str | None = None) -> RunSerie
         ConfigError: The file is missing, not JSON, of another format or version, or a
             field has a value of the wrong type (the message names the file and the field).
     """
-    from gnnpar.io import read_json  # numpy: not needed for --help
-
     p = record_path(path)
     if not p.exists() and (Path(path) / "meta.json").is_file():
         raise ConfigError("is a partition directory, not a run directory.", path=path,
                           fix=f"draw it with `{PROG} --partition {path} --out FILE.png`.")
-    doc = read_json(p, ConfigError)
-    if not isinstance(doc, dict):
-        raise ConfigError("expected a JSON object.", path=p, fix=_RECORD_FIX)
-    if doc.get("format") != RECORD_FORMAT:
-        raise ConfigError(f"format is {doc.get('format')!r}, not a {RECORD_FORMAT!r} record.",
-                          path=p, field="format", fix=_RECORD_FIX)
-    if doc.get("format_version") != RECORD_FORMAT_VERSION:
-        raise ConfigError(
-            f"format_version is {doc.get('format_version')!r}; gnnpar-plot reads version "
-            f"{RECORD_FORMAT_VERSION}.", path=p, field="format_version",
-            fix="plot it with the gnnpar version that wrote it, or re-run with this one.")
+    if not p.exists() and (p.parent / PREVIOUS_RUN).is_dir():
+        from gnnpar.train.rundir import settle_for_reading
+
+        settle_for_reading(p.parent)  # a killed --overwrite's run, put back
+    doc = RUN_RECORD.read(p, ConfigError, _RECORD_FIX)
     epochs = doc.get("epochs", [])
     if not isinstance(epochs, list):
         raise ConfigError(f"expected a list of epochs, got {type(epochs).__name__}.", path=p,
@@ -179,6 +174,7 @@ def plot_records(
     paths: Sequence[str | os.PathLike[str]],
     out: str | os.PathLike[str],
     labels: Sequence[str] | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Draw run records into one picture of four panels (see the module docstring).
 
@@ -189,6 +185,7 @@ def plot_records(
             created.  The picture is :data:`RECORDS_FIGSIZE` inches at :data:`DPI`.
         labels: Legend entry of each run; by default the name of the directory that holds
             each record.
+        overwrite: Replace a picture gnnpar drew at ``out`` (never another file).
 
     Returns:
         The path written.
@@ -260,16 +257,18 @@ def plot_records(
         fig.legend(handles=handles, loc="upper center", ncol=ncol, frameon=False,
                    bbox_to_anchor=(0.5, 1.0))
         fig.tight_layout(rect=(0.0, 0.0, 1.0, 1.0 - 0.035 * rows - 0.01))
-        return _save(fig, out)
+        return _save(fig, out, overwrite)
 
 
-def plot_partition(part_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+def plot_partition(part_dir: str | os.PathLike[str], out: str | os.PathLike[str],
+                   overwrite: bool = False) -> Path:
     """Draw a partition's per-part load and its edge cut (see the module docstring).
 
     Args:
         part_dir: A partition directory (``gnnpar-partition``'s output).
         out: Picture to write (``.png``; ``.svg`` and ``.pdf`` work too); its directory is
             created.  The picture is :data:`PARTITION_FIGSIZE` inches at :data:`DPI`.
+        overwrite: Replace a picture gnnpar drew at ``out`` (never another file).
 
     Returns:
         The path written.
@@ -308,7 +307,7 @@ def plot_partition(part_dir: str | os.PathLike[str], out: str | os.PathLike[str]
         fig.suptitle(_partition_title(meta.name, k, meta.num_nodes, meta.num_edges,
                                       meta.halo_hops, meta.partitioner, meta.quality))
         fig.tight_layout()
-        return _save(fig, out)
+        return _save(fig, out, overwrite)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -326,6 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="legend entry of each RECORD, in order (default: its directory name)")
     p.add_argument("--partition", metavar="DIR",
                    help="draw this partition directory instead of run records")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the picture gnnpar drew at --out earlier")
     return p
 
 
@@ -341,17 +342,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_picture_out(args.out, args.overwrite)
         if args.partition is not None:
             if args.records or args.label:
                 raise ConfigError("--partition draws a partition, not run records.",
                                   field="--partition",
                                   fix="plot run records and partitions in separate calls.")
-            written = plot_partition(args.partition, args.out)
+            written = plot_partition(args.partition, args.out, args.overwrite)
         elif not args.records:
             raise ConfigError("nothing to draw.", field="RECORD",
                               fix="pass run records (or run directories), or --partition DIR.")
         else:
-            written = plot_records(args.records, args.out, args.label)
+            written = plot_records(args.records, args.out, args.label, args.overwrite)
     except GnnparError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
@@ -490,7 +492,7 @@ def _partition_title(name: str, k: int, num_nodes: int, num_edges: int, halo_hop
 
 
 def plot_table(title: str, rows: Mapping[str, Mapping[str, float]],
-               out: str | os.PathLike[str], ylabel: str = "") -> Path:
+               out: str | os.PathLike[str], ylabel: str = "", overwrite: bool = False) -> Path:
     """Grouped bars of a benchmark's table: one group per row, one bar per column.
 
     Args:
@@ -498,6 +500,7 @@ def plot_table(title: str, rows: Mapping[str, Mapping[str, float]],
         rows: ``{row label: {column label: value}}``; a missing value leaves a gap.
         out: PNG (or SVG / PDF) to write, atomically.
         ylabel: Label of the value axis.
+        overwrite: Replace a picture gnnpar drew at ``out`` (never another file).
 
     Returns:
         The path written.
@@ -518,7 +521,7 @@ def plot_table(title: str, rows: Mapping[str, Mapping[str, float]],
         ax.legend()
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
-        return _save(fig, out)
+        return _save(fig, out, overwrite)
 
 
 # --- figures -------------------------------------------------------------------------
@@ -540,32 +543,48 @@ def _figure(figsize: tuple[float, float]) -> Iterator[Figure]:
         yield fig
 
 
-def _save(fig: Figure, out: str | os.PathLike[str]) -> Path:
-    """Write ``fig`` to ``out`` atomically (temporary sibling, then ``os.replace``)."""
-    out = Path(out)
-    fmt = out.suffix[1:].lower() or "png"
-    if fmt not in fig.canvas.get_supported_filetypes():
-        raise ConfigError(f"cannot write a .{fmt} picture.", path=out, field="out",
-                          fix="name the output FILE.png (or .svg, .pdf).")
-    if out.is_dir():
-        raise ConfigError("is a directory.", path=out, field="out",
-                          fix="name the picture's file, e.g. DIR/plot.png.")
-    tmp = out.parent / f".{out.name}.tmp-{secrets.token_hex(4)}"
+def is_gnnpar_picture(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a picture gnnpar drew (its metadata holds :data:`MARKER`)."""
+    window = 1 << 16
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "xb") as f:  # mode 0o666 & ~umask, unlike mkstemp's 0o600
-            fig.savefig(f, format=fmt, dpi=DPI)
-        os.replace(tmp, out)
+        with open(path, "rb") as f:
+            head = f.read(window)
+            f.seek(max(0, os.path.getsize(path) - window))
+            tail = f.read()
+    except OSError:
+        return False
+    return MARKER.encode() in head or MARKER.encode() in tail
+
+
+def check_picture_out(out: str | os.PathLike[str], overwrite: bool) -> Path:
+    """Refuse a picture ``out`` gnnpar may not write (before anything is drawn)."""
+    p = Path(out)
+    check_output_files([p], overwrite, is_gnnpar_picture, ConfigError, what="a picture",
+                       overwrite_hint="pass --overwrite to replace the picture gnnpar drew "
+                       "there, or another --out.")
+    fmt = p.suffix[1:].lower()
+    if fmt not in PICTURE_TYPES:
+        raise ConfigError(f"cannot write a .{fmt} picture.", path=p, field="out",
+                          fix="name the output FILE.png (or .svg, .pdf).")
+    return p
+
+
+def _save(fig: Figure, out: str | os.PathLike[str], overwrite: bool) -> Path:
+    """Write ``fig`` to ``out`` atomically (temporary sibling, then ``os.replace``)."""
+    path = check_picture_out(out, overwrite)
+    fmt = path.suffix[1:].lower()
+    key = "Software" if fmt == "png" else "Creator"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise ConfigError(f"cannot write the picture ({exc}).", path=out, field="out",
-                          fix="choose a writable path.") from exc
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    return out
+        raise ConfigError(f"cannot be created ({exc.strerror or exc}).", path=path.parent,
+                          field="out", fix="draw it under a writable directory.") from None
+    with lock(path, ConfigError, "this picture"):
+        check_picture_out(path, overwrite)  # again, now that no one else writes it
+        remove_stale_temporaries(path)
+        with atomic_file(path, f"the picture {path.name}") as tmp, open(tmp, "xb") as f:
+            fig.savefig(f, format=fmt, dpi=DPI, metadata={key: MARKER})
+    return path
 
 
 if __name__ == "__main__":

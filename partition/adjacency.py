@@ -13,7 +13,7 @@ size:
 
 Only the row pointers (``8 (N + 1)`` bytes) and one chunk or bucket are in memory; the
 columns live in a file under the work directory and are read as a memory map whose
-pages :func:`~gnnpar.io.release` drops after each use. A graph that fits the budget is
+pages :func:`~gnnpar.artifacts.arrays.release` drops after each use. A graph that fits the budget is
 one bucket, sorted in memory, with the same result.
 
 - :class:`InEdges` holds every edge of the source graph exactly once (duplicates
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gnnpar.io import copy_rows, release
+from gnnpar.artifacts.arrays import check_written, copy_rows, release
 
 DEFAULT_BUDGET = 2 << 30  # bytes of working set where a caller gives none (the spec: GB)
 # Working bytes per entry: a chunk of the edge list (two ids read, key, bucket, order,
@@ -246,6 +246,7 @@ def group(num_nodes: int, chunks: Chunks, row_bound: np.ndarray, simple: bool,
     nnz = int(indptr[-1])
 
     def mapped(path: Path, kind: type) -> np.ndarray:
+        check_written(path, nnz * np.dtype(kind).itemsize)  # a full disk's short write
         return np.memmap(path, dtype=kind, mode="r", shape=(nnz,)) if nnz else np.zeros(0, kind)
 
     return CSR(indptr, mapped(out, dtype), mapped(id_out, np.int64) if with_ids else None)

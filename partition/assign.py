@@ -46,8 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gnnpar.artifacts.arrays import copy_rows, release
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.io import copy_rows, release
 from gnnpar.partition.adjacency import CSR, DEFAULT_BUDGET, InEdges, metis_graph
 from gnnpar.partition.balance import EPSILON, balance_partition
 

@@ -39,7 +39,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from gnnpar.io import copy_rows
+from gnnpar.artifacts.arrays import copy_rows
 
 EPSILON = 0.03
 """Rebalancing caps every column at ``(1 + EPSILON)`` times its mean (METIS's default)."""

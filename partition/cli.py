@@ -37,13 +37,14 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
+from gnnpar.artifacts.kinds import PARTITION
+from gnnpar.artifacts.ownership import check_output_dir
 from gnnpar.config import ArgumentParser, add_config_arguments, parse_config
 from gnnpar.console import log_to_stderr
 from gnnpar.datasets.config import DataConfig
 from gnnpar.errors import ConfigError, GnnparError, PartitionError
-from gnnpar.io import check_output_dir
 from gnnpar.partition.config import PartitionConfig
-from gnnpar.partition.format import PARTITION_KIND, PartitionMeta
+from gnnpar.partition.format import PartitionMeta
 from gnnpar.partition.quality import format_quality
 from gnnpar.partition.stages import StageMeter
 from gnnpar.partition.writer import partition_graph
@@ -106,11 +107,13 @@ def _verify_parser() -> argparse.ArgumentParser:
 
 def _info_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog=f"{PROG} info",
-                                description="Print a partition's metadata and quality report.")
+                       description="Print a partition's metadata and quality report.")
     p.add_argument("dir", metavar="DIR", help="partition directory")
     p.add_argument("--plot", metavar="FILE.png", default=None,
                    help="also draw owned / halo nodes and edges per part and the edge cut "
                    "(needs matplotlib: pip install 'gnnpar[plot]')")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the picture gnnpar drew at --plot earlier")
     return p
 
 
@@ -130,7 +133,7 @@ def _run_partition(argv: Sequence[str]) -> int:
         raise ConfigError("the number of parts is missing.", field="partition.num_parts",
                           fix="pass --num-parts K.")
     out = Path(ns.out)
-    check_output_dir(out, ns.overwrite, PARTITION_KIND, PartitionError,
+    check_output_dir(out, ns.overwrite, PARTITION, PartitionError,
                      "pass --overwrite to replace the partition in it, or choose another --out.")
     meter = StageMeter()
     with meter.stage("load"):
@@ -158,6 +161,10 @@ def _run_verify(argv: Sequence[str]) -> int:
 
 def _run_info(argv: Sequence[str]) -> int:
     args = _info_parser().parse_args(argv)
+    if args.plot:
+        from gnnpar.plot import check_picture_out
+
+        check_picture_out(args.plot, args.overwrite)  # before anything is printed
     meta = PartitionMeta.load(args.dir)
     print(f"{args.dir}: format v{meta.format_version}, {meta.name}, {meta.num_parts} parts, "
           f"{meta.num_nodes:,} nodes, {meta.num_edges:,} edges, feat_dim {meta.feat_dim}, "
@@ -177,7 +184,7 @@ def _run_info(argv: Sequence[str]) -> int:
     if args.plot:
         from gnnpar.plot import plot_partition
 
-        print(f"wrote {plot_partition(args.dir, args.plot)}")
+        print(f"wrote {plot_partition(args.dir, args.plot, args.overwrite)}")
     return 0
 
 

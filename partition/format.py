@@ -53,16 +53,10 @@ from typing import Any
 
 import numpy as np
 
+from gnnpar.artifacts.arrays import load_npy, release
+from gnnpar.artifacts.documents import check_json_digest, read_json
+from gnnpar.artifacts.files import json_digest, sha256_file
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.io import (
-    OutputKind,
-    check_json_digest,
-    json_digest,
-    load_npy,
-    read_json,
-    release,
-    sha256_file,
-)
 from gnnpar.partition.typed import ETYPE_DTYPE, TypeBook, check_typed_part, type_feat_name
 
 FORMAT_VERSION = 4
@@ -71,9 +65,6 @@ READABLE_VERSIONS = (1, 2, 3, 4)
 version 3 edge ids, edge features and link supervision (``EDGE_DTYPES``); version 4 typed
 graphs (``hetero``, :mod:`~gnnpar.partition.typed`)."""
 META_FILE = "meta.json"
-PARTITION_KIND = OutputKind(META_FILE, "a partition directory", lambda doc: doc["files"].keys())
-"""A partition directory: ``meta.json`` and the part files its ``files`` lists (see
-:func:`gnnpar.io.check_output_dir`)."""
 FEATURE_DTYPES: dict[str, type[np.generic]] = {
     "fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}
 """How ``feat.npy`` stores each feature dtype (numpy has no bfloat16: its raw 16 bits)."""

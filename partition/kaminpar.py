@@ -64,8 +64,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gnnpar.artifacts.arrays import check_written, copy_rows
 from gnnpar.errors import ConfigError
-from gnnpar.io import copy_rows
 from gnnpar.partition.assign import (
     KAMINPAR_REPEATS,
     check_num_parts,
@@ -254,3 +254,5 @@ def write_parhip(path: Path, xadj: np.ndarray, adjncy: np.ndarray, vwgt: np.ndar
         for array, dtype in ((adjncy, ids), (vwgt, weight)):
             for a in range(0, len(array), chunk):
                 copy_rows(array, a, a + chunk).astype(dtype).tofile(f)
+    check_written(path, _HEADER_BYTES + (n + 1) * offsets.itemsize + m * ids.itemsize
+                  + n * weight.itemsize)

@@ -57,8 +57,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gnnpar.artifacts.arrays import release
 from gnnpar.errors import ConfigError
-from gnnpar.io import release
 from gnnpar.partition.assign import check_num_parts, column_imbalance, fill_empty_parts
 
 GAMMA = 1.5  # Fennel's exponent: the marginal load cost grows as sqrt(load)

@@ -66,16 +66,13 @@ from typing import NamedTuple
 import numpy as np
 from tqdm import tqdm
 
+from gnnpar.artifacts.arrays import release, save_npy_blocks, save_npy_sha256
+from gnnpar.artifacts.directory import atomic_directory
+from gnnpar.artifacts.files import write_digested_json
+from gnnpar.artifacts.kinds import PARTITION
 from gnnpar.datasets.graph import SPLITS, GraphDataset, class_count
 from gnnpar.datasets.hetero import HeteroGraphDataset, HeteroLayout
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.io import (
-    atomic_directory,
-    release,
-    save_npy_blocks,
-    save_npy_sha256,
-    write_digested_json,
-)
 from gnnpar.partition.adjacency import InEdges, group_in_edges
 from gnnpar.partition.assign import assign_parts, check_num_parts
 from gnnpar.partition.config import PartitionConfig
@@ -84,7 +81,6 @@ from gnnpar.partition.format import (
     FORMAT_VERSION,
     LINK_ARRAYS,
     META_FILE,
-    PARTITION_KIND,
     PartitionMeta,
     check_feature_range,
     part_dir_name,
@@ -177,7 +173,7 @@ def partition_graph(
     hint = "pass overwrite=True (CLI: --overwrite) or choose another --out."
     out = Path(out_dir)
     with (atomic_directory(out, overwrite, PartitionError, hint,
-                           kind=PARTITION_KIND) as tmp,
+                           kind=PARTITION) as tmp,
           tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp-scratch-",
                                       dir=out.parent) as scratch_dir):
         scratch = Path(scratch_dir)

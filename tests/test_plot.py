@@ -154,11 +154,24 @@ def test_run_without_epochs_still_draws(tmp_path: Path) -> None:
     assert (pixels < 250).any(axis=-1).mean() > 0.005  # axes, titles and the legend
 
 
-def test_existing_picture_is_replaced(tmp_path: Path) -> None:
+def test_only_a_picture_gnnpar_drew_is_replaced_and_only_with_overwrite(
+        tmp_path: Path) -> None:
+    run = _write(tmp_path / "a", _record(2))
     out = tmp_path / "p.png"
-    out.write_bytes(b"old")
-    plot_records([_write(tmp_path / "a", _record(2))], out)
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out.write_bytes(b"\x89PNG\r\n\x1a\nsomeone's picture")
+    for overwrite in (False, True):  # a user's file: never, not even with --overwrite
+        with pytest.raises(ConfigError, match="not written by gnnpar as a picture"):
+            plot_records([run], out, overwrite=overwrite)
+    assert out.read_bytes() == b"\x89PNG\r\n\x1a\nsomeone's picture"
+    mine = tmp_path / "q.png"
+    plot_records([run], mine)
+    first = mine.read_bytes()
+    assert first[:8] == b"\x89PNG\r\n\x1a\n" and b"gnnpar-plot" in first  # the marker
+    with pytest.raises(ConfigError, match="already exists"):
+        plot_records([run], mine)
+    assert mine.read_bytes() == first
+    plot_records([run], mine, labels=["again"], overwrite=True)
+    assert mine.read_bytes() != first
 
 
 @pytest.mark.parametrize(("change", "field"), [
@@ -260,7 +273,7 @@ def test_cli_partition(partition_dir: Path, tmp_path: Path,
     out = tmp_path / "part.png"
     assert main(["--partition", str(partition_dir), "--out", str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out) and out.is_file()
-    assert main([str(partition_dir), "--out", str(out)]) == 1  # not a run directory
+    assert main([str(partition_dir), "--out", str(tmp_path / "b.png")]) == 1  # not a run
     assert "--partition" in capsys.readouterr().err
 
 
@@ -305,7 +318,7 @@ def test_titles_epochs_visible_series_and_small_kinds(tmp_path: Path,
     import gnnpar.plot as plot
 
     figures: list[Any] = []
-    monkeypatch.setattr(plot, "_save", lambda fig, out: figures.append(fig) or Path(out))
+    monkeypatch.setattr(plot, "_save", lambda fig, out, overwrite: figures.append(fig) or Path(out))
     node = _record(3, kinds={"feature": 50_000_000, "grad": 20_000})
     for e in node["epochs"]:
         e["test_acc"] = e["val_acc"]  # the same figure: the test line must still show

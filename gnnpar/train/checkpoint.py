@@ -19,9 +19,10 @@ load, for any layout.  The optimizer state uses parameter names
 parameter order.
 
 Saving is atomic: rank 0 writes a sibling temporary directory and renames it over
-``CKPT`` (:func:`gnnpar.io.replace_directory`); an interrupted save leaves the previous
-checkpoint intact, and :func:`gnnpar.io.recover_directory` puts it back where a crash
-fell between the two renames.  Every rank reads the checkpoint on load (the run
+``CKPT`` (:func:`~gnnpar.artifacts.directory.replace_directory`); an interrupted save
+leaves the previous checkpoint intact, and
+:func:`~gnnpar.artifacts.directory.recover_directory` puts it back where a crash fell
+between the two renames.  Every rank reads the checkpoint on load (the run
 directory is shared, as for the run record).
 """
 
@@ -49,21 +50,13 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
+from gnnpar.artifacts.checks import check_finite
+from gnnpar.artifacts.directory import recover_directory, replace_directory
+from gnnpar.artifacts.files import storage_error, write_digested_json
+from gnnpar.artifacts.kinds import CHECKPOINT_STATE, STATE_FILE, TENSORS_FILE
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.io import (
-    check_json_digest,
-    read_json,
-    recover_directory,
-    replace_directory,
-    storage_error,
-    write_digested_json,
-)
 
-STATE_FILE = "state.json"
-TENSORS_FILE = "tensors.bin"
-FORMAT = "gnnpar-checkpoint"
-FORMAT_VERSION = 2
 _TENSOR = "__tensor__"
 _ALIGN = 64
 DTYPES = {str(d).removeprefix("torch."): d for d in (
@@ -176,8 +169,8 @@ def save_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Mo
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             index, digest = _write_tensors(tmp / TENSORS_FILE, tensors)
-            write_digested_json(tmp / STATE_FILE, {
-                "format": FORMAT, "format_version": FORMAT_VERSION,
+            write_digested_json(tmp / STATE_FILE, atomic=False, doc={
+                "format": CHECKPOINT_STATE.format, "format_version": CHECKPOINT_STATE.version,
                 "world_size": ctx.world_size, "state": skeleton, "tensors": index,
                 "sha256": {TENSORS_FILE: digest}})
             replace_directory(tmp, out)
@@ -194,6 +187,10 @@ def has_checkpoint(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / STATE_FILE).is_file()
 
 
+_FIX = ("use an undamaged copy of the run directory, or start the run anew "
+        "(gnnpar-train --overwrite).")
+
+
 def _read_doc(ckpt: Path) -> dict[str, Any]:
     """``state.json``, checked: present, this format, undamaged, well-formed."""
     recover_directory(ckpt)
@@ -202,19 +199,24 @@ def _read_doc(ckpt: Path) -> dict[str, Any]:
                           fix="pass the run directory of a run that saved a checkpoint, or "
                           "start without --resume.")
     path = ckpt / STATE_FILE
-    doc = read_json(path, ConfigError)
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or \
-            doc.get("format_version") != FORMAT_VERSION:
-        raise ConfigError(f"not a {FORMAT} v{FORMAT_VERSION} checkpoint.", path=path,
-                          field="format", fix="resume from a checkpoint written by this "
-                          "gnnpar version, or start anew (--overwrite).")
-    check_json_digest(doc, path, ConfigError)
+    doc = CHECKPOINT_STATE.read(path, ConfigError, _FIX)
     if not isinstance(doc.get("state"), dict) or not isinstance(doc.get("world_size"), int) \
             or not isinstance(doc.get("tensors"), dict):
         raise ConfigError("state.json lacks the state, tensors or world_size field.",
                           path=path, field="state",
-                          fix="resume from a checkpoint written by gnnpar, or start anew.")
+                          fix=_FIX)
     return doc
+
+
+def checkpoint_digest(path: str | os.PathLike[str]) -> str:
+    """The identity of a checkpoint, which predictions and exports bind to.
+
+    Its ``state.json``'s digest: it covers the SHA-256 of the tensors too.
+
+    Raises:
+        ConfigError: No checkpoint at ``path``, or a damaged one.
+    """
+    return str(_read_doc(Path(path))["digest"])
 
 
 def read_state(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -232,20 +234,22 @@ def read_state(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _read_tensors(ckpt: Path, doc: dict[str, Any]) -> dict[str, Tensor]:
-    """Every tensor of ``tensors.bin``, after checking its SHA-256 and the index."""
+    """Every tensor of ``tensors.bin``, checked: its SHA-256, the index, finite values.
+
+    Resume, export and predict all read the weights through here.
+    """
     path = ckpt / TENSORS_FILE
     if not path.is_file():
         raise ConfigError("the tensor file is missing.", path=path,
-                          fix="resume from a complete checkpoint, or start anew.")
+                          fix=_FIX)
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(1 << 22):
             h.update(block)
-    if h.hexdigest() != doc.get("sha256", {}).get(TENSORS_FILE):
+    sums = doc.get("sha256")
+    if not isinstance(sums, dict) or h.hexdigest() != sums.get(TENSORS_FILE):
         raise ConfigError("the tensor file is damaged (its SHA-256 differs from state.json's).",
-                          path=path, field="sha256",
-                          fix="resume from an undamaged copy of the run directory, or start "
-                          "anew (--overwrite).")
+                          path=path, field="sha256", fix=_FIX)
     data = np.fromfile(path, dtype=np.uint8)
     out: dict[str, Tensor] = {}
     for key, m in doc["tensors"].items():
@@ -261,9 +265,11 @@ def _read_tensors(ckpt: Path, doc: dict[str, Any]) -> dict[str, Tensor]:
         if not ok or dtype is None:
             raise ConfigError(f"tensor {key!r} has a bad index entry {m!r}.",
                               path=ckpt / STATE_FILE, field="tensors",
-                              fix="resume from a checkpoint written by gnnpar, or start anew.")
+                              fix=_FIX)
         raw = torch.from_numpy(data[m["offset"]:m["offset"] + m["nbytes"]].copy())
         out[key] = raw.view(dtype).reshape(m["shape"])
+    check_finite(out, path, ConfigError, "training would spread it to every weight: "
+                 "use an earlier, undamaged copy of the run, or start anew (--overwrite).")
     return out
 
 
@@ -290,18 +296,12 @@ def load_checkpoint(path: str | os.PathLike[str], ctx: DistContext, model: nn.Mo
         raise ConfigError("the checkpoint holds no optimizer state.", path=ckpt,
                           field="optim", fix="load it without an optimizer.")
     tensors = _read_tensors(ckpt, doc)
-    for key, t in tensors.items():
-        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            raise ConfigError(f"tensor {key!r} holds a NaN or infinite value, which training "
-                              "would spread to every weight.", path=ckpt / TENSORS_FILE,
-                              field=key, fix="resume from an earlier, undamaged copy of the "
-                              "run, or start anew (--overwrite).")
     try:
         state = _join(skeleton, tensors)
     except KeyError as exc:
         raise ConfigError(f"state.json names tensor {exc} that the index lacks.",
                           path=ckpt / STATE_FILE, field="tensors",
-                          fix="resume from a checkpoint written by gnnpar, or start anew.") from exc
+                          fix=_FIX) from exc
     options = StateDictOptions(full_state_dict=True)
     try:
         with _gathering():

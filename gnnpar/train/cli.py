@@ -27,6 +27,7 @@ Ctrl-C stops every worker and prints the command that resumes the run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -37,14 +38,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gnnpar.artifacts.kinds import CHECKPOINT_DIR, CONFIG_FILE, RECORD_FILE
 from gnnpar.config import ArgumentParser, add_config_arguments, parse_config
 from gnnpar.console import log_to_stderr
 from gnnpar.errors import GnnparError
 from gnnpar.sizes import format_bytes
 from gnnpar.train.config import Config
 from gnnpar.train.launch import Interrupted
-from gnnpar.train.record import RECORD_FILE, format_startup
-from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE
+from gnnpar.train.record import format_startup
 
 PROG = "gnnpar-train"
 PRINTER_GRACE_S = 5.0  # how long a rank that does not print an error waits to exit
@@ -114,6 +115,7 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
 
     spawned = time.time()
     started = spawned if started is None else started
+    hold = contextlib.ExitStack()  # rank 0's lock of the run directory, when it settles it
     phases = dict(startup or {})
     ctx = init(device=cfg.run.device, timeout=timedelta(seconds=cfg.run.timeout_s))
     if cfg.run.threads:
@@ -133,7 +135,7 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
                     return ""
                 local = int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size))
                 # Under torchrun the other ranks are waiting: never partition there.
-                parts, run_dir = _settle(cfg, ctx.world_size, local, phases,
+                parts, run_dir = _settle(cfg, ctx.world_size, local, phases, hold,
                                          make=ctx.world_size == 1)
                 return json.dumps([str(parts), str(run_dir), phases])
 
@@ -148,20 +150,24 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
             raise Interrupted(out) from None
         raise
     finally:
-        shutdown(wait=done)
+        try:
+            shutdown(wait=done)
+        finally:
+            hold.close()
 
 
 def _settle(cfg: Config, world_size: int, local_world_size: int, phases: dict[str, float],
-            make: bool = True) -> tuple[Path, Path]:
+            hold: contextlib.ExitStack, make: bool = True) -> tuple[Path, Path]:
     """The checks, the run directory and the partition: ``(partition dir, run dir)``.
 
-    Their seconds go to ``phases``; a failed partition puts back the run that
-    ``--overwrite`` set aside.
+    Their seconds go to ``phases``; the run directory's lock goes to ``hold`` (released
+    when the run ends); a failed partition puts back the run that ``--overwrite`` set
+    aside.
     """
     from gnnpar.train.prepare import check_before_start, resolve_partition
 
     t0 = time.time()
-    out = check_before_start(cfg, world_size, local_world_size)
+    out = check_before_start(cfg, world_size, local_world_size, hold)
     phases["check"] = time.time() - t0
     try:
         return resolve_partition(cfg, world_size, progress=cfg.run.progress, make=make,
@@ -188,15 +194,22 @@ def launch(cfg: Config) -> dict[str, Any]:
         WorkersFailed: A rank failed (the message names it and its error).
         Interrupted: Ctrl-C or SIGTERM; every rank was stopped.
     """
-    from gnnpar.faults import stale_after
-    from gnnpar.train.launch import launch_workers
-    from gnnpar.train.record import RunRecord
-
     nproc = cfg.run.nproc
     assert nproc is not None
     started = time.time()
     phases: dict[str, float] = {}
-    part_dir, out = _settle(cfg, nproc, nproc, phases)
+    with contextlib.ExitStack() as hold:  # the run directory's lock, for the whole run
+        part_dir, out = _settle(cfg, nproc, nproc, phases, hold)
+        return _run_workers(cfg, nproc, part_dir, out, phases, started)
+
+
+def _run_workers(cfg: Config, nproc: int, part_dir: Path, out: Path,
+                 phases: dict[str, float], started: float) -> dict[str, Any]:
+    """Start the workers of a settled run and wait for them; the run record."""
+    from gnnpar.faults import stale_after
+    from gnnpar.train.launch import launch_workers
+    from gnnpar.train.record import RunRecord
+
     threads = cfg.run.threads or max(1, (os.cpu_count() or 1) // nproc)
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, threads=threads))
     log.info("starting %d workers (%d torch threads each)", nproc, threads)

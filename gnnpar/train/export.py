@@ -2,7 +2,7 @@
 
 Usage::
 
-    gnnpar-export RUN_DIR --out model.pt
+    gnnpar-export RUN_DIR --out model.pt [--overwrite]
 
 writes ``model.pt`` (``torch.save`` of the PyG model's ``state_dict``: tensors only,
 loadable with ``torch.load(weights_only=True)``) and ``model.json`` beside it (the
@@ -20,157 +20,133 @@ embeddings); ``model.json``'s ``decoder`` says how a pair scores: ``dot`` (the i
 product) or ``mlp`` (``torch.nn.Sequential`` of ``decoder_layers`` in
 ``model-decoder.pt``, on the elementwise product).  Typed runs and graphs without
 features (learnt input rows) have no plain PyG form and are refused.
+
+``model.json`` is also gnnpar's marker of the export: it lists the size and SHA-256 of
+each file written and binds them to the run, checkpoint and partition they come from.
+An existing ``--out`` is replaced only with ``--overwrite`` and only when that marker
+lists it; anything else -- a user's file, a run's own ``record.json`` -- is refused, and
+nothing is written inside a gnnpar directory.  Every file is written aside and renamed,
+the marker last.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gnnpar.config import ArgumentParser, load_config_file
+from gnnpar.artifacts.files import (
+    atomic_file,
+    digested,
+    file_entry,
+    remove_stale_temporaries,
+    write_json_atomic,
+)
+from gnnpar.artifacts.kinds import EXPORT_SPEC
+from gnnpar.artifacts.lock import lock
+from gnnpar.artifacts.ownership import check_output_files
+from gnnpar.config import ArgumentParser
 from gnnpar.errors import ConfigError, GnnparError
 
 PROG = "gnnpar-export"
-PYG_CLASSES = {"sage": "GraphSAGE", "gcn": "GCN", "gat": "GAT"}
-"""The ``torch_geometric.nn.models`` class of each ``--model``."""
 
 
-def read_run(run_dir: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
-    """A run directory's configuration (``config.json``) and record (``record.json``).
+def export_files(out: str | os.PathLike[str]) -> tuple[Path, Path, Path]:
+    """``(state dict, description, decoder)`` paths of an export to ``out``.
 
     Raises:
-        ConfigError: Not a run directory, or a run without a checkpoint.
+        ConfigError: ``out`` ends in ``.json`` (the description's own name).
     """
-    from gnnpar.train.config import Config
-    from gnnpar.train.record import RECORD_FILE, RunRecord
-    from gnnpar.train.rundir import CHECKPOINT_DIR, CONFIG_FILE
-
-    path = Path(run_dir)
-    if not (path / CONFIG_FILE).is_file():
-        raise ConfigError("is not a gnnpar run directory (no config.json).", path=path,
-                          field="RUN_DIR", fix="pass the --out of a gnnpar-train run.")
-    if not (path / CHECKPOINT_DIR / "state.json").is_file():
-        raise ConfigError("holds no checkpoint (the run stopped before its first one).",
-                          path=path, field="checkpoint",
-                          fix="train it to its first checkpoint (--resume continues it).")
-    from gnnpar.config import from_dict
-
-    cfg = from_dict(Config, load_config_file(path / CONFIG_FILE), str(path / CONFIG_FILE))
-    record = RunRecord.load(path / RECORD_FILE).to_dict()
-    return cfg, record
+    target = Path(out)
+    if target.suffix.lower() == ".json":
+        raise ConfigError("names the description file; --out is the state dict.",
+                          path=target, field="--out", fix="pass --out MODEL.pt.")
+    return (target, target.with_suffix(".json"),
+            target.with_name(f"{target.stem}-decoder.pt"))
 
 
-def model_spec(cfg: Any, record: dict[str, Any], where: str | os.PathLike[str]
-               ) -> dict[str, Any]:
-    """``{"class", "kwargs", "task", ...}``: what rebuilds the run's PyG model.
-
-    Raises:
-        ConfigError: A typed run, or a graph without features.
-    """
-    part = record["partition"]
-    if part.get("node_types"):
-        raise ConfigError("is a typed run: its relation-wise model has no plain PyG "
-                          "class.", path=where, field="partition.node_types",
-                          fix="use its predictions: train with --save-predictions.")
-    if not part.get("feat_dim"):
-        raise ConfigError("trained on a graph without features: its input rows are "
-                          "learnt per node, which a PyG module does not hold.", path=where,
-                          field="partition.feat_dim",
-                          fix="use its predictions: train with --save-predictions.")
-    m, link = cfg.model, cfg.data.task == "link"
-    kwargs: dict[str, Any] = {
-        "in_channels": int(part["feat_dim"]), "hidden_channels": m.hidden,
-        "num_layers": m.layers, "out_channels": m.hidden if link else int(part["num_classes"]),
-        "dropout": m.dropout}
-    if m.name == "gat":
-        kwargs["heads"] = m.heads
-    spec: dict[str, Any] = {"class": PYG_CLASSES[m.name], "module": "torch_geometric.nn.models",
-                            "kwargs": kwargs, "task": cfg.data.task}
-    if link:
-        spec["decoder"] = cfg.link.decoder
-    return spec
-
-
-def plain_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The PyG model's and the link decoder's state dicts from a checkpoint's model state.
-
-    Full-graph runs wrap each layer in a halo-exchange ``DistConv`` (``convs.0.conv.``);
-    link runs hold the encoder under ``gnn.`` and the decoder under ``decoder.``.
-    """
-    model, decoder = {}, {}
-    for key, value in state.items():
-        if key.startswith("decoder."):
-            decoder[key[len("decoder."):]] = value
-            continue
-        key = re.sub(r"^convs\.(\d+)\.conv\.", r"convs.\1.", key.removeprefix("gnn."))
-        model[key] = value
-    return model, decoder
-
-
-def load_trained(run_dir: str | os.PathLike[str]) -> tuple[Any, dict[str, Any], Any, Any]:
-    """``(config, spec, PyG model with the trained weights, decoder state)`` of a run.
-
-    The model is built as the trainer builds it (:func:`~gnnpar.train.models.build_model`)
-    and given the checkpoint's weights.
-    """
-    from gnnpar.train.checkpoint import read_model_state
-    from gnnpar.train.models import build_model
-    from gnnpar.train.rundir import CHECKPOINT_DIR
-
-    cfg, record = read_run(run_dir)
-    spec = model_spec(cfg, record, run_dir)
-    kw = spec["kwargs"]
-    model = build_model(cfg.model, kw["in_channels"], kw["out_channels"])
-    weights, decoder = plain_state(read_model_state(Path(run_dir) / CHECKPOINT_DIR))
+def _listed(meta: Path) -> set[str]:
+    """The files an export's description lists as its own (empty: not gnnpar's)."""
     try:
-        model.load_state_dict(weights)
-    except RuntimeError as exc:
-        raise ConfigError(f"the checkpoint does not fit the run's model ({exc}).",
-                          path=Path(run_dir) / CHECKPOINT_DIR, field="model",
-                          fix="export a run directory written by gnnpar-train.") from None
-    return cfg, spec, model, decoder
+        doc = EXPORT_SPEC.read(meta, ConfigError, "")
+        files = doc["files"]
+        return {str(f) for f in files} | {meta.name} if isinstance(files, dict) else set()
+    except (ConfigError, KeyError, TypeError):
+        return set()
 
 
-def export(run_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+def export(run_dir: str | os.PathLike[str], out: str | os.PathLike[str],
+           overwrite: bool = False) -> Path:
     """Write ``out`` (the state dict) and ``out`` with ``.json`` (the spec); see the module.
+
+    Args:
+        run_dir: A gnnpar-train run directory.
+        out: The state dict file to write.
+        overwrite: Replace an earlier export to ``out`` (only one gnnpar wrote).
 
     Returns:
         The ``.json`` file written.
+
+    Raises:
+        ConfigError: The run cannot be read (see :func:`~gnnpar.train.trained.load_trained`),
+            or ``out`` may not be written.
+        StorageError: The file system refused the write (nothing was replaced).
     """
     import torch
 
-    from gnnpar.io import write_json
+    from gnnpar.train.trained import load_trained
 
-    target = Path(out)
-    if target.is_dir():
-        raise ConfigError("is a directory.", path=target, field="--out",
-                          fix="name the file, e.g. --out model.pt.")
-    _, spec, model, decoder = load_trained(run_dir)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if decoder:
-        dec_path = target.with_name(f"{target.stem}-decoder.pt")
-        _save(torch, decoder, dec_path)
-        spec["decoder_state"] = dec_path.name
-        spec["decoder_layers"] = [f"Linear({v.shape[1]}, {v.shape[0]})" for k, v in
-                                  decoder.items() if k.endswith(".weight")]
-    _save(torch, model.state_dict(), target)
-    spec["state_dict"] = target.name
-    spec["source"] = str(run_dir)
-    meta = target.with_suffix(".json")
-    write_json(meta, spec)
+    target, meta, dec_path = export_files(out)
+    files = [target, meta, dec_path]
+    hint = "pass --overwrite to replace the model gnnpar-export wrote there, or another --out."
+    check_output_files(files, overwrite, lambda f: f.name in _listed(meta), ConfigError,
+                       field="--out", what="an exported model", overwrite_hint=hint)
+    run, spec, model, decoder = load_trained(run_dir)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot be created ({exc.strerror or exc}).", path=target.parent,
+                          field="--out", fix="pass an --out under a writable directory.") \
+            from None
+    with lock(target, ConfigError, "this exported model"):
+        check_output_files(files, overwrite, lambda f: f.name in _listed(meta), ConfigError,
+                           field="--out", what="an exported model", overwrite_hint=hint)
+        before = _listed(meta)
+        for f in files:
+            remove_stale_temporaries(f)
+        written: dict[str, Any] = {}
+        if decoder:
+            _save(torch, decoder, dec_path)
+            written[dec_path.name] = file_entry(dec_path)
+            spec["decoder_state"] = dec_path.name
+            spec["decoder_layers"] = [f"Linear({v.shape[1]}, {v.shape[0]})" for k, v in
+                                      decoder.items() if k.endswith(".weight")]
+        _save(torch, model.state_dict(), target)
+        written[target.name] = file_entry(target)
+        write_json_atomic(meta, digested({
+            "format": EXPORT_SPEC.format, "format_version": EXPORT_SPEC.version, **spec,
+            "state_dict": target.name, "files": written, "source": run.source}))
+        for name in before - set(written) - {meta.name}:  # an earlier export's decoder
+            with contextlib.suppress(OSError):
+                (meta.parent / name).unlink()
     return meta
 
 
 def _save(torch: Any, state: dict[str, Any], path: Path) -> None:
-    """``torch.save`` aside, then renamed into place."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    torch.save({k: v.detach().cpu().contiguous() for k, v in state.items()}, tmp)
-    os.replace(tmp, path)
+    """``torch.save`` of the tensors, aside, then renamed into place.
+
+    Serialised in memory first: torch's own file writer reports a full disk as a
+    ``RuntimeError`` of its stream, Python's as the ``OSError`` it is.
+    """
+    buffer = io.BytesIO()
+    torch.save({k: v.detach().cpu().contiguous() for k, v in state.items()}, buffer)
+    with atomic_file(path, f"the exported {path.name}") as tmp, open(tmp, "wb") as f:
+        f.write(buffer.getbuffer())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=f"Example: {PROG} runs/sbm-sample --out model.pt")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a gnnpar-train run directory")
     p.add_argument("--out", required=True, metavar="FILE.pt", help="the state_dict to write")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier gnnpar-export to the same --out")
     return p
 
 
@@ -188,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``gnnpar-export``; the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        meta = export(args.run_dir, args.out)
+        meta = export(args.run_dir, args.out, args.overwrite)
     except GnnparError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1

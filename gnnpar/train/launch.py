@@ -164,7 +164,13 @@ def _child(target: str, args: tuple[Any, ...], error_file: str) -> None:
         os._exit(130 if isinstance(exc, KeyboardInterrupt) else 1)
 
 
-def _outcome(rank: int, exitcode: int, error_file: Path, stopped: bool) -> RankOutcome:
+def _outcome(rank: int, exitcode: int, error_file: Path, stopped: bool,
+             silent_s: float | None) -> RankOutcome:
+    if stopped and silent_s is not None:  # it had stopped beating: it is the cause
+        return RankOutcome(rank, exitcode, None, f"stopped sending heartbeats for "
+                           f"{silent_s:.0f} s (hung, stopped by a signal such as SIGSTOP, or "
+                           "starved of CPU), so the launcher killed it. Fix: find what stopped "
+                           "it, then continue the run with --resume.")
     if stopped:  # still running after a peer failed: its peers' errors say why
         return RankOutcome(rank, exitcode, None, "still running after a peer failed; stopped",
                            own=False)
@@ -234,6 +240,8 @@ def launch_workers(target: str, args: tuple[Any, ...], nproc: int,
 
     ctx = mp.get_context("spawn")
     store = loopback_store(nproc)
+    watch = None if stale_s is None else HeartbeatWatch(store, list(range(nproc)), stale_s)
+    silent: dict[int, float] = {}
     port = store.port
     with tempfile.TemporaryDirectory(prefix="gnnpar-launch-") as tmp:
         files = [Path(tmp) / f"rank-{r}.json" for r in range(nproc)]
@@ -244,15 +252,14 @@ def launch_workers(target: str, args: tuple[Any, ...], nproc: int,
             for rank, p in enumerate(procs):
                 with _environ(worker_env(rank, nproc, port, threads)):
                     p.start()  # the rank's environment from its start, as under torchrun
-            _wait(procs, grace_s, None if stale_s is None else HeartbeatWatch(
-                store, list(range(nproc)), stale_s))
+            silent = _wait(procs, grace_s, watch)
         except (KeyboardInterrupt, Interrupted):
             _stop(procs, 5.0)
             raise Interrupted() from None
         finally:
             signal.signal(signal.SIGTERM, previous)
             stopped = _stop(procs, 0.0)
-        outcomes = [_outcome(r, p.exitcode or 0, files[r], r in stopped)
+        outcomes = [_outcome(r, p.exitcode or 0, files[r], r in stopped, silent.get(r))
                     for r, p in enumerate(procs)]
     del store
     if any(o.exitcode != 0 for o in outcomes):
@@ -266,10 +273,15 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise Interrupted()
 
 
-def _wait(procs: list[Any], grace_s: float, watch: HeartbeatWatch | None) -> None:
+def _wait(procs: list[Any], grace_s: float, watch: HeartbeatWatch | None
+          ) -> dict[int, float]:
     """Until every rank has exited, or ``grace_s`` after the first one failed.
 
     With ``watch``, also until every living rank's heartbeat stands still, once one failed.
+
+    Returns:
+        The living ranks whose heartbeat stood still when a failure ended the wait, with
+        the seconds since it last moved.
     """
     deadline = None
     while any(p.is_alive() for p in procs):
@@ -277,11 +289,12 @@ def _wait(procs: list[Any], grace_s: float, watch: HeartbeatWatch | None) -> Non
             watch.update()
         if deadline is None and any(p.exitcode not in (None, 0) for p in procs):
             deadline = time.monotonic() + grace_s
-        if deadline is not None and (time.monotonic() >= deadline or (
-                watch is not None and set(watch.stale()) >= {
-                    r for r, p in enumerate(procs) if p.is_alive()})):
-            return
+        alive = {r for r, p in enumerate(procs) if p.is_alive()}
+        stale = set(watch.stale()) if watch is not None else set()
+        if deadline is not None and (time.monotonic() >= deadline or stale >= alive):
+            return {r: watch.silent_for(r) for r in stale & alive} if watch else {}
         time.sleep(0.05)
+    return {}
 
 
 def _stop(procs: list[Any], wait_s: float) -> set[int]:

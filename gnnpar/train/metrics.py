@@ -26,9 +26,9 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from gnnpar.artifacts.kinds import METRICS_CSV as CSV_FILE
+from gnnpar.artifacts.kinds import TENSORBOARD_DIR
 from gnnpar.errors import ConfigError
-from gnnpar.train.rundir import METRICS_CSV as CSV_FILE
-from gnnpar.train.rundir import TENSORBOARD_DIR
 
 log = logging.getLogger("gnnpar")
 LOG_INTERVAL_S = 10.0

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
+from gnnpar.artifacts.kinds import PREDICTIONS_DIR
 from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
@@ -31,7 +32,7 @@ from gnnpar.nn.halo import HaloPlan
 from gnnpar.storage.graph import DistGraph, global_split_sizes
 from gnnpar.train.config import Config
 from gnnpar.train.fullgraph import full_neighbour_logits, labels_and_splits, split_accuracy
-from gnnpar.train.predictions import PREDICTIONS_DIR, PredictionWriter
+from gnnpar.train.predictions import PredictionWriter
 
 
 def embedding_layer(cfg: Config) -> int | None:

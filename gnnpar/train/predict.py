@@ -13,26 +13,36 @@ into ``DIR`` as ``gnnpar-train --save-predictions`` does (logits and classes, or
 run's embeddings; ``--save-embeddings [LAYER]`` adds a layer's embeddings), read back
 in dataset order with ``gnnpar.load_predictions(DIR)``.  A graph with labels and a split
 also gets each split's accuracy.  Every check that needs no worker -- the run, the
-feature width, an existing ``DIR`` -- runs before any worker starts.
+feature width, ``DIR`` -- runs before any worker starts.
+
+``DIR`` is new, empty, or (with ``--overwrite``) a predictions directory gnnpar wrote
+-- never a user's directory, a link, or a place inside a run or partition directory.
+It is locked while the command runs, written aside and renamed into place; its index
+binds the predictions to the run's checkpoint and the graph's partition.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gnnpar.artifacts.directory import open_staging, staging_dir
+from gnnpar.artifacts.kinds import INDEX_FILE, PREDICTIONS, PREDICTIONS_INDEX
+from gnnpar.artifacts.lock import lock
+from gnnpar.artifacts.ownership import check_output_dir
 from gnnpar.config import ArgumentParser, add_config_arguments, option, parse_config
 from gnnpar.console import log_to_stderr
 from gnnpar.datasets.config import DataConfig
 from gnnpar.errors import ConfigError, GnnparError
 from gnnpar.partition.config import PartitionConfig
+from gnnpar.train.trained import TrainedRun
 
 PROG = "gnnpar-predict"
 
@@ -42,7 +52,11 @@ class PredictRun:
     """Where the predictions go and how the inference runs."""
 
     out: str = option("", metavar="DIR")
-    """Directory of the predictions (new or empty, or one written by gnnpar-predict)."""
+    """Directory of the predictions (new or empty; --overwrite replaces predictions gnnpar
+    wrote there)."""
+
+    overwrite: bool = False
+    """Replace the predictions gnnpar wrote in --out earlier (nothing else is replaced)."""
 
     nproc: int | None = None
     """Worker processes on this machine, one part each (default: one)."""
@@ -88,36 +102,37 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def settings(run_dir: str, pc: PredictConfig) -> Any:
+def settings(run_dir: str, pc: PredictConfig) -> tuple[Any, TrainedRun]:
     """The run's configuration for inference on ``pc``'s graph (checked, no data read)."""
     from gnnpar.train.config import FullConfig, LinkConfig
-    from gnnpar.train.export import model_spec, read_run
+    from gnnpar.train.trained import model_spec, read_run
 
-    cfg, record = read_run(run_dir)
-    model_spec(cfg, record, run_dir)  # refuses typed and featureless runs
+    run = read_run(run_dir)
+    model_spec(run)  # refuses typed and featureless runs
+    cfg = run.config
     p = pc.predict
     if not p.out:
         raise ConfigError("no output directory.", field="predict.out",
                           fix="pass --out DIR.")
     node = cfg.data.task == "node"  # a link run writes its encoder's embeddings
-    run = dataclasses.replace(cfg.run, out=p.out, nproc=p.nproc, device=p.device,
-                              timeout_s=p.timeout_s, save_predictions=node,
-                              save_embeddings=p.save_embeddings if node else cfg.model.layers)
+    run_cfg = dataclasses.replace(cfg.run, out=p.out, nproc=p.nproc, device=p.device,
+                                  timeout_s=p.timeout_s, resume=False,
+                                  overwrite=p.overwrite, save_predictions=node,
+                                  save_embeddings=p.save_embeddings if node
+                                  else cfg.model.layers)
     train = dataclasses.replace(cfg.train, eval_budget_mb=p.eval_budget_mb, precision="fp32")
     # The graph is read for its nodes: it needs neither labels nor supervision edges.
     data = dataclasses.replace(pc.data, task="node")
-    return dataclasses.replace(cfg, data=data, partition=pc.partition, train=train, run=run,
-                               full=FullConfig(), link=LinkConfig()).validate(), record
+    return dataclasses.replace(cfg, data=data, partition=pc.partition, train=train,
+                               run=run_cfg, full=FullConfig(),
+                               link=LinkConfig()).validate(), run
 
 
-def _check_out(out: Path) -> None:
-    from gnnpar.train.predictions import INDEX_FILE
-
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (
-            out / INDEX_FILE).is_file())):
-        raise ConfigError("exists and is not a predictions directory; gnnpar-predict "
-                          "writes only into a new or empty one (or its own).", path=out,
-                          field="--out", fix="pass a new --out DIR.")
+def check_out(out: Path, overwrite: bool) -> None:
+    """Refuse an ``--out`` that gnnpar-predict may not (re)write (before any work)."""
+    check_output_dir(out, overwrite, PREDICTIONS, ConfigError, "pass --overwrite to replace "
+                     "the predictions gnnpar wrote there, or another --out.",
+                     field="predict.out", empty_ok=True)
 
 
 def resolve(cfg: Any, record: dict[str, Any], nproc: int) -> Path:
@@ -154,33 +169,65 @@ def resolve(cfg: Any, record: dict[str, Any], nproc: int) -> Path:
     return part_dir
 
 
-def predict_worker(run_dir: str, cfg: Any, part_dir: str) -> dict[str, Any] | None:
+def predict_worker(run_dir: str, cfg: Any, part_dir: str, source: dict[str, Any]) -> None:
     """One rank: the run's model on its part, its rows written (collective).
 
-    Returns:
-        The predictions' ``index.json`` on rank 0, ``None`` elsewhere.
+    Args:
+        run_dir: The trained run.
+        cfg: The inference settings (:func:`settings`).
+        part_dir: The partition predicted on.
+        source: What the index binds the predictions to (the run, checkpoint, partition).
     """
     from datetime import timedelta
 
     from gnnpar.distributed import init, shutdown
     from gnnpar.storage.graph import DistGraph
-    from gnnpar.train.export import load_trained
     from gnnpar.train.outputs import write_node_outputs
-    from gnnpar.train.predictions import INDEX_FILE
+    from gnnpar.train.trained import load_trained
 
     ctx = init(device=cfg.run.device, timeout=timedelta(seconds=cfg.run.timeout_s))
     done = False
     try:
         graph = DistGraph.load(part_dir, ctx)
         _, _, model, _ = load_trained(run_dir)
-        out = Path(cfg.run.out)
-        write_node_outputs(out, cfg, model.to(ctx.device), graph, ctx,
-                           logits=cfg.run.save_predictions,
-                           source={"run": run_dir, "partition": part_dir})
+        write_node_outputs(Path(cfg.run.out), cfg, model.to(ctx.device), graph, ctx,
+                           logits=cfg.run.save_predictions, source=source)
         done = True
-        return json.loads((out / INDEX_FILE).read_text()) if ctx.is_main else None
     finally:
         shutdown(wait=done)
+
+
+def predict(run_dir: str, cfg: Any, run: TrainedRun) -> dict[str, Any]:
+    """Write the predictions of ``run`` on ``cfg``'s graph into ``cfg.run.out``.
+
+    Holds ``--out``'s lock throughout; a failure leaves the previous predictions (or
+    nothing) in place and no staging directory behind.
+
+    Returns:
+        The index written.
+    """
+    from gnnpar.partition.format import content_digest
+
+    out = Path(cfg.run.out)
+    nproc = cfg.run.nproc or 1
+    with lock(out, ConfigError, "this predictions directory"):
+        check_out(out, cfg.run.overwrite)
+        shutil.rmtree(open_staging(out))  # writable, before any worker starts
+        part_dir = resolve(cfg, run.record, nproc)
+        source = {"command": PROG, **run.source, "partition": content_digest(part_dir)}
+        args = (run_dir, cfg, str(part_dir), source)
+        try:
+            if cfg.run.nproc is None:
+                predict_worker(*args)
+            else:
+                from gnnpar.train.launch import launch_workers
+
+                launch_workers("gnnpar.train.predict:predict_worker", args, nproc,
+                               threads=max(1, (os.cpu_count() or 1) // nproc))
+        finally:
+            shutil.rmtree(staging_dir(out), ignore_errors=True)  # what a failure left
+        return PREDICTIONS_INDEX.read(out / INDEX_FILE, ConfigError, "run gnnpar-predict "
+                                      "again.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -191,28 +238,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         pc, ns, _ = parse_config(parser, PredictConfig, argv)
-        cfg, record = settings(ns.run_dir, pc)
-        out = Path(cfg.run.out)
-        _check_out(out)
-        nproc = cfg.run.nproc or 1
-        part_dir = resolve(cfg, record, nproc)
-        args = (str(ns.run_dir), cfg, str(part_dir))
-        if cfg.run.nproc is None:
-            index = predict_worker(*args)
-        else:
-            from gnnpar.train.launch import launch_workers
-
-            threads = max(1, (os.cpu_count() or 1) // nproc)
-            launch_workers("gnnpar.train.predict:predict_worker", args, nproc,
-                           threads=threads)
-            from gnnpar.train.predictions import INDEX_FILE
-
-            index = json.loads((out / INDEX_FILE).read_text())
+        cfg, run = settings(ns.run_dir, pc)
+        check_out(Path(cfg.run.out), pc.predict.overwrite)
+        index = predict(str(ns.run_dir), cfg, run)
     except GnnparError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
-    assert index is not None
-    print(f"{out}: {describe(index)}")
+    print(f"{cfg.run.out}: {describe(index)}")
     return 0
 
 

@@ -18,6 +18,7 @@ makes it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -85,11 +86,11 @@ def partition_cache_dir(cfg: Config, num_parts: int) -> Path:
 
     The name holds a readable slug of the spec, the part count, the partitioner and a
     hash of the data and partition settings (but those of :data:`HOW_ONLY`, which do not
-    change the partition) and of every input file's path, modification
-    time and content (:func:`gnnpar.io.content_stamp`: all of a small file, three MiB of
-    a large one), so an input edited in place is partitioned anew.
+    change the partition) and of every input file's path, modification time and content
+    (:func:`gnnpar.artifacts.files.content_stamp`: all of a small file, three MiB of a
+    large one), so an input edited in place is partitioned anew.
     """
-    from gnnpar.io import content_stamp
+    from gnnpar.artifacts.files import content_stamp
     from gnnpar.partition.config import HOW_ONLY
 
     d, p = cfg.data, partition_settings(cfg)
@@ -274,8 +275,15 @@ def check_device(cfg: Config, local_world_size: int) -> None:
                           fix=f"pass --nproc {count} or fewer, or --device cpu.")
 
 
-def check_before_start(cfg: Config, world_size: int, local_world_size: int) -> Path:
+def check_before_start(cfg: Config, world_size: int, local_world_size: int,
+                       hold: contextlib.ExitStack | None = None) -> Path:
     """Every check that needs no data, then the run directory (see the module docstring).
+
+    Args:
+        cfg: The run's settings.
+        world_size: Processes of the run.
+        local_world_size: Processes on this machine.
+        hold: Keeps the run directory's lock until the run ends.
 
     Returns:
         The run directory (created).
@@ -283,11 +291,12 @@ def check_before_start(cfg: Config, world_size: int, local_world_size: int) -> P
     check_world_size(cfg, world_size)
     check_device(cfg, local_world_size)
     run = cfg.run
-    if run.resume:
-        check_resume(Path(run.out or ""), cfg)
     kind = "link" if cfg.data.task == "link" else cfg.train.mode
-    return prepare_run_dir(run.out, name=f"{dataset_slug(cfg.data.dataset)}-{kind}",
-                           resume=run.resume, overwrite=run.overwrite)
+    out = prepare_run_dir(run.out, name=f"{dataset_slug(cfg.data.dataset)}-{kind}",
+                          resume=run.resume, overwrite=run.overwrite, hold=hold)
+    if run.resume:
+        check_resume(out, cfg)
+    return out
 
 
 def partition_command(cfg: Config, num_parts: int, out: Path) -> str:

@@ -30,17 +30,19 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
+from gnnpar.artifacts.files import write_digested_json
+from gnnpar.artifacts.kinds import RUN_RECORD
 from gnnpar.errors import ConfigError
-from gnnpar.io import read_json, write_json_atomic
 
-FORMAT = "gnnpar-run"
-FORMAT_VERSION = 2
-RECORD_FILE = "record.json"
 STATUSES = ("running", "complete", "interrupted", "failed")
 
 TOP_FIELDS = {
     "format": '"gnnpar-run".',
-    "format_version": "2 (version 1, gnnpar 0.1, kept args/comm_bytes per example).",
+    "format_version": "3 (version 2 had no files nor digest; version 1, gnnpar 0.1, kept "
+                      "args/comm_bytes per example).",
+    "files": "What the run writes into its directory, besides this file (config.json, "
+             "checkpoint, metrics, predictions): what --overwrite moves aside, and all a "
+             "run directory may hold.",
     "status": "running, complete, interrupted (Ctrl-C, a signal) or failed.",
     "config": "The whole resolved configuration, section by section (the --config file "
               "that repeats the run).",
@@ -50,6 +52,8 @@ TOP_FIELDS = {
            "device, torch_threads.",
     "epochs": "One entry per finished epoch (EPOCH_FIELDS).",
     "summary": "Final figures (SUMMARY_FIELDS); empty until the run completes.",
+    "digest": "SHA-256 of the rest of the document: a record changed after it was "
+              "written is refused.",
 }
 EPOCH_FIELDS = {
     "epoch": "0-based epoch number.",
@@ -128,24 +132,6 @@ SUMMARY_FIELDS = {
 }
 
 
-def read_format(path: str | os.PathLike[str], fmt: str, version: int, what: str, fix: str,
-                fix_version: str) -> dict[str, Any]:
-    """A JSON document of format ``fmt`` and ``format_version`` ``version``.
-
-    Raises:
-        ConfigError: Unreadable, another format (``fix``) or another version
-            (``fix_version``), naming the file and the field.
-    """
-    doc = read_json(path, ConfigError)
-    if not isinstance(doc, dict) or doc.get("format") != fmt:
-        raise ConfigError(f"not a {fmt} {what}.", path=path, field="format", fix=fix)
-    if doc.get("format_version") != version:
-        raise ConfigError(f"format_version {doc.get('format_version')!r}; this gnnpar "
-                          f"reads {version}.", path=path, field="format_version",
-                          fix=fix_version)
-    return doc
-
-
 STARTUP_PHASES = ("check", "load", "partition", "spawn", "setup")
 """The start-up phases, in the order they run (``summary.startup_s``)."""
 
@@ -167,6 +153,7 @@ class RunRecord:
         epochs: One dict of metrics per finished epoch (:data:`EPOCH_FIELDS`).
         summary: Final figures (:data:`SUMMARY_FIELDS`).
         status: One of :data:`STATUSES`.
+        files: What the run writes into its directory besides ``record.json``.
     """
 
     config: dict[str, Any]
@@ -175,6 +162,7 @@ class RunRecord:
     epochs: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     status: str = "running"
+    files: list[str] = field(default_factory=list)
 
     @staticmethod
     def environment(world_size: int, backend: str, device: str) -> dict[str, Any]:
@@ -193,14 +181,22 @@ class RunRecord:
         """Read a record written by :meth:`write`.
 
         Raises:
-            ConfigError: Not a gnnpar run record of this format version.
+            ConfigError: Not a gnnpar run record of a version read here, a damaged one
+                (its digest), or a field of the wrong type.
         """
-        doc = read_format(path, FORMAT, FORMAT_VERSION, "record",
-                          "pass a run record written by gnnpar-train.",
-                          "re-run with this gnnpar version.")
+        doc = RUN_RECORD.read(path, ConfigError, "pass the record.json of a gnnpar-train "
+                              "run; never edit it by hand.")
+        fields = {"config": dict, "partition": dict, "env": dict, "epochs": list,
+                  "summary": dict, "status": str, "files": list}
+        for key, kind in fields.items():
+            if key in doc and not isinstance(doc[key], kind):
+                raise ConfigError(f"is {type(doc[key]).__name__}, expected {kind.__name__}.",
+                                  path=path, field=key, fix="pass the record.json of a "
+                                  "gnnpar-train run.")
         return cls(config=doc.get("config", {}), partition=doc.get("partition", {}),
                    env=doc.get("env", {}), epochs=list(doc.get("epochs", [])),
-                   summary=doc.get("summary", {}), status=doc.get("status", "running"))
+                   summary=doc.get("summary", {}), status=doc.get("status", "running"),
+                   files=[str(f) for f in doc.get("files", [])])
 
     def add_epoch(self, entry: dict[str, Any]) -> dict[str, Any]:
         """Append (or, after a resume, replace) the metrics of ``entry["epoch"]``.
@@ -218,9 +214,10 @@ class RunRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document."""
-        return {"format": FORMAT, "format_version": FORMAT_VERSION, "status": self.status,
-                "config": self.config, "partition": self.partition, "env": self.env,
-                "epochs": self.epochs, "summary": self.summary}
+        return {"format": RUN_RECORD.format, "format_version": RUN_RECORD.version,
+                "status": self.status, "files": self.files, "config": self.config,
+                "partition": self.partition, "env": self.env, "epochs": self.epochs,
+                "summary": self.summary}
 
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write the record to ``path`` atomically (call on rank 0 only).
@@ -229,4 +226,4 @@ class RunRecord:
             StorageError: The disk is full (naming the directory and the bytes needed);
                 the previous record stays as it was.
         """
-        write_json_atomic(path, self.to_dict())
+        write_digested_json(path, self.to_dict())

@@ -12,18 +12,21 @@ Before any work starts, :func:`prepare_run_dir` settles ``OUT``:
   ``--overwrite``, otherwise refused;
 * ``--out`` holding anything else, or a file: refused, even with ``--overwrite``.
 
-A run directory is one whose ``record.json`` is a gnnpar run record (the marker) and
-that holds nothing but gnnpar's files (:data:`RUN_FILES`, the checkpoint's own two files
-inside ``checkpoint/``, and the temporary names of their atomic writes).  ``--overwrite``
-moves the old run's files aside into ``OUT/.previous-run/``; the new run's first
-checkpoint deletes them (:func:`commit_replacement`), and a new run that fails, is
-interrupted or is killed before it gets there has them put back (:func:`restore_replaced`,
-also called by the next ``gnnpar-train`` on that ``--out``), so a failed replacement loses
-nothing.
+A run directory is one whose ``record.json`` is a gnnpar run record (the marker, which
+lists every other file the run writes) and that holds nothing else: the kind
+:data:`~gnnpar.artifacts.kinds.RUN` says what that is, down to the files of its
+checkpoint and predictions.  One process writes it at a time: the launcher (or rank 0)
+holds its lock from these checks to the end of the run, and a second ``gnnpar-train``
+on the same ``--out`` is refused, naming it.  ``--overwrite`` moves exactly what the old
+record lists aside into ``OUT/.previous-run/``; the new run's first checkpoint deletes
+it (:func:`commit_replacement`), and a new run that fails, is interrupted or is killed
+before it gets there has it put back (:func:`restore_replaced`, also called by the next
+command that reads or writes that directory), so a failed replacement loses nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -31,25 +34,25 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from gnnpar.artifacts.kinds import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    METRICS_CSV,
+    PREDICTIONS_DIR,
+    PREVIOUS_RUN,
+    RECORD_FILE,
+    RUN,
+    RUN_FILES,
+    STATE_FILE,
+    TEMPORARY,
+    TENSORBOARD_DIR,
+)
+from gnnpar.artifacts.lock import holder, lock
+from gnnpar.artifacts.ownership import check_not_inside
 from gnnpar.config import flag_of, sections
 from gnnpar.errors import ConfigError
 from gnnpar.partition.config import HOW_ONLY
 from gnnpar.train.config import Config
-from gnnpar.train.predictions import PREDICTIONS_DIR
-from gnnpar.train.record import RECORD_FILE
-
-CONFIG_FILE = "config.json"
-CHECKPOINT_DIR = "checkpoint"
-METRICS_CSV = "metrics.csv"
-TENSORBOARD_DIR = "tensorboard"
-RUN_FILES = (RECORD_FILE, CONFIG_FILE, CHECKPOINT_DIR, METRICS_CSV, TENSORBOARD_DIR,
-             PREDICTIONS_DIR)
-"""What a run writes into its directory (and what ``--overwrite`` replaces)."""
-PREVIOUS_RUN = ".previous-run"
-"""Where ``--overwrite`` keeps the replaced run until the new one's first checkpoint."""
-_CHECKPOINT_FILES = ("state.json", "tensors.bin")
-_TEMPORARY = re.compile(r"^\.(record\.json\.tmp-\d+|checkpoint\.tmp|checkpoint\.old-.*)$")
-"""The temporary names of gnnpar's atomic writes in a run directory."""
 
 RESUMABLE = {"train.epochs", "train.eval_every", "train.eval", "train.eval_budget_mb",
              "sample.eval_batch_size", "sample.prefetch",
@@ -69,58 +72,43 @@ def dataset_slug(spec: str) -> str:
 
 
 def default_out(name: str, base: str | Path = "runs") -> Path:
-    """The first free (absent or empty) ``runs/NAME[-N]``."""
+    """The first free ``runs/NAME[-N]``: absent or empty, and not being written."""
     stem = Path(base) / name
     out, n = stem, 1
-    while out.exists() and (not out.is_dir() or any(out.iterdir())):
+    while (out.exists() and (not out.is_dir() or any(out.iterdir()))) or holder(out):
         n += 1
         out = stem.with_name(f"{stem.name}-{n}")
     return out
 
 
-def holds_run(out: Path) -> bool:
-    """Whether ``out`` holds a run's files."""
-    return any((out / name).exists() for name in RUN_FILES)
+def run_files(cfg: Config) -> list[str]:
+    """What a run of ``cfg`` writes into its directory besides ``record.json``."""
+    files = [CONFIG_FILE, CHECKPOINT_DIR]
+    if cfg.run.metrics is not None:
+        files.append(METRICS_CSV if cfg.run.metrics == "csv" else TENSORBOARD_DIR)
+    if cfg.run.save_predictions or cfg.run.save_embeddings is not None:
+        files.append(PREDICTIONS_DIR)
+    return files
 
 
-def _is_run_record(path: Path) -> bool:
-    """Whether ``path`` is a gnnpar run record (the run directory's marker)."""
+def _listed(out: Path) -> list[str]:
+    """What the record in ``out`` says the run wrote (a damaged record: every run file)."""
     from gnnpar.train.record import RunRecord
 
     try:
-        RunRecord.load(path)
+        record = RunRecord.load(out / RECORD_FILE)
     except ConfigError:
-        return False
-    return True
-
-
-def foreign_entry(out: Path) -> Path | None:
-    """The first entry of ``out`` that a gnnpar run did not write, if any.
-
-    A run directory holds its marker (``record.json``, a gnnpar run record),
-    ``config.json``, ``checkpoint/`` with the checkpoint's files, the temporary names of
-    their atomic writes, and the run that ``--overwrite`` put aside.
-    """
-    if not _is_run_record(out / RECORD_FILE):
-        return out / RECORD_FILE
-    for entry in sorted(out.iterdir()):
-        if entry.name in (*RUN_FILES, PREVIOUS_RUN) and entry.name != CHECKPOINT_DIR \
-                or _TEMPORARY.match(entry.name):
-            continue  # a directory of outputs (predictions, tensorboard) is gnnpar's whole
-        if entry.name != CHECKPOINT_DIR or not entry.is_dir() or entry.is_symlink():
-            return entry
-        for inner in sorted(entry.iterdir()):
-            if inner.name not in _CHECKPOINT_FILES or not inner.is_file():
-                return inner
-    return None
+        return list(RUN_FILES)
+    return [RECORD_FILE, *(record.files or RUN_FILES)]
 
 
 def restore_replaced(out: str | os.PathLike[str] | None) -> bool:
     """Put back the run that ``--overwrite`` moved aside, if the new one never checkpointed.
 
     Call it when a run ends in failure (any rank, Ctrl-C), and before a run directory is
-    used: a run killed before its first checkpoint leaves the old one aside.  Once the
-    new run has a checkpoint, the old one is deleted instead (:func:`commit_replacement`).
+    used, holding its lock: a run killed before its first checkpoint leaves the old one
+    aside.  Once the new run has a checkpoint, the old one is deleted instead
+    (:func:`commit_replacement`).
 
     Returns:
         Whether the previous run was put back.
@@ -131,15 +119,43 @@ def restore_replaced(out: str | os.PathLike[str] | None) -> bool:
     aside = path / PREVIOUS_RUN
     if not aside.is_dir():
         return False
-    if (path / CHECKPOINT_DIR / "state.json").is_file():  # committed; its deletion was cut
+    if (path / CHECKPOINT_DIR / STATE_FILE).is_file():  # committed; its deletion was cut
         shutil.rmtree(aside, ignore_errors=True)
         return False
-    for name in RUN_FILES:
+    for name in _listed(path):
         _remove(path / name)
+    for entry in path.iterdir():
+        if TEMPORARY.match(entry.name):
+            _remove(entry)
     for entry in aside.iterdir():
         os.rename(entry, path / entry.name)
     aside.rmdir()
     return True
+
+
+def settle_for_reading(out: str | os.PathLike[str]) -> None:
+    """Before a run directory is read: put back a run a killed ``--overwrite`` set aside.
+
+    Raises:
+        ConfigError: A ``gnnpar-train --overwrite`` is replacing the run right now (its
+            old files wait in ``.previous-run`` until the new run's first checkpoint).
+    """
+    path = Path(out)
+    if not (path / PREVIOUS_RUN).is_dir():
+        return
+    busy = holder(path)
+    if busy is None:
+        with contextlib.suppress(ConfigError), lock(path, ConfigError,
+                                                    "this run directory"):
+            restore_replaced(path)
+            return
+        busy = holder(path)
+    if (path / PREVIOUS_RUN).is_dir() and not (path / CHECKPOINT_DIR / STATE_FILE).is_file():
+        raise ConfigError(f"is being replaced by a running gnnpar-train --overwrite "
+                          f"({busy or 'another process'}); the run it replaces waits in "
+                          f"{PREVIOUS_RUN} until the new run's first checkpoint.",
+                          path=path, field="run.out", fix="wait for the new run's first "
+                          "checkpoint, or stop it (the old run is then put back).")
 
 
 def commit_replacement(out: str | os.PathLike[str]) -> None:
@@ -155,7 +171,8 @@ def _remove(target: Path) -> None:
 
 
 def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
-                    overwrite: bool = False) -> Path:
+                    overwrite: bool = False,
+                    hold: contextlib.ExitStack | None = None) -> Path:
     """Settle the run directory before any work (see the module docstring).
 
     Call it once per run, in the process that starts it (the launcher, or rank 0).
@@ -165,8 +182,10 @@ def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
         name: Name of a new run directory (e.g. ``sbm-sample``).
         resume: The run in ``out`` is continued (its checkpoint is checked by the caller,
             e.g. :func:`check_resume`).
-        overwrite: The run in ``out`` is replaced: its files move to
+        overwrite: The run in ``out`` is replaced: exactly what its record lists moves to
             ``OUT/.previous-run/`` until the new run's first checkpoint.
+        hold: Where the directory's lock is kept until the run ends (``None``: held only
+            while this function runs).
 
     Returns:
         The directory to write to. It is created when the run writes its first file, so
@@ -174,40 +193,111 @@ def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
 
     Raises:
         ConfigError: ``out`` holds a run and neither ``resume`` nor ``overwrite`` was
-            given, holds something else, or is a file.
+            given, holds something else, is a file or a link, lies inside another gnnpar
+            directory, or another gnnpar process is writing it.
     """
     if out is None:
-        return _creatable(default_out(name))
-    path = Path(out)
+        while True:
+            path = _creatable(default_out(name))
+            try:
+                return _claim(path, resume, overwrite, hold)
+            except _Busy:
+                continue  # another run took that name meanwhile: the next one
+    return _claim(_checked_path(Path(out)), resume, overwrite, hold)
+
+
+class _Busy(ConfigError):
+    """Another gnnpar process holds the run directory's lock."""
+
+
+def _checked_path(path: Path) -> Path:
+    if path.is_symlink():
+        raise ConfigError("is a symbolic link; gnnpar writes a run only at a real path.",
+                          path=path, field="run.out", fix="pass the real path as --out.")
     if path.exists() and not path.is_dir():
         raise ConfigError("is a file, not a directory.", path=path, field="run.out",
                           fix="pass another --out.")
-    restore_replaced(path)
-    if resume:
-        return path
-    if path.is_dir() and any(path.iterdir()):
-        bad = foreign_entry(path)
-        if bad is not None:
-            what = ("holds no gnnpar run record" if bad == path / RECORD_FILE
-                    else f"holds {bad.name}, which is not a gnnpar run's")
-            raise ConfigError(
-                f"{what}; gnnpar does not write into a directory that is not a gnnpar run, "
-                "nor delete what it did not write.", path=bad, field="run.out",
-                fix="pass a new or empty --out.")
-        if not overwrite:
-            raise ConfigError(
-                f"already holds a run ({_describe(path)}).", path=path, field="run.out",
-                fix="continue it with --resume, replace it with --overwrite, or pass "
-                "another --out.")
-        aside = path / PREVIOUS_RUN
-        aside.mkdir()
-        for name in RUN_FILES:
-            if (path / name).exists():
-                os.rename(path / name, aside / name)
-        for entry in path.iterdir():
-            if _TEMPORARY.match(entry.name):
-                _remove(entry)
+    check_not_inside(path, ConfigError, "run.out")
     return _creatable(path)
+
+
+def _claim(path: Path, resume: bool, overwrite: bool,
+           hold: contextlib.ExitStack | None) -> Path:
+    """Lock ``path`` (into ``hold``), then check it and move a replaced run aside."""
+    with contextlib.ExitStack() as mine:
+        keep = hold or mine
+        made = _make_parents(path)  # the lock lies beside the run directory
+        keep.callback(_remove_empty, made)  # a refused or finished run leaves none behind
+        keep.enter_context(lock(path, _Busy, "this run directory"))
+        restore_replaced(path)
+        if resume:
+            return path
+        if path.is_dir() and all(TEMPORARY.match(e.name) for e in path.iterdir()):
+            for entry in path.iterdir():  # what a run killed before its record left
+                _remove(entry)
+        if path.is_dir() and any(path.iterdir()):
+            bad, _ = RUN.foreign(path)
+            if bad is not None:
+                what = ("holds no gnnpar run record" if bad in (path, path / RECORD_FILE)
+                        else f"holds {bad.relative_to(path)}, which is not a gnnpar run's")
+                raise ConfigError(
+                    f"{what}; gnnpar does not write into a directory that is not a gnnpar "
+                    "run, nor delete what it did not write.", path=bad, field="run.out",
+                    fix="pass a new or empty --out.")
+            if not overwrite:
+                raise ConfigError(
+                    f"already holds a run ({_describe(path)}).", path=path,
+                    field="run.out", fix="continue it with --resume, replace it with "
+                    "--overwrite, or pass another --out.")
+            aside = path / PREVIOUS_RUN
+            aside.mkdir()
+            for entry in _listed(path):
+                if (path / entry).exists() or (path / entry).is_symlink():
+                    os.rename(path / entry, aside / entry)
+            for entry in path.iterdir():
+                if TEMPORARY.match(entry.name):
+                    _remove(entry)
+        return path
+
+
+def _make_parents(path: Path) -> list[Path]:
+    """Create the missing parents of ``path``; the ones created, deepest first."""
+    missing = [p for p in path.parents if not p.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def _remove_empty(dirs: list[Path]) -> None:
+    """Remove those of ``dirs`` that are empty (deepest first)."""
+    for d in dirs:
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
+def check_run_dir(out: Path, resume: bool) -> None:
+    """What a :class:`~gnnpar.train.trainer.Trainer` checks of its ``cfg.run.out`` (rank 0).
+
+    The directory is absent, empty, holds only a run that ``--overwrite`` set aside, or
+    (with ``resume``) a run; never anything gnnpar did not write.
+
+    Raises:
+        ConfigError: Naming the entry and the fix.
+    """
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    entries = {e.name for e in out.iterdir() if not TEMPORARY.match(e.name)}
+    if entries <= {PREVIOUS_RUN}:
+        bad, _ = RUN.parts[PREVIOUS_RUN].foreign(out / PREVIOUS_RUN) if entries else (None, "")
+    else:
+        bad, _ = RUN.foreign(out)
+    if bad is not None:
+        raise ConfigError("is not gnnpar's; the Trainer writes only into a new or empty "
+                          "directory or a run directory.", path=bad, field="run.out",
+                          fix="set cfg.run.out to a new directory.")
+    if not resume and entries - {PREVIOUS_RUN}:
+        raise ConfigError(f"already holds a run ({_describe(out)}).", path=out,
+                          field="run.out", fix="resume it (cfg.run.resume), or prepare it "
+                          "with gnnpar.train.rundir.prepare_run_dir(..., overwrite=True).")
 
 
 def _creatable(path: Path) -> Path:
@@ -261,7 +351,7 @@ def check_resume(out: Path, cfg: Config, partition_dir: str | None = None) -> No
     from gnnpar.train.checkpoint import read_state
 
     ckpt = out / CHECKPOINT_DIR
-    if not (ckpt / "state.json").is_file():
+    if not (ckpt / STATE_FILE).is_file():
         raise ConfigError("holds no checkpoint to resume from.", path=out, field="run.resume",
                           fix="drop --resume to start the run, or pass the --out of the run "
                           "to continue.")

@@ -60,6 +60,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from gnnpar.artifacts.files import write_json_atomic
+from gnnpar.artifacts.kinds import CHECKPOINT_DIR, CONFIG_FILE, PREDICTIONS_DIR, RECORD_FILE
 from gnnpar.comm import (
     CommStats,
     all_gather_ints,
@@ -71,14 +73,18 @@ from gnnpar.comm import (
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.faults import FailureBoard, agreed
-from gnnpar.io import write_json_atomic
 from gnnpar.keys import mix_int
 from gnnpar.link.model import LinkDecoder
 from gnnpar.nn import flush_pipelines
 from gnnpar.partition.format import content_digest
 from gnnpar.sizes import peak_rss_bytes, rss_bytes
 from gnnpar.storage.graph import DistGraph, global_split_sizes
-from gnnpar.train.checkpoint import load_checkpoint, read_state, save_checkpoint
+from gnnpar.train.checkpoint import (
+    checkpoint_digest,
+    load_checkpoint,
+    read_state,
+    save_checkpoint,
+)
 from gnnpar.train.config import Config
 from gnnpar.train.engine import PHASES, SUMS, Engine, StepHook
 from gnnpar.train.fullgraph import FullGraphEngine, full_neighbour_accuracy
@@ -96,12 +102,12 @@ from gnnpar.train.outputs import (
 )
 from gnnpar.train.parallel_dims import ParallelDims
 from gnnpar.train.prepare import check_graph_settings, startup_timeout
-from gnnpar.train.record import RECORD_FILE, RunRecord, format_startup
+from gnnpar.train.record import RunRecord, format_startup
 from gnnpar.train.rundir import (
-    CHECKPOINT_DIR,
-    CONFIG_FILE,
     check_resume,
+    check_run_dir,
     commit_replacement,
+    run_files,
 )
 from gnnpar.train.sync import average_model
 
@@ -192,6 +198,8 @@ class Trainer:
         self.out = Path(cfg.run.out)
         self.part_dir = str(part_dir)
         self.board = FailureBoard.connect(ctx)
+        # Never written into a directory holding what gnnpar did not write.
+        agreed(ctx, lambda: check_run_dir(self.out, cfg.run.resume) if ctx.is_main else None)
         with self.board.guard():
             # Verifying a large part can outlast the collective timeout: no rank waits in a
             # collective meanwhile, the start-up timeout bounds the wait (docs/startup.md).
@@ -246,7 +254,8 @@ class Trainer:
                        "partitioner": meta.partitioner.get("method"),
                        "node_types": list(meta.types.layout.node_types) if meta.types
                        else None},
-            env=RunRecord.environment(ctx.world_size, ctx.backend, str(ctx.device)))
+            env=RunRecord.environment(ctx.world_size, ctx.backend, str(ctx.device)),
+            files=run_files(cfg))
         self._next_epoch = 0
         self._started = False  # whether this run has written its record yet
 
@@ -319,6 +328,20 @@ class Trainer:
         if self.ctx.is_main:
             self.record.write(self.record_path)
 
+    def _note_stale_outputs(self) -> None:
+        """Keep listing what an earlier part of a resumed run wrote; warn of what goes stale."""
+        if not self.cfg.run.resume:
+            return
+        try:
+            before = RunRecord.load(self.record_path).files
+        except ConfigError:
+            before = []
+        self.record.files += [f for f in before if f not in self.record.files]
+        if PREDICTIONS_DIR in before and not wants_outputs(self.cfg):
+            log.warning("%s: written from an earlier checkpoint; this run does not write them "
+                        "again (--save-predictions), so gnnpar.load_predictions will refuse "
+                        "them as stale once it checkpoints.", self.out / PREDICTIONS_DIR)
+
     # ------------------------------------------------------------------ training
     def fit(self, hook: StepHook | None = None) -> dict[str, Any]:
         """Train for the configured epochs (resuming when asked), then infer (collective).
@@ -350,15 +373,16 @@ class Trainer:
         partial = self._resume()
         if ctx.is_main and self.startup:
             log.info("start-up: %s", format_startup(self.startup))
+        self.record.status = "running"
+        self._started = True
         if ctx.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
+            self._note_stale_outputs()
+            self._write_record()  # the marker first: it lists every file the run writes
             # A file that repeats the run: --config OUT/config.json [--resume].
             doc = self.cfg.to_dict()
             doc["run"].update(resume=False, overwrite=False)
             write_json_atomic(self.out / CONFIG_FILE, doc)
-        self.record.status = "running"
-        self._started = True
-        self._write_record()
         engine = self.engine
         run = self.cfg.run
         shown = run.progress and sys.stderr.isatty()  # rank 0's progress bar
@@ -519,7 +543,10 @@ class Trainer:
         save = wants_outputs(self.cfg)
         engine = self.engine
         last = self.record.epochs[-1] if self.record.epochs else {}
-        source = {"run": str(self.out), "partition": self.part_dir}
+        source = {"command": "gnnpar-train", "run": str(self.out),
+                  "partition": self.partition_digest,
+                  "checkpoint": checkpoint_digest(self.checkpoint_dir)
+                  if self.ctx.is_main and save else None}
         if save and self.typed:
             write_typed_outputs(predictions_dir(self.out), self.cfg, engine, self.graph,
                                 self.ctx, source)

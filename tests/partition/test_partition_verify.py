@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gnnpar.artifacts.files import json_digest, sha256_file, write_digested_json
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import PartitionError
-from gnnpar.io import json_digest, sha256_file, write_digested_json
 from gnnpar.partition import PartitionConfig, load_partition, partition_graph, verify_partition
 from gnnpar.partition.format import EDGE_DTYPES
 

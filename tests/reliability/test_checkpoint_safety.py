@@ -67,7 +67,7 @@ def test_a_crafted_metadata_pickle_is_never_unpickled(tmp_path: Path) -> None:
     (old / "state.json").write_text(json.dumps({"format": "gnnpar-checkpoint",
                                                 "format_version": 1, "world_size": 1,
                                                 "state": {}}))
-    with pytest.raises(ConfigError, match="not a gnnpar-checkpoint v2") as exc:
+    with pytest.raises(ConfigError, match="format_version is 1; this gnnpar reads 2") as exc:
         load_checkpoint(old, CTX, fresh, fresh_opt)
     assert exc.value.path == str(old / "state.json")
     assert not marker.exists()

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 import torch
 
-import gnnpar.io
+import gnnpar.artifacts.files
 import gnnpar.train.checkpoint as checkpoint
 from gnnpar.comm import CommStats, comm_totals
 from gnnpar.datasets.__main__ import main as datasets_main
@@ -167,7 +167,7 @@ def test_a_full_disk_while_checkpointing_leaves_nothing_half_written(
         def __enter__(self) -> Full:
             raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(gnnpar.io, "open", Full, raising=False)
+    monkeypatch.setattr(gnnpar.artifacts.files, "open", Full, raising=False)
     record.status = "complete"
     with pytest.raises(StorageError, match="record.json cannot be written"):
         record.write(tmp_path / "record.json")

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gnnpar.artifacts.files import sha256_file, write_digested_json
 from gnnpar.datasets.synthetic import sbm, typed
 from gnnpar.errors import PartitionError
-from gnnpar.io import sha256_file, write_digested_json
 from gnnpar.partition import partition_graph, verify_partition
 from gnnpar.partition.format import PartitionMeta, load_partition
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from torch_geometric.data import Data
 
+from gnnpar.artifacts.files import write_digested_json
 from gnnpar.distributed import init, shutdown
-from gnnpar.io import write_digested_json
 from gnnpar.partition.cli import main as partition_main
 from gnnpar.train.cli import main as train_main
 from gnnpar.train.cli import parse

@@ -119,11 +119,15 @@ def test_run_record_round_trip_and_resume(tmp_path: Path) -> None:
     record.status = "complete"
     record.write(path)
     doc = json.loads(path.read_text())
-    assert doc["format"] == "gnnpar-run" and doc["format_version"] == 2
+    assert doc["format"] == "gnnpar-run" and doc["format_version"] == 3
     assert doc["partition"]["dir"] == str(tmp_path) and doc["status"] == "complete"
     assert doc["env"]["world_size"] == 1 and doc["env"]["gnnpar"]
     assert [e["train_loss"] for e in doc["epochs"]] == [1.0, 0.5, 0.25]
     assert list(path.parent.iterdir()) == [path]  # no temporary file left
+    edited = {**doc, "status": "running"}  # a record changed after it was written
+    path.with_name("edited.json").write_text(json.dumps(edited))
+    with pytest.raises(ConfigError, match="digest differs"):
+        RunRecord.load(path.with_name("edited.json"))
 
     resumed = RunRecord.load(path)
     resumed.add_epoch(_entry(1, 7.0))  # a resumed epoch replaces it and what followed
