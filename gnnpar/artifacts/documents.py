@@ -82,7 +82,7 @@ def read_document(path: str | os.PathLike[str], fmt: str, versions: Collection[i
         raise error(f"is not {what} (format {found!r}, expected {fmt!r}).", path=path,
                     field="format", fix=fix)
     version = doc.get("format_version")
-    if isinstance(version, bool) or version not in versions:
+    if not isinstance(version, int) or isinstance(version, bool) or version not in versions:
         raise error(f"format_version is {version!r}; this gnnpar reads "
                     f"{', '.join(map(str, versions))}.", path=path, field="format_version",
                     fix="read it with the gnnpar version that wrote it, or write it again.")

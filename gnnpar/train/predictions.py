@@ -58,8 +58,9 @@ from gnnpar.errors import ConfigError
 from gnnpar.sizes import check_fits
 
 ARRAYS = ("logits", "pred", "embeddings")
-DTYPES = {"node_ids": np.dtype(np.int64), "logits": np.dtype(np.float32),
-          "pred": np.dtype(np.int64), "embeddings": np.dtype(np.float32)}
+DTYPES: dict[str, np.dtype[Any]] = {
+    "node_ids": np.dtype(np.int64), "logits": np.dtype(np.float32),
+    "pred": np.dtype(np.int64), "embeddings": np.dtype(np.float32)}
 """The dtype of every array a predictions directory holds."""
 CHUNK_ROWS = 1 << 16
 """Rows copied to the host (and written) at a time."""

@@ -251,9 +251,9 @@ def _claim(path: Path, resume: bool, overwrite: bool,
                     "--overwrite, or pass another --out.")
             aside = path / PREVIOUS_RUN
             aside.mkdir()
-            for entry in _listed(path):
-                if (path / entry).exists() or (path / entry).is_symlink():
-                    os.rename(path / entry, aside / entry)
+            for name in _listed(path):
+                if (path / name).exists() or (path / name).is_symlink():
+                    os.rename(path / name, aside / name)
             for entry in path.iterdir():
                 if TEMPORARY.match(entry.name):
                     _remove(entry)

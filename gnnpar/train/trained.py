@@ -89,6 +89,14 @@ def read_run(run_dir: str | os.PathLike[str]) -> TrainedRun:
         raise ConfigError("the checkpoint holds no settings.", path=ckpt / STATE_FILE,
                           field="config", fix=_FIX)
     cfg = from_dict(Config, saved, str(ckpt / STATE_FILE)).validate()
+    recorded = record.get("config") or {}
+    for section in ("data", "model"):  # the record and the checkpoint of one run
+        mine, theirs = (dict(d.get(section) or {}) for d in (recorded, saved))
+        mine.pop("root", None), theirs.pop("root", None)  # a resumed run may move its data
+        if mine != theirs:
+            raise ConfigError(f"its {section} settings differ from the checkpoint's: the "
+                              "record and the checkpoint are not of one run.",
+                              path=path / RECORD_FILE, field=f"config.{section}", fix=_FIX)
     digest = extra.get("partition_digest")
     return TrainedRun(path, cfg, record, checkpoint_digest(ckpt),
                       digest if isinstance(digest, str) else None)

@@ -1,14 +1,14 @@
 """The documented bound: a hung rank ends the run within 1.5 x ``--timeout-s``, every mode.
 
 Each test starts ``gnnpar-train --nproc 2`` in one mode, stops a rank (SIGSTOP: alive,
-silent, its heartbeat stands still; rank 0 in full mode, rank 1 elsewhere) once two epochs
-are recorded, and times the launcher from the signal to its exit: one error line naming
-the stopped rank, no rank left, within ``1.5 T``.  ``T`` is 10 s times the machine's slowdown (:func:`gnnpar.testing.slowdown`),
-so that the fixed costs (exiting processes) stay a small share of it on a loaded machine:
-measured on a 2-core machine, a run ends 1.15 T (the stale heartbeat) plus about 0.7 s
-of exits after the signal, 1.22 T, leaving 0.28 T = 2.8 s, four times those exits,
-below the bound.  Sample and full mode run in the default suite, grid, link and typed
-with ``-m slow``.
+silent, its heartbeat stands still; rank 0 in full mode, rank 1 elsewhere) once two
+epochs are recorded, and times the launcher from the signal to its exit: one error line
+naming the stopped rank, no rank left, within ``1.5 T``.  ``T`` is 10 s times the
+machine's slowdown (:func:`gnnpar.testing.slowdown`), so that the fixed costs (exiting
+processes) stay a small share of it on a loaded machine: measured on a 2-core machine, a
+run ends 1.15 T (the stale heartbeat) plus about 0.7 s of exits after the signal, 1.22 T,
+leaving 0.28 T = 2.8 s, four times those exits, below the bound.  Sample and full mode run
+in the default suite, grid, link and typed with ``-m slow``.
 """
 
 from __future__ import annotations
