@@ -28,12 +28,12 @@ Shape = Sequence[int | None]
 
 
 def npy_header(path: str | os.PathLike[str], error: type[GnnparError] = GnnparError
-               ) -> tuple[tuple[int, ...], np.dtype[Any], int]:
-    """``(shape, dtype, data offset)`` of a ``.npy`` file, checked against its size.
+               ) -> tuple[tuple[int, ...], np.dtype[Any], int, bool]:
+    """``(shape, dtype, data offset, Fortran order)`` of a ``.npy`` file, checked.
 
     Raises:
-        error: Not a ``.npy`` file, an object dtype, Fortran order, or a header whose
-            shape needs more (or fewer) bytes than the file holds.
+        error: Not a ``.npy`` file, an object dtype, or a header whose shape needs more
+            (or fewer) bytes than the file holds.
     """
     p = Path(path)
     fix = "re-create the directory that holds it."
@@ -54,9 +54,8 @@ def npy_header(path: str | os.PathLike[str], error: type[GnnparError] = GnnparEr
     except OSError as exc:
         raise error(f"cannot be read ({exc.strerror or exc}).", path=p,
                     fix="check the file's permissions.") from None
-    if dtype.hasobject or dtype.itemsize == 0 or fortran:
-        what = ("Python objects" if dtype.hasobject
-                else "a Fortran-ordered or empty-typed array")
+    if dtype.hasobject or dtype.itemsize == 0:
+        what = "Python objects" if dtype.hasobject else "an empty-typed array"
         raise error(f"holds {what} (dtype {dtype.str}), which gnnpar never reads.", path=p,
                     field="dtype", fix=fix)
     count = 1
@@ -68,7 +67,7 @@ def npy_header(path: str | os.PathLike[str], error: type[GnnparError] = GnnparEr
                     f"({count * dtype.itemsize:,} bytes) but the file holds "
                     f"{size - offset:,} bytes of data: it is truncated or was edited.",
                     path=p, field="shape", fix=fix)
-    return tuple(int(d) for d in shape), dtype, offset
+    return tuple(int(d) for d in shape), dtype, offset, bool(fortran)
 
 
 def load_npy(path: str | os.PathLike[str], mmap: bool = True,
@@ -85,7 +84,7 @@ def load_npy(path: str | os.PathLike[str], mmap: bool = True,
         field: The field named in errors (default: the file's stem).
     """
     p = Path(path)
-    got, kind, offset = npy_header(p, error)
+    got, kind, offset, fortran = npy_header(p, error)
     name = field or p.stem
     fix = "re-create the directory that holds it."
     if dtype is not None and kind != np.dtype(dtype):
@@ -96,12 +95,13 @@ def load_npy(path: str | os.PathLike[str], mmap: bool = True,
         want = ["*" if w is None else w for w in shape]
         raise error(f"has shape {list(got)}, expected {want}.", path=p, field=name, fix=fix)
     try:
+        order = "F" if fortran else "C"
         if mmap:
-            return np.memmap(p, dtype=kind, mode="r", offset=offset, shape=got)
+            return np.memmap(p, dtype=kind, mode="r", offset=offset, shape=got, order=order)
         with open(p, "rb") as f:
             f.seek(offset)
             return np.fromfile(f, dtype=kind, count=int(np.prod(got, dtype=np.int64))
-                               ).reshape(got)
+                               ).reshape(got, order=order)
     except (OSError, ValueError) as exc:
         raise error(f"cannot be read ({str(exc)[:160]}).", path=p, field=name,
                     fix=fix) from None

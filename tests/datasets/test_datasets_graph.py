@@ -95,8 +95,11 @@ def test_to_undirected_matches_brute_force() -> None:
 def test_load_rejects_other_format_and_truncated_arrays(tmp_path: Path) -> None:
     out = tiny().save(tmp_path / "d")
     np.save(out / "src.npy", np.zeros(3, np.int64))
-    with pytest.raises(DatasetError) as exc:
+    with pytest.raises(DatasetError, match="marker lists") as exc:  # its size and digest
         GraphDataset.load(out)
+    assert exc.value.field == "files" and exc.value.path == str(out / "src.npy")
+    with pytest.raises(DatasetError) as exc:  # unverified, the sizes still disagree
+        GraphDataset.load(out, validate=False)
     assert exc.value.field == "num_edges"
     (out / "dataset.json").write_text('{"format": "gnnpar-dataset", "format_version": 99}')
     with pytest.raises(DatasetError) as exc:

@@ -148,7 +148,7 @@ def test_save_load_round_trip_memory_maps(tmp_path: Path) -> None:
     ds = small()
     ds.save(tmp_path / "d")
     meta = json.loads((tmp_path / "d" / "dataset.json").read_text())
-    assert (meta["format_version"], meta["kind"]) == (3, "hetero")
+    assert (meta["format_version"], meta["kind"]) == (4, "hetero")
     assert meta["edge_types"] == [list(WRITES), list(CITES), list(IN)]
     assert sorted(p.name for p in (tmp_path / "d").glob("x_*.npy")) == ["x_1.npy", "x_2.npy"]
     back = HeteroGraphDataset.load(tmp_path / "d")

@@ -309,3 +309,17 @@ def test_from_dgl_without_dgl_is_a_clear_error() -> None:
         from_dgl(object())
     assert_error(exc, "dgl", "dgl")
     assert "pip install" in str(exc.value)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_non_utf8_bytes_in_an_edge_list_are_one_line(tmp_path: Path, gz: bool) -> None:
+    data = b"0 1\n1 2\n2 \xff\xfe3\n"
+    path = tmp_path / ("edges.csv.gz" if gz else "edges.csv")
+    if gz:
+        with gzip.open(path, "wb") as f:
+            f.write(data)
+    else:
+        path.write_bytes(data)
+    with pytest.raises(DatasetError, match=r"not UTF-8 text \(byte 0xff on line 3\)") as exc:
+        from_edge_list(path)
+    assert exc.value.path == str(path) and exc.value.field == "encoding"

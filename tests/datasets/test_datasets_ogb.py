@@ -208,3 +208,52 @@ def test_download_never_replaces_a_directory_it_did_not_create(tmp_path: Path) -
     with pytest.raises(DatasetError):
         load_ogb("tiny", meta_dict={**m, "dir_path": str(other)})
     assert not other.exists()
+
+
+def test_an_empty_split_file_is_one_line(tmp_path: Path) -> None:
+    d = tmp_path / "tiny"
+    write_csv_layout(d)
+    import gzip
+
+    with gzip.open(d / "split" / "random" / "train.csv.gz", "wb"):
+        pass  # an empty file
+    with pytest.raises(DatasetError, match=r"split file is empty") as exc:
+        load_ogb("tiny", meta_dict=meta(str(d), binary=False, add_inverse_edge=False))
+    assert exc.value.path == str(d / "split" / "random" / "train.csv.gz")
+    assert exc.value.field == "train_idx"
+
+
+def test_a_read_only_dataset_folder_caches_under_the_root(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dataset on a read-only mount still loads, its converted copy under --root.
+
+    A read-only bind mount where the machine allows one (root); elsewhere the folder is
+    reported unwritable to the loader (the one call it asks).
+    """
+    import os
+    import subprocess
+
+    import gnnpar.datasets.ogb as ogb
+
+    ro = tmp_path / "ro"
+    d = ro / "tiny"
+    write_csv_layout(d)
+    mounted = subprocess.run(["mount", "--bind", "-o", "ro", str(ro), str(ro)],
+                             capture_output=True).returncode == 0
+    if mounted:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True)
+    else:
+        real = os.access
+        monkeypatch.setattr(ogb.os, "access", lambda p, m: False if Path(p) == d
+                            else real(p, m))
+    try:
+        m = meta(str(d), binary=False, add_inverse_edge=False)
+        first = load_ogb("tiny", root=tmp_path / "root", meta_dict=m)
+        check_loaded(first, EDGES, LABELS)
+        cached = list((tmp_path / "root" / "ogb-cache").glob("tiny-*/gnnpar-v1"))
+        assert len(cached) == 1 and (cached[0] / "dataset.json").is_file()
+        assert not (d / "gnnpar-v1").exists()
+        check_loaded(load_ogb("tiny", root=tmp_path / "root", meta_dict=m), EDGES, LABELS)
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(ro)], capture_output=True)
