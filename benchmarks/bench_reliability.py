@@ -655,6 +655,220 @@ def run_case(case: Case, out: Path) -> tuple[str, float, str]:
     return kind, took, line
 
 
+# ----------------------------------------------------------------------------- round three
+TAKEAWAY = ("gnnpar-predict", "gnnpar-export", "gnnpar-plot", "gnnpar-partition info")
+"""The take-away commands: every hostile output and input of the contract, as users run them."""
+
+
+def _verdict(problems: list[str], code: int | None = None) -> str:
+    """How a round-three case ended (``contract held``, or what broke it)."""
+    if not problems:
+        return "contract held"
+    text = problems[0]
+    for key, kind in (("traceback", "unclear (traceback)"), ("error lines", "unclear"),
+                      ("accepted", "accepted silently"), ("pickle", "code executed"),
+                      ("changed", "data lost"), ("lost", "data lost"), ("left", "left files"),
+                      ("written", "written from bad input")):
+        if key in text:
+            return kind
+    return "other"
+
+
+def _repro(work: Path, bench: Any) -> list[tuple[str, Callable[[Path], list[str]]]]:
+    """Issue 32's reproductions, each ``(name, run in an empty directory -> problems)``."""
+    from gnnpar.testing import conformance as c
+
+    run_dir, part = bench.run_dir(), bench.partition()
+
+    def cmd(name: str, *argv: str, cwd: Path | None = None) -> c.Outcome:
+        return c.invoke(name, list(argv), cwd or work, subprocess_=True)
+
+    def copy_run(box: Path) -> Path:
+        shutil.copytree(run_dir, box / "run")
+        return box / "run"
+
+    def export_over_record(box: Path) -> list[str]:
+        run = copy_run(box)
+        keep = c.snapshot(run)
+        got = cmd("gnnpar-export", str(run), "--out", str(run / "record.pt"))
+        return got.problems(True) + [f"changed {d}" for d in c.differences(
+            keep, c.snapshot(run))]
+
+    def predict_into_a_foreign_index(box: Path) -> list[str]:
+        w = box / "w"
+        (w / "rank-0").mkdir(parents=True)
+        (w / "index.json").write_text("{}")
+        (w / "rank-0" / "keep.txt").write_text("keep")
+        keep = c.snapshot(w)
+        problems = []
+        for flags in ([], ["--overwrite"]):
+            got = cmd("gnnpar-predict", str(run_dir), c.SPEC, "--out", str(w), *flags,
+                      cwd=box)
+            problems += got.problems(True)
+        return problems + [f"changed {d}" for d in c.differences(keep, c.snapshot(w))]
+
+    def predict_over_a_runs_predictions(box: Path) -> list[str]:
+        run = copy_run(box)
+        keep = c.snapshot(run)
+        got = cmd("gnnpar-predict", str(run), str(bench.partition(other=True)), "--out",
+                  str(run / "predictions"), "--overwrite")
+        return got.problems(True) + [f"changed {d}" for d in c.differences(
+            keep, c.snapshot(run))]
+
+    def train_overwrite_with_a_users_file(box: Path) -> list[str]:
+        run = copy_run(box)
+        (run / "predictions" / "keep.txt").write_text("mine")
+        keep = c.snapshot(run)
+        got = cmd("gnnpar-train", str(part), *c.TRAIN_FLAGS, "--out", str(run),
+                  "--overwrite")
+        return got.problems(True) + [f"changed {d}" for d in c.differences(
+            keep, c.snapshot(run))]
+
+    def nan_model(command: str) -> Callable[[Path], list[str]]:
+        def case(box: Path) -> list[str]:
+            run = copy_run(box)
+            c.INPUT_CASES[4].damage(run, "checkpoint/tensors.bin", run_dir)  # NaN, resealed
+            argv = [str(run), "--out", str(box / "model.pt")] if command == "gnnpar-export" \
+                else [str(run), str(part), "--out", str(box / "preds")]
+            got = cmd(command, *argv)
+            made = [p.name for p in box.iterdir() if p.name != "run"]
+            return got.problems(True) + [f"written {m}" for m in made]
+        return case
+
+    def load(preds: Path) -> c.Outcome:
+        proc = subprocess.run([sys.executable, "-c", "import sys, gnnpar\ntry:\n"
+                               "    gnnpar.load_predictions(sys.argv[1])\n"
+                               "except gnnpar.GnnparError as e:\n"
+                               "    print('error:', e, file=sys.stderr); sys.exit(1)",
+                               str(preds)], capture_output=True, text=True)
+        return c.Outcome(proc.returncode, proc.stdout, proc.stderr)
+
+    def edit(name: str) -> Callable[[Path], list[str]]:
+        def case(box: Path) -> list[str]:
+            d = box / "preds"
+            shutil.copytree(bench.predictions(), d)
+            c.PREDICTION_EDITS[name](d, bench.predictions(other=True))
+            return load(d).problems(True)
+        return case
+
+    def two_trainings_into_one_out(box: Path) -> list[str]:
+        argv = [*_tool("gnnpar-train"), str(part), *c.TRAIN_FLAGS, "--epochs", "3",
+                "--out", str(box / "run")]
+        procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for _ in range(2)]
+        ends = [(p.wait(timeout=600), p.stderr.read() if p.stderr else "") for p in procs]
+        codes = sorted(code for code, _ in ends)
+        loser = next((err for code, err in ends if code == 1), "")
+        if codes != [0, 1]:
+            return [f"accepted both or neither: exit {codes}"]
+        if "is writing this run directory right now: process" not in loser and \
+                "already holds a run" not in loser:
+            return [f"the second writer is not told who holds it: {loser[-200:]}"]
+        return []
+
+    def stale_after_resume(box: Path) -> list[str]:
+        run = copy_run(box)
+        got = cmd("gnnpar-train", "--config", str(run / "config.json"), "--resume",
+                  "--epochs", "2", "--out", str(run), "--no-save-predictions")
+        out = load(run)
+        return got.problems(False) + (out.problems(True) if "stale" in out.err
+                                      else [f"accepted stale predictions: {out.err}"])
+
+    def killed_overwrite_then_read(box: Path) -> list[str]:
+        run = copy_run(box)
+        keep = c.snapshot(run)
+        killed = c.invoke("gnnpar-train", [str(part), *c.TRAIN_FLAGS, "--out", str(run),
+                                           "--overwrite"], work, kill_at=1)
+        problems = [] if killed.code == -9 else [f"not killed: {killed.err[-200:]}"]
+        problems += load(run).problems(False)
+        problems += cmd("gnnpar-export", str(run), "--out", str(box / "m.pt")).problems(False)
+        after = {k: v for k, v in c.snapshot(run).items() if not k.startswith("predictions/")
+                 or k in keep}
+        return problems + [f"lost {d}" for d in c.differences(keep, after)]
+
+    def empty_ogb_split(box: Path) -> list[str]:
+        d = box / "tiny"
+        raw = d / "raw"
+        raw.mkdir(parents=True)
+        rows = {"edge": ["0,1", "1,2", "2,0"], "num-node-list": ["3"],
+                "num-edge-list": ["3"], "node-feat": ["0.1,0.2"] * 3,
+                "node-label": ["0", "1", "0"]}
+        for name, lines in rows.items():
+            with gzip.open(raw / f"{name}.csv.gz", "wt") as f:
+                f.write("\n".join(lines) + "\n")
+        split = d / "split" / "random"
+        split.mkdir(parents=True)
+        for name, ids in (("train", []), ("valid", ["1"]), ("test", ["2"])):
+            with gzip.open(split / f"{name}.csv.gz", "wt") as f:
+                f.write("".join(f"{i}\n" for i in ids))
+        meta = box / "tiny.json"
+        meta.write_text(json.dumps({"dir_path": "tiny", "split": "random", "num tasks": "1",
+                                    "num classes": "2", "add_inverse_edge": "False",
+                                    "binary": "False", "is hetero": "False"}))
+        return cmd("gnnpar-partition", str(meta), "--num-parts", "1", "--out",
+                   str(box / "p"), "--no-progress").problems(True)
+
+    def non_utf8_csv(box: Path) -> list[str]:
+        (box / "e.csv").write_bytes(b"0,1\n1,2\n2,\xff\xfe3\n")
+        return cmd("gnnpar-partition", str(box / "e.csv"), "--num-parts", "1", "--out",
+                   str(box / "p"), "--no-progress").problems(True)
+
+    return [("export over the run's own record.json", export_over_record),
+            ("predict into a folder with a foreign index.json", predict_into_a_foreign_index),
+            ("predict over a run's own predictions", predict_over_a_runs_predictions),
+            ("train --overwrite with a user's file in predictions",
+             train_overwrite_with_a_users_file),
+            ("export a NaN model (digests rewritten)", nan_model("gnnpar-export")),
+            ("predict with a NaN model (digests rewritten)", nan_model("gnnpar-predict")),
+            *((f"load_predictions: {name}", edit(name)) for name in c.PREDICTION_EDITS),
+            ("two gnnpar-train into one --out at once", two_trainings_into_one_out),
+            ("resume without --save-predictions: stale ones refused", stale_after_resume),
+            ("kill -9 under --overwrite, then read the run", killed_overwrite_then_read),
+            ("an empty OGB split file", empty_ogb_split),
+            ("an edge list with bytes 0xff 0xfe", non_utf8_csv)]
+
+
+def round_three(work: Path) -> list[dict[str, Any]]:
+    """Issue 32's campaign: the take-away surfaces and the artifact layer, as users run them.
+
+    Every hostile output and input of :mod:`gnnpar.testing.conformance` against the
+    take-away commands (:data:`TAKEAWAY`), each command in a process of its own, then the
+    issue's reproductions.  Returns one row per case.
+    """
+    from gnnpar.testing import conformance as c
+
+    bench = c.Bench(work / "bench", subprocess_=True)
+    (work / "bench").mkdir(parents=True, exist_ok=True)
+    jobs: list[tuple[str, str, Callable[[Path], list[str]]]] = []
+    for recipe in TAKEAWAY:
+        kind = c.RECIPES[recipe].output
+        jobs += [(recipe, f"output: {case.name}", lambda box, r=recipe, k=case:
+                  c.check_output_case(bench, r, k, box))
+                 for case in c.OUTPUT_CASES if kind in case.kinds]
+        jobs += [(recipe, f"input {rel}: {case.name}",
+                  lambda box, r=recipe, a=arg, f=rel, k=case:
+                  c.check_input_case(bench, r, a, f, k, box))
+                 for arg, _, rel in c.input_targets(recipe) for case in c.INPUT_CASES
+                 if not (case.data_only and rel.endswith(".json"))]
+    jobs += [("reproduction", name, fn) for name, fn in _repro(work, bench)]
+    rows = []
+    for i, (group, name, fn) in enumerate(jobs):
+        box = work / f"case-{i}"
+        box.mkdir()
+        t0 = time.monotonic()
+        try:
+            problems = fn(box)
+        except Exception as exc:  # noqa: BLE001 - a broken case is reported, not fatal
+            problems = [f"the case itself failed: {type(exc).__name__}: {exc}"]
+        took = time.monotonic() - t0
+        verdict = _verdict(problems)
+        rows.append({"group": group, "case": name, "outcome": verdict,
+                     "seconds": round(took, 1), "message": (problems or [""])[0][:300]})
+        print(f"{group:<22} {name:<58} {verdict:<22} {took:5.1f} s  "
+              f"{(problems or [''])[0][:90]}", flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write every case's outcome here")
@@ -662,9 +876,25 @@ def main() -> None:
     ap.add_argument("--no-faults", action="store_true", help="skip the fault cases")
     ap.add_argument("--round-two", action="store_true",
                     help="only issue 24's cases (and its faults: a rank stopped in each mode)")
+    ap.add_argument("--round-three", action="store_true",
+                    help="only issue 32's campaign: the take-away commands and the artifact "
+                    "layer against every hostile output and input, and its reproductions")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gnnpar-reliability-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.round_three:
+        load = os.getloadavg()[0]
+        rows = round_three(work)
+        counts = Counter(r["outcome"] for r in rows)
+        print(f"\n{len(rows)} cases: " + ", ".join(f"{k}: {v}" for k, v in
+                                                  sorted(counts.items())))
+        print(f"machine load: {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, "
+              f"on {os.cpu_count()} cores")
+        if args.json:
+            Path(args.json).write_text(json.dumps({"counts": counts, "cases": rows,
+                                                   "date": time.strftime("%Y-%m-%d")},
+                                                  indent=2))
+        return
     inp = Inputs(work)
     done = subprocess.run([*_tool("gnnpar-train"), str(inp.good), *TRAIN, "--nproc", "2",
                            "--out", str(work / "done-run")], capture_output=True, text=True)

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from gnnpar.artifacts.files import json_digest
+from gnnpar.artifacts.files import json_digest, sha256_file
 from gnnpar.artifacts.registry import SURFACES, Surface, commands
 from gnnpar.errors import GnnparError
 
@@ -791,8 +791,6 @@ def _rewrite_npy(p: Path, change: Callable[[np.ndarray], np.ndarray],
 
 def _reseal(root: Path, marker: Path, doc: dict[str, Any] | None) -> None:
     """Rewrite every digest the marker holds so that the damage passes them."""
-    from gnnpar.artifacts.files import sha256_file
-
     doc = json.loads(marker.read_text()) if doc is None else doc
     base = marker.parent
     if marker.name == "state.json":
@@ -850,6 +848,96 @@ def check_input_case(bench: Bench, recipe_name: str, arg: str, rel: str, case: I
     if recipe_name != "gnnpar-train --resume":  # a refused resume may note its status
         problems += [f"the input changed: {d}" for d in differences(before, snapshot(copy))]
     return problems
+
+
+# --------------------------------------------------------------------------- predictions
+def _index(d: Path) -> dict[str, Any]:
+    return json.loads((d / "index.json").read_text())
+
+
+def _write_index(d: Path, doc: dict[str, Any]) -> None:
+    for shard in doc.get("shards", []) if isinstance(doc.get("shards"), list) else []:
+        for name in shard.get("files", {}) if isinstance(shard, dict) else {}:
+            f = d / shard["dir"] / name
+            if f.is_file():
+                shard["files"][name] = {"sha256": sha256_file(f), "bytes": f.stat().st_size}
+    doc["digest"] = json_digest(doc)
+    (d / "index.json").write_text(json.dumps(doc))
+
+
+def _npy(d: Path, name: str, change: Callable[[np.ndarray], np.ndarray]) -> None:
+    path = d / "rank-0" / f"{name}.npy"
+    np.save(path, change(np.load(path)))
+
+
+def _field(**fields: Any) -> Callable[[Path, Path], None]:
+    def edit(d: Path, other: Path) -> None:
+        doc = _index(d)
+        for key, value in fields.items():
+            if value is _DROP:
+                doc.pop(key)
+            elif "." in key:
+                section, name, sub = key.split(".")
+                doc[section][name][sub] = value
+            else:
+                doc[key] = value
+        _write_index(d, doc)
+    return edit
+
+
+_DROP = object()
+
+
+def _swap_shard(d: Path, other: Path) -> None:
+    shutil.copyfile(other / "rank-0" / "logits.npy", d / "rank-0" / "logits.npy")
+    _write_index(d, _index(d))
+
+
+def _shift_ids(d: Path, other: Path) -> None:
+    _npy(d, "node_ids", lambda a: a + 1)
+    _write_index(d, _index(d))
+
+
+def _not_argmax(d: Path, other: Path) -> None:
+    _npy(d, "pred", lambda a: (a + 1) % 3)
+    _write_index(d, _index(d))
+
+
+def _nan_logits(d: Path, other: Path) -> None:
+    _npy(d, "logits", lambda a: np.where(np.arange(a.size).reshape(a.shape) == 5, np.nan, a))
+    _write_index(d, _index(d))
+
+
+def _float_ids(d: Path, other: Path) -> None:
+    _npy(d, "node_ids", lambda a: a.astype(np.float64))
+    _write_index(d, _index(d))
+
+
+def _float16(d: Path, other: Path) -> None:
+    _npy(d, "logits", lambda a: a.astype(np.float16))
+    _field(**{"arrays.logits.dtype": "float16"})(d, other)
+
+
+PREDICTION_EDITS: dict[str, Callable[[Path, Path], None]] = {
+    "a shard swapped from another run": _swap_shard,
+    "node ids shifted by one": _shift_ids,
+    "pred no longer the argmax of the logits": _not_argmax,
+    "NaN logits": _nan_logits,
+    "logits stored as float16": _float16,
+    "float node_ids.npy": _float_ids,
+    "num_nodes 10^13": _field(num_nodes=10**13),
+    "width 10^9": _field(**{"arrays.logits.width": 10**9}),
+    "dtype V2000000000": _field(**{"arrays.logits.dtype": "V2000000000"}),
+    "dtype O": _field(**{"arrays.pred.dtype": "O"}),
+    "negative num_nodes": _field(num_nodes=-5),
+    "non-integer num_nodes": _field(num_nodes=299.5),
+    "no arrays": _field(arrays=_DROP),
+    "shards: 7": _field(shards=7),
+    "task 7": _field(task=7),
+}
+"""Edits of a predictions directory (``(copy, another run's) -> None``) that each once read
+as a wrong table or raised a bare exception: every digest is rewritten to match."""
+
 
 
 def registered_commands() -> set[str]:

@@ -8,16 +8,13 @@ to match, so that only the checks behind them can catch it; ``load_partition`` a
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
-from gnnpar.artifacts.files import json_digest, sha256_file
 from gnnpar.artifacts.registry import SURFACES
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.spec import load_dataset
@@ -26,6 +23,7 @@ from gnnpar.plot import plot_records
 from gnnpar.testing.conformance import (
     INPUT_CASES,
     MARKER_NAME,
+    PREDICTION_EDITS,
     SPEC,
     Bench,
     call,
@@ -44,98 +42,12 @@ def test_every_function_surface_is_run_here() -> None:
     assert {s.name for s in SURFACES if not s.command} == FUNCTIONS
 
 
-def _index(d: Path) -> dict[str, Any]:
-    return json.loads((d / "index.json").read_text())
-
-
-def _write_index(d: Path, doc: dict[str, Any]) -> None:
-    for shard in doc.get("shards", []) if isinstance(doc.get("shards"), list) else []:
-        for name in shard.get("files", {}) if isinstance(shard, dict) else {}:
-            f = d / shard["dir"] / name
-            if f.is_file():
-                shard["files"][name] = {"sha256": sha256_file(f), "bytes": f.stat().st_size}
-    doc["digest"] = json_digest(doc)
-    (d / "index.json").write_text(json.dumps(doc))
-
-
-def _npy(d: Path, name: str, change: Callable[[np.ndarray], np.ndarray]) -> None:
-    path = d / "rank-0" / f"{name}.npy"
-    np.save(path, change(np.load(path)))
-
-
-def _field(**fields: Any) -> Callable[[Path, Path], None]:
-    def edit(d: Path, other: Path) -> None:
-        doc = _index(d)
-        for key, value in fields.items():
-            if value is _DROP:
-                doc.pop(key)
-            elif "." in key:
-                section, name, sub = key.split(".")
-                doc[section][name][sub] = value
-            else:
-                doc[key] = value
-        _write_index(d, doc)
-    return edit
-
-
-_DROP = object()
-
-
-def _swap_shard(d: Path, other: Path) -> None:
-    shutil.copyfile(other / "rank-0" / "logits.npy", d / "rank-0" / "logits.npy")
-    _write_index(d, _index(d))
-
-
-def _shift_ids(d: Path, other: Path) -> None:
-    _npy(d, "node_ids", lambda a: a + 1)
-    _write_index(d, _index(d))
-
-
-def _not_argmax(d: Path, other: Path) -> None:
-    _npy(d, "pred", lambda a: (a + 1) % 3)
-    _write_index(d, _index(d))
-
-
-def _nan_logits(d: Path, other: Path) -> None:
-    _npy(d, "logits", lambda a: np.where(np.arange(a.size).reshape(a.shape) == 5, np.nan, a))
-    _write_index(d, _index(d))
-
-
-def _float_ids(d: Path, other: Path) -> None:
-    _npy(d, "node_ids", lambda a: a.astype(np.float64))
-    _write_index(d, _index(d))
-
-
-def _float16(d: Path, other: Path) -> None:
-    _npy(d, "logits", lambda a: a.astype(np.float16))
-    _field(**{"arrays.logits.dtype": "float16"})(d, other)
-
-
-EDITS = {
-    "a shard swapped from another run": _swap_shard,
-    "node ids shifted by one": _shift_ids,
-    "pred no longer the argmax of the logits": _not_argmax,
-    "NaN logits": _nan_logits,
-    "logits stored as float16": _float16,
-    "float node_ids.npy": _float_ids,
-    "num_nodes 10^13": _field(num_nodes=10**13),
-    "width 10^9": _field(**{"arrays.logits.width": 10**9}),
-    "dtype V2000000000": _field(**{"arrays.logits.dtype": "V2000000000"}),
-    "dtype O": _field(**{"arrays.pred.dtype": "O"}),
-    "negative num_nodes": _field(num_nodes=-5),
-    "non-integer num_nodes": _field(num_nodes=299.5),
-    "no arrays": _field(arrays=_DROP),
-    "shards: 7": _field(shards=7),
-    "task 7": _field(task=7),
-}
-
-
-@pytest.mark.parametrize("edit", list(EDITS))
+@pytest.mark.parametrize("edit", list(PREDICTION_EDITS))
 def test_load_predictions_refuses_every_edit(bench: Bench, tmp_path: Path, edit: str) -> None:
     d = tmp_path / "preds"
     shutil.copytree(bench.predictions(), d)
     assert load_predictions(d).num_nodes == 300  # the copy reads before the edit
-    EDITS[edit](d, bench.predictions(other=True))
+    PREDICTION_EDITS[edit](d, bench.predictions(other=True))
     got = call(lambda: load_predictions(d))
     assert got.code == 1 and not got.crash, got.crash or got.out
     assert str(d) in got.err, got.err
