@@ -25,8 +25,9 @@ resume  a run SIGKILLed right after its first mid-epoch checkpoint and continued
         ``--resume``, against the same run uninterrupted: the same final weights
 ======  ==================================================================================
 
-Every path but ``main`` runs with ``GNNPAR_FORCE_COLLECTIVES=1``, so that at world size 1
-every collective still goes through NCCL.  Figures come from each run's
+Every path but ``main`` (whose commands run as typed) runs with
+``GNNPAR_FORCE_COLLECTIVES=1``, so that at world size 1 every collective still goes through
+NCCL.  Figures come from each run's
 ``OUT/record.json`` (read with :class:`~gnnpar.train.record.RunRecord`), CUDA beside CPU.
 The checks: each run ended complete, on the device asked for; the final metric (test
 accuracy, or test MRR of the link path) within 1 point of the CPU twin; the predictions
@@ -350,7 +351,7 @@ def main_path(lane: Lane) -> None:
     out = runs / "predict-other"  # a new directory: nothing to replace
     p = lane.run("main", "predict", [*command("gnnpar-predict"), str(run), z.other, "--nproc",
                                       "1", "--device", lane.device, "--root",
-                                      str(lane.work / "data"), "--out", str(out)], forced=True)
+                                      str(lane.work / "data"), "--out", str(out)], forced=False)
     if p.status == "ok":
         index = json.loads((out / "index.json").read_text())
         lane.check("main", "gnnpar-predict: accuracy on the other graph (chance)",
