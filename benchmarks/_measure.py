@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +138,17 @@ def sync_budget(part_dir: str, world_size: int, fanouts: list[int], batch_size: 
     return {k: sum(r[k] for r in ranks) / world_size for k in ranks[0]}
 
 
+def command(name: str) -> list[str]:
+    """A gnnpar console script (``gnnpar-train``, ...) as installed, else its entry point
+    called by this Python (a wheel unpacked without pip has no scripts)."""
+    exe = shutil.which(name)
+    if exe:
+        return [exe]
+    (entry,) = entry_points(group="console_scripts", name=name)
+    return [sys.executable, "-c", f"import sys; from {entry.module} import {entry.attr}; "
+            f"sys.argv[0] = {name!r}; sys.exit({entry.attr}())"]
+
+
 def train_record(flags: list[str], out: Path, env: dict[str, str] | None = None
                  ) -> dict[str, Any]:
     """Run ``gnnpar-train FLAGS --out OUT --no-progress`` and return its run record."""
@@ -139,3 +157,77 @@ def train_record(flags: list[str], out: Path, env: dict[str, str] | None = None
                    env={**os.environ, **(env or {})})
     record: dict[str, Any] = json.loads((out / "record.json").read_text())
     return record
+
+
+@dataclass
+class Outcome:
+    """How a bounded command ended (:func:`run_bounded`).
+
+    Attributes:
+        status: ``ok`` (exit 0), ``failed`` (another exit), ``timeout`` or ``stopped``
+            (killed when asked to).
+        rc: Exit status (negative: the signal that killed it).
+        wall_s: Seconds from start to exit.
+        cpu_s: CPU seconds of the command and the processes it waited for (user + system).
+        tail: The last lines of its output.
+    """
+
+    status: str
+    rc: int
+    wall_s: float
+    cpu_s: float
+    tail: str
+
+
+_LIVE: set[int] = set()
+"""Sessions of the commands :func:`run_bounded` is running now (their process group ids)."""
+
+
+def stop_on_sigterm() -> None:
+    """On SIGTERM (``timeout`` ending this script), SIGKILL every running command's session,
+    then exit with 124: what the results files hold so far stays as written."""
+
+    def handler(signum: int, frame: Any) -> None:
+        for pgid in list(_LIVE):
+            with suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+        os._exit(124)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def run_bounded(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float,
+                log: Path, stop: Callable[[], bool] | None = None,
+                tail_lines: int = 25) -> Outcome:
+    """Run ``cmd`` in a session of its own, its output into ``log``, for at most ``timeout_s``.
+
+    At the timeout, or as soon as ``stop()`` returns true (polled every 10 ms), the whole
+    session (the launcher and every rank it started) is killed with SIGKILL; whatever of
+    that session outlives its leader is killed too.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        _LIVE.add(proc.pid)
+        status = ""
+        while True:
+            pid, code, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            late = time.monotonic() - t0 > timeout_s
+            if late or (stop is not None and stop()):
+                status = "timeout" if late else "stopped"
+                os.killpg(proc.pid, signal.SIGKILL)
+                pid, code, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.01)
+        proc.returncode = os.waitstatus_to_exitcode(code)
+        with suppress(ProcessLookupError):  # a rank left behind by its launcher
+            os.killpg(proc.pid, signal.SIGKILL)
+        _LIVE.discard(proc.pid)
+    lines = log.read_text(errors="replace").splitlines()
+    return Outcome(status or ("ok" if proc.returncode == 0 else "failed"), proc.returncode,
+                   time.monotonic() - t0, usage.ru_utime + usage.ru_stime,
+                   "\n".join(lines[-tail_lines:]))

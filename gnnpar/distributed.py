@@ -77,20 +77,53 @@ class DistContext:
         return self.rank == 0
 
 
+def check_device(device: str | torch.device | None, local_world: int) -> None:
+    """Refuse a device this machine cannot give each of its ``local_world`` processes.
+
+    A CUDA device (asked for, or the default where torch sees a GPU) needs one GPU per
+    process on the machine: NCCL refuses two ranks on one device.  Every message is one
+    line naming the flag and the fix; ``gnnpar-train`` calls this before any worker starts
+    (:func:`gnnpar.train.prepare.check_before_start`) and every rank again in :func:`init`.
+
+    Raises:
+        ConfigError: CUDA asked for where torch sees no GPU, ``cuda:K`` for several
+            processes, or more processes than GPUs.
+    """
+    dev = None if device is None else torch.device(device)
+    if dev is not None and dev.type != "cuda":
+        return
+    if not torch.cuda.is_available():
+        if dev is None:
+            return  # the default: the CPU
+        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        raise ConfigError(f"--device {device}, but torch {torch.__version__} ({build}) sees "
+                          "no GPU here.", field="run.device",
+                          fix="pass --device cpu (or drop --device), or install a CUDA build "
+                          "of torch on a machine with a GPU.")
+    if dev is not None and dev.index is not None and local_world > 1:
+        raise ConfigError(
+            f"device {dev} names one GPU, but {local_world} processes run on this "
+            "machine and NCCL needs one GPU each.", field="run.device",
+            fix="pass --device cuda: each rank takes the GPU of its LOCAL_RANK.")
+    count = torch.cuda.device_count()
+    if local_world > count:
+        raise ConfigError(
+            f"{local_world} processes on this machine but {count} GPU"
+            f"{'s' if count != 1 else ''}; NCCL needs one GPU per process.", field="run.nproc",
+            fix=f"pass --nproc {count} or fewer (torchrun --nproc-per-node {count}), or "
+            "--device cpu.")
+
+
 def _pick_device(local_rank: int, local_world: int,
                  device: str | torch.device | None) -> torch.device:
+    check_device(device, local_world)
     if device is not None:
         dev = torch.device(device)
         if dev.type == "cuda" and dev.index is None:
-            dev = torch.device("cuda", local_rank % max(torch.cuda.device_count(), 1))
-        elif dev.type == "cuda" and local_world > 1:
-            raise ConfigError(
-                f"device {dev} names one GPU, but {local_world} processes run on this "
-                "machine and NCCL needs one GPU each.", field="run.device",
-                fix="pass --device cuda: each rank takes the GPU of its LOCAL_RANK.")
+            dev = torch.device("cuda", local_rank)
         return dev
     if torch.cuda.is_available():
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
+        return torch.device("cuda", local_rank)
     return torch.device("cpu")
 
 

@@ -206,10 +206,12 @@ def predict(run_dir: str, cfg: Any, run: TrainedRun) -> dict[str, Any]:
     Returns:
         The index written.
     """
+    from gnnpar.distributed import check_device
     from gnnpar.partition.format import content_digest
 
     out = Path(cfg.run.out)
     nproc = cfg.run.nproc or 1
+    check_device(cfg.run.device, nproc)  # before any worker: one GPU per process
     with lock(out, ConfigError, "this predictions directory"):
         check_out(out, cfg.run.overwrite)
         shutil.rmtree(open_staging(out))  # writable, before any worker starts

@@ -255,26 +255,6 @@ def check_model_size(cfg: Config, where: str, layout: HeteroLayout | None, feat_
                "parameters, which", fix="pass a smaller --hidden (or fewer --layers).")
 
 
-def check_device(cfg: Config, local_world_size: int) -> None:
-    """Refuse a device this machine does not have (before any worker starts)."""
-    device = cfg.run.device
-    if device is None or not device.startswith("cuda"):
-        return
-    import torch
-
-    if not torch.cuda.is_available():
-        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
-        raise ConfigError(f"--device {device}, but torch {torch.__version__} ({build}) sees "
-                          "no GPU here.", field="run.device",
-                          fix="pass --device cpu (or drop --device), or install a CUDA build "
-                          "of torch on a machine with a GPU.")
-    count = torch.cuda.device_count()
-    if local_world_size > count:
-        raise ConfigError(f"{local_world_size} processes on this machine but {count} GPU(s); "
-                          "NCCL needs one GPU per process.", field="run.nproc",
-                          fix=f"pass --nproc {count} or fewer, or --device cpu.")
-
-
 def check_before_start(cfg: Config, world_size: int, local_world_size: int,
                        hold: contextlib.ExitStack | None = None) -> Path:
     """Every check that needs no data, then the run directory (see the module docstring).
@@ -288,8 +268,10 @@ def check_before_start(cfg: Config, world_size: int, local_world_size: int,
     Returns:
         The run directory (created).
     """
+    from gnnpar.distributed import check_device  # imports torch: --help stays without it
+
     check_world_size(cfg, world_size)
-    check_device(cfg, local_world_size)
+    check_device(cfg.run.device, local_world_size)
     run = cfg.run
     kind = "link" if cfg.data.task == "link" else cfg.train.mode
     out = prepare_run_dir(run.out, name=f"{dataset_slug(cfg.data.dataset)}-{kind}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -16,6 +17,7 @@ import torch
 import gnnpar.train.launch as launch_module
 from gnnpar.config import field_docs, from_dict, sections
 from gnnpar.datasets.config import DataConfig
+from gnnpar.distributed import check_device
 from gnnpar.errors import ConfigError
 from gnnpar.train.checkpoint import save_checkpoint
 from gnnpar.train.cli import build_parser, main, parse
@@ -183,12 +185,41 @@ def test_partition_flags_contradicting_a_partition_dir_are_refused(
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a GPU")
-def test_cuda_on_a_machine_without_gpu_is_refused_before_spawning(
-        no_spawn: list[Any], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert main(["--device", "cuda", "--nproc", "2", "--out", str(tmp_path / "r")]) == 1
+def test_cuda_on_a_machine_without_gpu_is_one_line_before_any_worker(tmp_path: Path) -> None:
+    exe = shutil.which("gnnpar-train")
+    out = tmp_path / "run"
+    proc = subprocess.run([*([exe] if exe else [sys.executable, "-m", "gnnpar.train"]),
+                           "--nproc", "2", "--device", "cuda", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1, proc.stderr  # one line, no worker's log or traceback
+    assert proc.stderr.startswith("gnnpar-train: error: run.device: --device cuda, but torch ")
+    assert "sees no GPU here. Fix: pass --device cpu" in proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("device", ["cuda", None, "cuda:0"])
+def test_more_processes_than_gpus_is_one_line_before_any_worker(
+        monkeypatch: pytest.MonkeyPatch, no_spawn: list[Any], capsys: pytest.CaptureFixture[str],
+        tmp_path: Path, device: str | None) -> None:
+    # The launcher reads the GPU count from torch in its own process, before any worker
+    # exists: here torch reports one GPU there (this machine has none).
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    out = tmp_path / "run"
+    flags = [] if device is None else ["--device", device]
+    assert main(["--nproc", "2", *flags, "--out", str(out), "--root", str(tmp_path)]) == 1
     err = capsys.readouterr().err
-    assert "run.device" in err and "sees no GPU" in err and "--device cpu" in err
-    assert no_spawn == []
+    assert err.count("\n") == 1 and err.startswith("gnnpar-train: error: "), err
+    if device == "cuda:0":
+        assert "device cuda:0 names one GPU, but 2 processes run on this machine" in err
+    else:
+        assert ("run.nproc: 2 processes on this machine but 1 GPU; NCCL needs one GPU per "
+                "process. Fix: pass --nproc 1 or fewer") in err and "or --device cpu." in err
+    assert no_spawn == [] and not out.exists()
+    assert not (tmp_path / "partitions").exists()  # refused before any data was read
+    check_device("cuda", 1)  # as many processes as GPUs: no error
+    check_device("cpu", 8)
 
 
 def test_run_directory_is_never_overwritten_silently(tmp_path: Path, no_spawn: list[Any],
