@@ -118,9 +118,17 @@ def read_csv_metrics(path: str | os.PathLike[str]) -> dict[str, list[tuple[int, 
     p = Path(path)
     p = p / CSV_FILE if p.is_dir() else p
     out: dict[str, list[tuple[int, float]]] = {}
-    with open(p, newline="") as f:
-        for row in csv.DictReader(f):
-            out.setdefault(row["tag"], []).append((int(row["step"]), float(row["value"])))
+    line = 1
+    try:
+        with open(p, newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                line += 1
+                out.setdefault(row["tag"], []).append((int(row["step"]), float(row["value"])))
+    except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError, csv.Error) as exc:
+        raise ConfigError(f"line {line} is not a tag,step,value,wall_time row "
+                          f"({type(exc).__name__}: {str(exc)[:120]}).", path=p,
+                          field="metrics", fix="read the metrics.csv of a gnnpar-train "
+                          "run (--metrics csv) as it wrote it.") from None
     return out
 
 
