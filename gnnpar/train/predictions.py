@@ -52,6 +52,7 @@ from gnnpar.artifacts.kinds import (
     PREDICTIONS,
     PREDICTIONS_DIR,
     PREDICTIONS_INDEX,
+    PREVIOUS_RUN,
     RECORD_FILE,
 )
 from gnnpar.errors import ConfigError
@@ -239,6 +240,9 @@ def _locate(path: Path) -> tuple[Path, Path | None]:
     """``(predictions directory, its run directory or None)`` of what the user passed."""
     from gnnpar.train.rundir import settle_for_reading
 
+    for candidate in (path, path.parent):  # a run a killed --overwrite set aside: back
+        if (candidate / PREVIOUS_RUN).is_dir():
+            settle_for_reading(candidate)
     run = path if (path / RECORD_FILE).is_file() else (
         path.parent if path.name == PREDICTIONS_DIR and (path.parent / RECORD_FILE).is_file()
         else None)
