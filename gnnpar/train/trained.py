@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnpar.artifacts.checks import count_field
-from gnnpar.artifacts.kinds import CHECKPOINT_DIR, RECORD_FILE, RUN, STATE_FILE
+from gnnpar.artifacts.kinds import CHECKPOINT_DIR, RECORD_FILE, STATE_FILE
 from gnnpar.errors import ConfigError
 from gnnpar.sizes import PARAMETER_BYTES, check_fits
 
@@ -190,7 +190,3 @@ def load_trained(run_dir: str | os.PathLike[str]) -> tuple[TrainedRun, dict[str,
     model.load_state_dict(weights)
     return run, spec, model, decoder
 
-
-def is_run_dir(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a gnnpar run directory (its record is a run record)."""
-    return RUN.is_one(path)
