@@ -48,9 +48,10 @@ from typing import Any
 import torch
 from _measure import command, run_bounded, stop_on_sigterm  # benchmarks/ is the script directory
 
+from gnnpar.artifacts.kinds import RECORD_FILE
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.partition import PartitionConfig, partition_graph
-from gnnpar.train.record import RECORD_FILE, RunRecord
+from gnnpar.train.record import RunRecord
 
 MARK = ("<!-- gpu-check -->", "<!-- /gpu-check -->")
 PREP_S_PER_NODE = 17e-6

@@ -70,8 +70,9 @@ from _measure import (  # benchmarks/ is the script directory
     stop_on_sigterm,
 )
 
+from gnnpar.artifacts.kinds import RECORD_FILE
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.train.record import RECORD_FILE, RunRecord
+from gnnpar.train.record import RunRecord
 
 PATHS = ("main", "resume", "link", "typed", "full", "bf16", "grid")
 """The paths, longest first (each lane runs them in this order)."""

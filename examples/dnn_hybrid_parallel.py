@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from gnnpar.artifacts.kinds import RECORD_FILE
 from gnnpar.comm import CommStats, all_gather_ints, broadcast_text, comm_totals, per_rank
 from gnnpar.config import add_config_arguments, option, parse_config, to_dict
 from gnnpar.distributed import init, shutdown
@@ -45,7 +46,7 @@ from gnnpar.parallel import (
     shard_batch,
 )
 from gnnpar.sizes import peak_rss_bytes
-from gnnpar.train.record import RECORD_FILE, RunRecord
+from gnnpar.train.record import RunRecord
 from gnnpar.train.rundir import prepare_run_dir
 
 # FSDP2 warns about in-place ops on view outputs; these models do none.

@@ -29,6 +29,7 @@ import torch
 
 import gnnpar.artifacts.files
 import gnnpar.train.checkpoint as checkpoint
+from gnnpar.artifacts.files import json_digest
 from gnnpar.comm import CommStats, comm_totals
 from gnnpar.datasets.__main__ import main as datasets_main
 from gnnpar.datasets.graph import GraphDataset
@@ -118,8 +119,8 @@ def test_integers_that_size_arrays_are_checked_before_allocating(
     saved = tmp_path / "saved"
     shutil.copytree(f["saved"], saved)
     meta = json.loads((saved / "dataset.json").read_text())
-    meta["num_nodes"] = "200 nodes"
-    (saved / "dataset.json").write_text(json.dumps(meta))
+    meta["num_nodes"] = "200 nodes"  # its digest rewritten: the count check must catch it
+    (saved / "dataset.json").write_text(json.dumps({**meta, "digest": json_digest(meta)}))
     _one_error(datasets_main, [str(saved)], capsys, str(saved / "dataset.json"),
                "num_nodes", "expected a count")
 

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from gnnpar.artifacts.kinds import PREVIOUS_RUN
 from gnnpar.distributed import shutdown
 from gnnpar.errors import ConfigError
 from gnnpar.partition.cli import main as partition_main
 from gnnpar.train.cli import main as train_main
-from gnnpar.train.rundir import PREVIOUS_RUN, prepare_run_dir
+from gnnpar.train.rundir import prepare_run_dir
 
 SPEC = "synthetic:sbm?nodes=600&avg_degree=6&classes=3&feat_dim=4&seed=0"
 

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gnnpar.artifacts.files import json_digest
+
 F, H, C, W = 16, 32, 8, 2  # small_graph: 16 features, 8 classes; hidden 32; 2 ranks
 
 
@@ -91,5 +93,6 @@ def test_record_on_disk_is_the_returned_one(runs: list[dict[str, Any]]) -> None:
     for mode in ("sample", "full"):
         record = runs[0][mode]["record"]
         on_disk = json.loads(Path(record["summary"]["record"]).read_text())
+        assert on_disk.pop("digest") == json_digest(on_disk)  # the file's own digest
         assert on_disk == record and on_disk["status"] == "complete"
         assert runs[1][mode]["record"]["epochs"] == record["epochs"]  # all-reduced
