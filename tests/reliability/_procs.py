@@ -41,9 +41,11 @@ def rank_pid(launcher: int, rank: int) -> int | None:
     for pid in descendants(launcher):
         try:
             env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if f"RANK={rank}".encode() in env:
+        # The resource tracker starts inside rank 0's environment: not a rank.
+        if f"RANK={rank}".encode() in env and b"resource_tracker" not in cmd:
             return pid
     return None
 
