@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.train.cli import launch
@@ -56,7 +57,7 @@ MARK = ("<!-- gpu-check -->", "<!-- /gpu-check -->")
 
 
 def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="folder for gpu-DATE.json and .md")
     p.add_argument("--readme", default=None, help="benchmarks/README.md to update")
     p.add_argument("--nodes", type=int, default=2_450_000)

@@ -72,16 +72,22 @@ def model_spec(cfg: Any, record: dict[str, Any], where: str | os.PathLike[str]
     Raises:
         ConfigError: A typed run, or a graph without features.
     """
+    from gnnpar.train.rundir import CONFIG_FILE
+
     part = record["partition"]
+    wrote = cfg.run.save_predictions or cfg.run.save_embeddings is not None
+    fix = (f"read the outputs the run wrote with gnnpar.load_predictions({str(where)!r}); "
+           "for another graph, train on it with --save-predictions." if wrote else
+           "write its outputs by training it again with --save-predictions: gnnpar-train "
+           f"--config {Path(where) / CONFIG_FILE} --save-predictions --overwrite.")
     if part.get("node_types"):
         raise ConfigError("is a typed run: its relation-wise model has no plain PyG "
-                          "class.", path=where, field="partition.node_types",
-                          fix="use its predictions: train with --save-predictions.")
+                          "class, which gnnpar-export and gnnpar-predict write and run.",
+                          path=where, field="partition.node_types", fix=fix)
     if not part.get("feat_dim"):
         raise ConfigError("trained on a graph without features: its input rows are "
                           "learnt per node, which a PyG module does not hold.", path=where,
-                          field="partition.feat_dim",
-                          fix="use its predictions: train with --save-predictions.")
+                          field="partition.feat_dim", fix=fix)
     m, link = cfg.model, cfg.data.task == "link"
     kwargs: dict[str, Any] = {
         "in_channels": int(part["feat_dim"]), "hidden_channels": m.hidden,
