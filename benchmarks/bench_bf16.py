@@ -15,7 +15,6 @@ epoch within 1.05x fp32's at half the feature bytes).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -27,6 +26,7 @@ from typing import Any
 import torch
 from _measure import train_record
 
+from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.train.models import native_bf16
@@ -38,7 +38,7 @@ FLAGS = ["--nproc", "2", "--model", "sage", "--hidden", "256", "--layers", "2", 
 
 def main() -> None:
     """Run both precisions, interleaved; print the comparison."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--small", action="store_true", help="20k nodes, 2 rounds")
     p.add_argument("--rounds", type=int, default=None, help="default 3 (2 --small)")
     p.add_argument("--epochs", type=int, default=3)

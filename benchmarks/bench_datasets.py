@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from gnnpar.config import ArgumentParser
+
 ARRAYS = ("src", "dst", "x", "y", "train_idx", "val_idx", "test_idx")
 MIB = 1 << 20
 
@@ -144,7 +146,7 @@ def _table(results: dict[str, dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--nodes", type=int, default=1_000_000)
     p.add_argument("--avg-degree", type=float, default=10.0)
     p.add_argument("--feat-dim", type=int, default=128)

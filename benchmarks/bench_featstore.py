@@ -16,7 +16,6 @@ of every cache budget, so the curves differ only by the cache.
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import tempfile
@@ -26,6 +25,7 @@ from typing import Any
 import torch
 from bench_sampling import BATCH, FANOUTS, make_partitions
 
+from gnnpar.config import ArgumentParser
 from gnnpar.testing import run_multiproc
 
 CACHE_FRACTIONS = (0.0, 0.05, 0.1, 0.2, 0.5, 1.0)
@@ -109,7 +109,7 @@ def _print_rows(res: dict[str, Any], curves: dict[str, dict[float, int]],
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", action="store_true", help="20k nodes instead of --nodes")
     ap.add_argument("--nodes", type=int, default=200_000, help="SBM nodes (avg degree 10)")
     ap.add_argument("--feat-dim", type=int, default=64)

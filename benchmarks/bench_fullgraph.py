@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn.models import GCN
 
+from gnnpar.config import ArgumentParser
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.partition import PartitionConfig, partition_graph
@@ -190,7 +191,7 @@ def _mb(b: float) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=1_000_000, help="nodes of the main SBM")
     p.add_argument("--homophily", type=float, default=0.95,
                    help="SBM: fraction of intra-class edges (community strength)")

@@ -49,6 +49,7 @@ import torch
 from _measure import command, run_bounded, stop_on_sigterm  # benchmarks/ is the script directory
 
 from gnnpar.artifacts.kinds import RECORD_FILE
+from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.train.record import RunRecord
@@ -63,7 +64,7 @@ the sampled epoch against the same machine's CPU epoch."""
 
 
 def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="folder for gpu-DATE.json and .md")
     p.add_argument("--readme", default=None, help="benchmarks/README.md to update")
     p.add_argument("--nodes", type=int, default=2_450_000)

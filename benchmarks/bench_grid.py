@@ -23,6 +23,8 @@ from typing import Any
 
 from _measure import train_record  # benchmarks/ is the script directory
 
+from gnnpar.config import ArgumentParser
+
 KINDS_1D = ("halo", "halo_grad", "grad")
 KINDS_3D = ("grid", "grid_grad", "grad")
 
@@ -41,7 +43,7 @@ def run(name: str, flags: list[str], spec: str, args: argparse.Namespace,
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=32768)
     p.add_argument("--degree", type=float, default=12.0, help="average degree of the SBM")
     p.add_argument("--feat", type=int, default=512)

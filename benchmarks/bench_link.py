@@ -28,7 +28,6 @@ figures on a shared machine are noisy; the per-CPU-second column is steadier.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import tempfile
@@ -38,6 +37,7 @@ from typing import Any
 
 from bench_sampling import FANOUTS, make_partitions
 
+from gnnpar.config import ArgumentParser
 from gnnpar.testing import run_multiproc
 
 LINK_BATCH = 256
@@ -147,7 +147,7 @@ def _summarise(ranks: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", action="store_true", help="20k nodes instead of --nodes")
     ap.add_argument("--nodes", type=int, default=200_000, help="SBM nodes (avg degree 12)")
     ap.add_argument("--batches", type=int, default=40, help="timed batches per rank")

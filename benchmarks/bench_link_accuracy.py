@@ -47,6 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from gnnpar.config import ArgumentParser
+
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "train")]  # real_graphs, _reference
 
@@ -269,7 +271,7 @@ def summary(results: dict[str, Any]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark (module docstring)."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0],
+    p = ArgumentParser(description=__doc__.split("\n\n", 1)[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workdir", type=Path, required=True, help="datasets, runs, results")
     p.add_argument("--graphs-cache", type=Path, default=None,

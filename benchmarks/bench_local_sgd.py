@@ -12,13 +12,14 @@ to ``H = 1``, the full-neighbour test accuracy after the last epoch and the epoc
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from gnnpar.config import ArgumentParser
 
 
 def run(period: int, epochs: int, root: Path, extra: list[str]) -> dict[str, Any]:
@@ -38,7 +39,7 @@ def run(period: int, epochs: int, root: Path, extra: list[str]) -> dict[str, Any
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--periods", default="1,4,16")
     p.add_argument("--json", help="write the figures here")

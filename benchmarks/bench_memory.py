@@ -17,7 +17,6 @@ Two measurements (``docs/memory.md`` states the formulas they check):
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import re
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.partition import PartitionConfig, partition_graph
 
@@ -118,7 +118,7 @@ def train(spec: str, evals: list[str]) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
     s = sub.add_parser("sampler", help="sampler bytes at a large node count")
     s.add_argument("--num-nodes", type=int, default=100_000_000)

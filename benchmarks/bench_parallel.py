@@ -17,7 +17,6 @@ dp = 4 <= 0.3x the single process.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
@@ -29,6 +28,7 @@ import torch.nn.functional as F
 from _measure import SavedActivationMeter  # benchmarks/ is the script directory
 
 from gnnpar.comm import CommStats
+from gnnpar.config import ArgumentParser
 from gnnpar.distributed import init
 from gnnpar.parallel import (
     CollectiveCounter,
@@ -126,7 +126,7 @@ def planner_estimate(kind: str, config: ParallelConfig, small: bool, steps: int)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="small models, quick run")
     parser.add_argument("--steps", type=int, default=8, help="steps per layout (>= 3)")
     parser.add_argument("--json", default=None, help="write the rows to this file")

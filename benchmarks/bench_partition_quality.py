@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from gnnpar.config import ArgumentParser
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -188,7 +190,7 @@ def _row_text(graph: str, k: int, method: str, row: dict[str, Any], bare: int | 
 
 def main(argv: list[str] | None = None) -> int:
     """Run every (graph, parts, method) in a subprocess; print a table, write JSON."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    p = ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     p.add_argument("--cache", type=Path, required=True,
                    help="directory for built graphs and scratch (not in git)")
     p.add_argument("--graphs", default="debian,pyimports,sbm,rmat")

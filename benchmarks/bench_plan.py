@@ -22,6 +22,7 @@ from typing import Any
 
 from _measure import train_record  # benchmarks/ is the script directory
 
+from gnnpar.config import ArgumentParser
 from gnnpar.partition.format import PartitionMeta
 from gnnpar.train.config import ModelConfig, SampleConfig
 from gnnpar.train.plan import GraphStats, format_plan, plan
@@ -36,7 +37,7 @@ def run(spec: str, flags: list[str], args: argparse.Namespace, out: Path,
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=32768)
     p.add_argument("--feat", type=int, default=256)
     p.add_argument("--hidden", type=int, default=256)

@@ -29,7 +29,6 @@ crashes of that campaign.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import os
@@ -50,6 +49,7 @@ import numpy as np
 import torch
 
 from gnnpar.artifacts.files import sha256_file, write_digested_json
+from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm, typed
 from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.partition.format import PartitionMeta
@@ -364,7 +364,7 @@ FAULT_MODES = {"full": ["--mode", "full", "--model", "gcn"], "sample": ["--mode"
                                                                      *SAMPLE],
                "grid": ["--mode", "full", "--model", "gcn", "--grid", "2,1,1"],
                "link": ["--task", "link", *SAMPLE],
-               "typed": ["--mode", "sample", "--eval", "sampled", *SAMPLE]}
+               "typed": ["--mode", "sample", *SAMPLE]}
 
 
 def fault_cases(inp: Inputs, round_two: bool = False) -> list[Case]:
@@ -870,7 +870,7 @@ def round_three(work: Path) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write every case's outcome here")
     ap.add_argument("--workdir", help="where the inputs are made (default: a temp dir)")
     ap.add_argument("--no-faults", action="store_true", help="skip the fault cases")

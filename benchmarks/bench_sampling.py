@@ -22,7 +22,6 @@ second of process CPU time) is steadier.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -34,6 +33,7 @@ from typing import Any
 import torch
 from _measure import sync_budget
 
+from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.testing import run_multiproc
@@ -148,7 +148,7 @@ def dgl_sampler(venv: Path, dataset: Path, procs: int, batches: int,
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", action="store_true", help="100k nodes / 1M edges")
     ap.add_argument("--batches", type=int, default=30, help="timed batches per rank")
     ap.add_argument("--json", help="write the figures to this JSON file")

@@ -43,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from gnnpar.config import ArgumentParser
+
 OGB = {  # nodes, stored (symmetrised) edges, feature width
     "ogbn-products": (2_449_029, 123_718_280, 100),
     "ogbn-papers100M": (111_059_956, 3_231_371_744, 128),
@@ -199,7 +201,7 @@ def _fit(points: list[tuple[int, int, int]]) -> tuple[float, float]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--nodes", default="1e6,4e6,1e7", help="graph sizes, comma-separated")
     p.add_argument("--methods", default="metis,kaminpar,stream")
     p.add_argument("--degree", type=float, default=20.0, help="stored edges per node")

@@ -19,7 +19,6 @@ time of a large partition (papers100M on 16 ranks).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import tempfile
@@ -29,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.partition.format import (
@@ -81,7 +81,7 @@ def measure(out: Path, k: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--feat-dim", type=int, default=128)
     ap.add_argument("--degree", type=float, default=16.0)

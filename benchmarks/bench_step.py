@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from gnnpar.config import ArgumentParser
+
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "_distdgl_worker.py"
 FANOUTS = [15, 10]
@@ -160,7 +162,7 @@ def _run_json(argv: list[str], result: Path, env: dict[str, str]) -> Any:
 
 def main() -> None:
     """Run the comparison; print the table."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--graph", choices=["sbm", "rmat", "both"], default="both")
     p.add_argument("--nodes", type=int, default=100_000)
     p.add_argument("--batches", type=int, default=8)

@@ -32,6 +32,7 @@ from typing import Any
 
 from _measure import sync_budget
 
+from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.partition import partition_graph
 from gnnpar.train.cli import launch
@@ -46,7 +47,7 @@ from gnnpar.train.config import (
 
 
 def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--small", action="store_true", help="20k nodes, 2 epochs")
     p.add_argument("--nodes", type=int, default=None, help="default 100000 (20000 --small)")
     p.add_argument("--avg-degree", type=float, default=10.0)

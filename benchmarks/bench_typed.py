@@ -38,7 +38,6 @@ are noisy; the per-CPU-second column is steadier.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -49,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import typed
 from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.partition.format import load_partition
@@ -258,7 +258,7 @@ def _step_bytes(ranks: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", action="store_true", help="6,000 papers instead of --papers")
     ap.add_argument("--papers", type=int, default=60_000)
     ap.add_argument("--authors", type=int, default=None, help="default papers / 2")

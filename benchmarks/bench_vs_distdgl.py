@@ -79,6 +79,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gnnpar.config import ArgumentParser
+
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "_distdgl_worker.py"
 DGL_REQUIREMENTS = ["torch==2.2.1", "numpy<2", "dgl==2.1.0", "torchdata==0.7.1", "pandas",
@@ -796,7 +798,7 @@ def print_phases(a: dict[str, float | None], b: dict[str, float | None],
 # ---------------------------------------------------------------------------------- main
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--graph", choices=["sbm", "rmat", "both"], default="sbm")
     p.add_argument("--small", action="store_true", help="20k nodes, 2 repeats")

@@ -63,6 +63,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gnnpar.config import ArgumentParser
 from gnnpar.datasets.graph import GraphDataset, symmetrise
 
 BUILDER_VERSION = 1
@@ -364,7 +365,7 @@ def load(name: str, cache: str | Path, rebuild: bool = False) -> GraphDataset:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Build (or reuse) the graphs and print their statistics."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0],
+    p = ArgumentParser(description=__doc__.split("\n\n", 1)[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cache", required=True, type=Path, help="directory of built graphs")
     p.add_argument("--graphs", default=",".join(GRAPHS),

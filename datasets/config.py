@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from gnnpar.config import check_choice, check_int, option
+from gnnpar.datasets.graph import SPLITS, GraphDataset
 from gnnpar.datasets.hetero import REVERSE_MODES, HeteroGraphDataset
 from gnnpar.datasets.spec import DEFAULT_SPEC
+from gnnpar.datasets.splits import LINK_SPLIT, NODE_SPLIT
 from gnnpar.errors import ConfigError, DatasetError
-
-if TYPE_CHECKING:
-    from gnnpar.datasets.graph import GraphDataset
 
 log = logging.getLogger("gnnpar")
 TASKS = ("node", "link")
@@ -54,7 +54,9 @@ class DataConfig:
     random split seeded by --split-seed) or three files of node ids
     (TRAIN,VAL,TEST, .npy or one id per line); with --task link, fractions of the
     edges (e.g. 0.85,0.05,0.1: val/test edges leave the graph, 100 random candidate
-    negatives each); replaces the dataset's own split."""
+    negatives each); replaces the dataset's own split. (default: the dataset's own
+    split; a graph without one gets a random 0.6,0.2,0.2 of its labelled nodes, or
+    0.85,0.05,0.1 of its edges with --task link, seeded by --split-seed and logged)"""
 
     split_seed: int = 0
     """Seed of the random split of --split fractions."""
@@ -64,10 +66,11 @@ class DataConfig:
     citation graphs such as ogbn-arxiv and ogbn-papers100M."""
 
     reverse: str = "auto"
-    """Typed graphs in OGB's layout (ogbn-mag, a meta_dict with is hetero): auto (add
-    the reverse of each relation unless the graph stores it, by name such as rev_R or
-    by endpoints; symmetrise same-type relations), add (add every reverse) or none (the
-    relations as stored)."""
+    """Typed graphs (ogbn-mag, a meta_dict with is hetero, a typed .npz or saved
+    directory): auto (add the reverse of each relation unless the graph stores it, by
+    name such as rev_R or by endpoints; symmetrise same-type relations; what it changed
+    is logged, per relation), add (add every reverse) or none (the relations as
+    stored)."""
 
     def validate(self) -> DataConfig:
         """Check every value without reading data; return ``self`` or raise."""
@@ -96,8 +99,11 @@ class DataConfig:
         """The dataset, with the edge-list files and the split applied (validated).
 
         With ``task="link"``, ``split`` fractions split the edges after ``undirected``
-        (:meth:`GraphDataset.random_link_split`), and the result must have training
-        supervision edges.
+        (:meth:`GraphDataset.random_link_split`; without ``split``, a graph that has no
+        supervision edges gets :data:`~gnnpar.datasets.splits.LINK_SPLIT`), and the result
+        must have training supervision edges.  A node task on a graph with labels but no
+        split, and no ``split``, gets :data:`~gnnpar.datasets.splits.NODE_SPLIT` of its
+        labelled nodes.  Each default split is logged.
 
         Raises:
             DatasetError: The spec names a typed graph (field ``data.dataset``; a
@@ -126,6 +132,8 @@ class DataConfig:
         dataset = load_dataset(
             self.dataset, self.root, features=self.features, labels=self.labels,
             split=None if link else split, split_seed=self.split_seed, reverse=self.reverse)
+        if split is None and not link:
+            dataset = self._default_node_split(dataset)
         if isinstance(dataset, HeteroGraphDataset):
             for on, flag, what in ((link, "--task link", "a typed link task"),
                                    (self.undirected, "--undirected", "symmetrising")):
@@ -143,13 +151,29 @@ class DataConfig:
                                "homogeneous graph).")
         if self.undirected:
             dataset = dataset.to_undirected()
+        why = ""
+        if link and split is None and not dataset.has_link_task:
+            split, why = LINK_SPLIT, "it has no supervision edges, so "
         if link and split is not None:
             fractions = tuple(float(f) for f in split)
             dataset = dataset.random_link_split(fractions, seed=self.split_seed)
-            log.info("%s: a random link split %s of the edges (seed %d): train %d, val %d, "
-                     "test %d edges.", self.dataset, self.split, self.split_seed,
-                     len(dataset.train_edges), len(dataset.val_edges),
+            log.info("%s: %sa random link split %s of the edges (seed %d): train %d, val %d, "
+                     "test %d edges.", self.dataset, why, ",".join(f"{f:g}" for f in fractions),
+                     self.split_seed, len(dataset.train_edges), len(dataset.val_edges),
                      len(dataset.test_edges))
         if link:
             dataset.require_link_task(self.dataset)
         return dataset
+
+    def _default_node_split(self, dataset: GraphDataset | HeteroGraphDataset
+                            ) -> GraphDataset | HeteroGraphDataset:
+        """``dataset``, or, when it has labels but no split, :data:`NODE_SPLIT` of them."""
+        labelled = 0 if dataset.y is None else int((np.asarray(dataset.y) >= 0).sum())
+        if not labelled or any(len(getattr(dataset, s)) for s in SPLITS):
+            return dataset
+        split = dataset.random_split(NODE_SPLIT, seed=self.split_seed)
+        log.info("%s: it has no split, so a random split %s of its %s labelled nodes (seed "
+                 "%d; --split chooses another): train %s, val %s, test %s.", self.dataset,
+                 ",".join(f"{f:g}" for f in NODE_SPLIT), f"{labelled:,}", self.split_seed,
+                 *(f"{len(getattr(split, s)):,}" for s in SPLITS))
+        return split

@@ -32,6 +32,7 @@ names the other loader; :func:`gnnpar.load_dataset` reads both.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 
 EdgeType = tuple[str, str, str]
 """``(src_type, relation, dst_type)``, as PyG's edge types."""
+log = logging.getLogger("gnnpar.datasets")
 KIND = "hetero"
 FORMAT_VERSION = 4
 READABLE_VERSIONS = (3, 4)
@@ -423,7 +425,40 @@ class HeteroGraphDataset:
                                field="reverse", fix="pass --reverse auto, add or none.")
         if mode == "none":
             return self
-        return self._reversed(prefix, skip_stored=mode == "auto")
+        out = self._reversed(prefix, skip_stored=mode == "auto")
+        out._log_reverse(self, mode, prefix)
+        return out
+
+    def _log_reverse(self, stored: HeteroGraphDataset, mode: str, prefix: str) -> None:
+        """Log at INFO what ``--reverse MODE`` made of ``stored``'s relations (``self``).
+
+        Nothing when the edges are those stored; else one line with the edges before and
+        after, then one per relation: symmetrised (edges before and after), added (the
+        reverse of which relation), or kept because its reverse is stored (which one).
+        """
+        def key(et: EdgeType) -> str:
+            return "__".join(et)
+
+        lines = []
+        for et, (src, _) in self.edges.items():
+            if et not in stored.edges:
+                forth = (et[2], et[1].removeprefix(prefix), et[0])
+                lines.append(f"  {key(et)}: added, the reverse of {key(forth)} "
+                             f"({len(src):,} edges)")
+            elif len(src) != len(stored.edges[et][0]):
+                back = stored.stored_reverse(et, prefix)
+                lines.append(f"  {key(et)}: symmetrised, {len(stored.edges[et][0]):,} -> "
+                             f"{len(src):,} edges" + (f" (and {key(back)}, its stored "
+                                                      "reverse, too)" if back else ""))
+            elif mode == "auto" and (back := stored.stored_reverse(et, prefix)) is not None \
+                    and et[0] != et[2]:
+                lines.append(f"  {key(et)}: kept as stored, its reverse is {key(back)}")
+        before, after = stored.num_edges, self.num_edges
+        if before == after:
+            return  # every reverse stored, every same-type relation symmetric: as stored
+        log.info("%s: --reverse %s: %s edges as stored, %s now (--reverse none keeps the "
+                 "relations as stored):\n%s", self.name, mode, f"{before:,}", f"{after:,}",
+                 "\n".join(lines))
 
     def stored_reverse(self, rel: EdgeType, prefix: str = REVERSE_PREFIX) -> EdgeType | None:
         """The stored relation that is ``rel``'s reverse, if any (``s != d``).

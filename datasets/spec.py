@@ -239,9 +239,9 @@ def load_dataset(
             three files of node ids (train, val, test); a string is read by
             :func:`parse_split`. Either replaces an existing split (logged at INFO).
         split_seed: Seed of a random split.
-        reverse: A typed graph in OGB's layout: its reverse relations, ``"auto"``,
-            ``"add"`` or ``"none"`` (:func:`~gnnpar.datasets.ogb.load_ogb`'s
-            ``add_reverse``).
+        reverse: A typed graph's reverse relations, ``"auto"``, ``"add"`` or ``"none"``
+            (:meth:`HeteroGraphDataset.with_reverse`; in OGB's layout,
+            :func:`~gnnpar.datasets.ogb.load_ogb`'s ``add_reverse``).
 
     Returns:
         The dataset, validated on every path (synthetic graphs too), so callers need not
@@ -289,6 +289,12 @@ def _log_replaced(old: GraphDataset | HeteroGraphDataset, spec: str, what: str,
         log.info("%s: %s%s.", spec, what, now)
 
 
+def _relations(ds: GraphDataset | HeteroGraphDataset, reverse: str
+               ) -> GraphDataset | HeteroGraphDataset:
+    """A typed dataset's relations as ``reverse`` says (OGB's loader applies it itself)."""
+    return ds.with_reverse(reverse) if isinstance(ds, HeteroGraphDataset) else ds
+
+
 def load_saved(path: Where) -> GraphDataset | HeteroGraphDataset:
     """A directory written by :meth:`GraphDataset.save` or :meth:`HeteroGraphDataset.save`.
 
@@ -319,7 +325,7 @@ def _open(
     if spec.startswith(SYNTHETIC_PREFIX):
         not_an_edge_list("a synthetic graph")
         gen_name, kwargs = parse_synthetic(spec)
-        return GENERATORS[gen_name](**kwargs).validate(spec), False
+        return _relations(GENERATORS[gen_name](**kwargs).validate(spec), reverse), False
     path = Path(spec).expanduser()
     if _OGB_NAME.fullmatch(spec) and not path.exists():
         not_an_edge_list("an OGB dataset")
@@ -327,7 +333,7 @@ def _open(
     if path.is_dir():
         if (path / "dataset.json").is_file():
             not_an_edge_list("a dataset directory")
-            return load_saved(path), False
+            return _relations(load_saved(path), reverse), False
         raise DatasetError("directory holds no dataset.json.", path=path, field="spec",
                            fix=f"pass a directory written by GraphDataset.save, or {_FORMS}.")
     if path.is_file():
@@ -336,13 +342,13 @@ def _open(
             meta = read_json(path, DatasetError)
             if isinstance(meta, dict) and meta.get("format") == FORMAT:
                 not_an_edge_list("a dataset directory")
-                return load_saved(path.parent), False
+                return _relations(load_saved(path.parent), reverse), False
             not_an_edge_list("an OGB dataset")
             stem = meta.get("name", path.stem) if isinstance(meta, dict) else path.stem
             return load_ogb(str(stem), root, meta_dict=path, add_reverse=reverse), False
         if name.endswith(".npz"):
             not_an_edge_list("a .npz")
-            return from_npz(path), False
+            return _relations(from_npz(path), reverse), False
         if name.endswith(EDGE_LIST_SUFFIXES):
             splits = None if split_files is None else dict(
                 zip(("train", "val", "test"), split_files, strict=True))

@@ -15,6 +15,12 @@ from gnnpar.errors import DatasetError
 # Fractions may sum to 1 + SPLIT_TOLERANCE (float error in "0.7,0.2,0.1"); a product
 # f * n within SPLIT_TOLERANCE (relative) of an integer counts as that integer.
 SPLIT_TOLERANCE = 1e-9
+NODE_SPLIT = (0.6, 0.2, 0.2)
+"""Train/val/test fractions of the labelled nodes of a graph that has no split of its own
+(``--split``'s default there)."""
+LINK_SPLIT = (0.85, 0.05, 0.1)
+"""Train/val/test fractions of the edges of a link task on a graph without supervision
+edges (``--split``'s default there, and ``synthetic:sbm?task=link``'s split)."""
 SPLIT_FIX = ("give three fractions (train, val, test), each in [0, 1] and summing to at most "
              "1, e.g. 0.6,0.2,0.2.")
 

@@ -23,6 +23,7 @@ import numpy as np
 from gnnpar.datasets.graph import GraphDataset, symmetrise, unique_sorted
 from gnnpar.datasets.hetero import HeteroGraphDataset
 from gnnpar.datasets.link_split import random_link_split
+from gnnpar.datasets.splits import LINK_SPLIT
 from gnnpar.errors import DatasetError
 from gnnpar.sizes import NODE_BYTES, check_fits
 
@@ -31,7 +32,6 @@ _EDGE_BLOCK = 1 << 20  # R-MAT edges drawn at a time
 _MAX_ROUNDS = 32  # edge top-up rounds before giving up on the exact edge count
 # sbm's (homophily, feature_noise) defaults per task.
 SBM_TASK_DEFAULTS = {"node": (0.3, 3.75), "link": (0.8, 2.0)}
-LINK_SPLIT = (0.85, 0.05, 0.1)
 """The ``(train, val, test)`` shares of the edges in ``sbm(task="link")``."""
 LINK_NUM_NEG = 100
 """Candidate destinations per validation/test edge in ``sbm(task="link")``."""

@@ -12,15 +12,14 @@ seeds, also when a rank's batch is empty) and ``gnnpar.nn.inference`` /
 ``gnnpar.nn.accuracy`` for the exact full-neighbour evaluation over all ranks.
 """
 
-import argparse
-
 import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch_geometric.nn.models import GraphSAGE
 
 import gnnpar
+from gnnpar.config import ArgumentParser
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser = ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("part_dir", help="partition directory (gnnpar-partition --out)")
 parser.add_argument("--epochs", type=int, default=5)
 parser.add_argument("--lr", type=float, default=0.005)
@@ -38,17 +37,17 @@ optimizer = torch.optim.Adam(ddp.parameters(), lr=args.lr)
 
 for epoch in range(args.epochs):
     ddp.train()
-    total = 0.0
+    total = torch.zeros((), device=ctx.device)  # the epoch's losses, read once at its end
     for batch in loader:  # the next epoch's batches on every pass
         batch = batch.to(ctx.device)
         optimizer.zero_grad()
         loss = batch.loss(ddp(batch.x, batch.edge_index))
         loss.backward()
         optimizer.step()
-        total += float(loss)
+        total += loss.detach()
     logits = gnnpar.nn.inference(model, graph, features)  # exact, every node this rank owns
     acc = gnnpar.nn.accuracy(logits, graph, ctx, "test")  # over all ranks
     if ctx.is_main:
-        print(f"epoch {epoch + 1}: loss {total / len(loader):.4f}, test accuracy {acc:.4f}")
+        print(f"epoch {epoch + 1}: loss {float(total) / len(loader):.4f}, test accuracy {acc:.4f}")
 
 gnnpar.shutdown()

@@ -18,7 +18,6 @@ step, then each rank's memory (parameters, gradients, optimiser state, peak RSS)
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 import warnings
@@ -29,7 +28,7 @@ import torch.nn.functional as F
 
 from gnnpar.artifacts.kinds import RECORD_FILE
 from gnnpar.comm import CommStats, all_gather_ints, broadcast_text, comm_totals, per_rank
-from gnnpar.config import add_config_arguments, option, parse_config, to_dict
+from gnnpar.config import ArgumentParser, add_config_arguments, option, parse_config, to_dict
 from gnnpar.distributed import init, shutdown
 from gnnpar.parallel import (
     CollectiveCounter,
@@ -135,7 +134,7 @@ class DnnConfig:
     """The run directory and device."""
 
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser = ArgumentParser(description=__doc__.splitlines()[0])
 add_config_arguments(parser, DnnConfig)
 cfg, _, _ = parse_config(parser, DnnConfig)
 kind, t = cfg.model.kind, cfg.train

@@ -18,18 +18,17 @@ on the partitioned graph), each test edge ranked against its fixed candidates, M
 link`` runs the same with checkpoints and a run record.
 """
 
-import argparse
-
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch_geometric.nn.models import GraphSAGE
 
 import gnnpar
+from gnnpar.config import ArgumentParser
 from gnnpar.link import LinkDecoder, embeddings, link_metrics
 from gnnpar.link.model import bce_sum
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser = ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("part_dir", help="partition directory (gnnpar-partition --out)")
 parser.add_argument("--epochs", type=int, default=5)
 parser.add_argument("--lr", type=float, default=0.01)

@@ -18,7 +18,8 @@ samples ``--fanouts`` in-edges of every relation (``--relation-fanouts`` for som
 ``REL=F1,F2;...``), gathers the paper features and the learnable rows of the featureless
 types (``--embed-dim``, sharded by owner, ``--sparse-optimizer adam|adagrad`` with
 ``--sparse-lr``), and trains a relation-wise GraphSAGE (``to_hetero(GraphSAGE)``'s
-layers) in DDP; accuracy is taken on sampled neighbourhoods (``--eval sampled``).
+layers) in DDP; accuracy is taken on sampled neighbourhoods (``--eval``'s default on
+typed graphs).
 Checkpoints hold the embedding table with the model, so ``--out DIR --resume`` continues.
 
 Rough sizes: ogbn-mag has 1.9M nodes (736k papers with 128 features, 1.1M authors, 8.7k
@@ -30,8 +31,8 @@ import sys
 
 from gnnpar.train.cli import main
 
-DEFAULTS = {"data.dataset": "synthetic:typed", "train.eval": "sampled",
-            "sample.fanouts": (10, 5), "sample.batch_size": 512}
+DEFAULTS = {"data.dataset": "synthetic:typed", "sample.fanouts": (10, 5),
+            "sample.batch_size": 512}
 
 if __name__ == "__main__":  # --nproc starts workers that import this file
     sys.exit(main(defaults=DEFAULTS, prog="train_typed.py",

@@ -55,8 +55,13 @@ class ArgumentParser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` whose errors are one line with a fix, like gnnpar's own.
 
     A misspelt flag names the closest ones (``--learning-rate``: did you mean ``--lr``?);
-    the exit status stays argparse's 2.
+    the exit status stays argparse's 2.  A flag's prefix is not the flag
+    (``allow_abbrev=False``): ``--fanout`` is refused, not taken as ``--fanouts``.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> typing.NoReturn:  # noqa: D102
         fix = f"see {self.prog} --help."

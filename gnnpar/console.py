@@ -32,3 +32,22 @@ def log_to_stderr(level: int = logging.INFO) -> None:
         handler.setFormatter(logging.Formatter("%(message)s"))
         logger.addHandler(handler)
     logger.setLevel(level)
+
+
+def format_duration(seconds: float) -> str:
+    """``"45 s"``, ``"3 min 05 s"`` or ``"2 h 07 min"``: a duration as a person reads it."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def bars_off(progress: bool) -> bool | None:
+    """Tqdm's ``disable`` for a bar shown when ``progress`` asks, on a terminal only.
+
+    ``None`` lets tqdm draw only when its stream (stderr) is a terminal, so redirected
+    logs (``nohup``, Slurm, CI, ``2> log``) get no bars.
+    """
+    return None if progress else True

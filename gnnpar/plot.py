@@ -12,7 +12,10 @@ the run directory that holds it.  Two pictures:
   names them), in four panels, epochs numbered from 1 as the logs number them: (a)
   accuracy per epoch (MRR for link prediction, titled by task), train solid, validation
   dashed with hollow circles, test dotted with crosses drawn on top (so equal
-  validation and test figures both show; epochs without an evaluation are skipped);
+  validation and test figures both show; epochs without an evaluation are skipped),
+  and at the last epoch a star for the run's final full-neighbour validation (hollow)
+  and test accuracy, where the run took them (``--eval full``: the per-epoch figures of
+  sample mode are on sampled neighbourhoods);
   (b) the training loss per epoch; (c) the time per epoch, training solid and
   evaluation dashed; (d) the bytes communicated per epoch by kind (``feature``,
   ``grad``, ``halo``, ...), one marker per kind, training traffic (the record's
@@ -95,6 +98,9 @@ class RunSeries:
         comm: Training traffic: ``kind -> MB per epoch`` (0 where a kind sent nothing).
         eval_comm: Evaluation traffic, like ``comm``; ``None`` in the epochs without an
             evaluation (an empty ``eval_comm``).
+        final: The run's final full-neighbour accuracies (``val_acc``, ``test_acc``),
+            from the summary of a finished node-task run that took them (``--eval
+            full``); empty otherwise (its final figures are its last epoch's).
     """
 
     label: str
@@ -104,6 +110,7 @@ class RunSeries:
     metrics: dict[str, list[float | None]] = field(default_factory=dict)
     comm: dict[str, list[float | None]] = field(default_factory=dict)
     eval_comm: dict[str, list[float | None]] = field(default_factory=dict)
+    final: dict[str, float] = field(default_factory=dict)
 
 
 _METRICS = ("train_loss", "train_acc", "val_acc", "test_acc", "val_mrr", "test_mrr",
@@ -167,6 +174,13 @@ def read_run(path: str | os.PathLike[str], label: str | None = None) -> RunSerie
         eval_kinds.append(ev or None)
     run.comm = _by_kind(train_kinds, missing=0.0)
     run.eval_comm = _by_kind(eval_kinds, missing=0.0)
+    summary = doc.get("summary")
+    if isinstance(summary, dict) and summary.get("eval") == "full" and \
+            summary.get("task") != "link":
+        for key in ("val_acc", "test_acc"):
+            value = _number(summary.get(key), p, f"summary.{key}")
+            if value is not None:
+                run.final[key] = value
     return run
 
 
@@ -219,6 +233,11 @@ def plot_records(
                 # Validation hollow and larger, test crosses on top: both show when equal.
                 _line(ax[0, 0], epochs, run.metrics[metric], color, ls, marker,
                       hollow=marker == "o", size=7.0 if marker == "o" else 5.0)
+            for key, hollow in (("val_acc", True), ("test_acc", False)):
+                if key in run.final and epochs:  # the final full-neighbour figures
+                    ax[0, 0].plot([epochs[-1]], [run.final[key]], linestyle="none",
+                                  marker="*", markersize=14, color=color,
+                                  markerfacecolor="white" if hollow else color)
             _line(ax[0, 1], epochs, run.metrics["train_loss"], color, "-")
             _line(ax[1, 0], epochs, run.metrics["epoch_time_s"], color, "-")
             _line(ax[1, 0], epochs, run.metrics["eval_time_s"], color, "--")
@@ -238,9 +257,12 @@ def plot_records(
                          "accuracy / MRR") if all(links) else (
             "(a) Accuracy", "accuracy") if not any(links) else (
             "(a) Accuracy (link prediction runs: validation and test MRR)", "accuracy / MRR")
+        finals = [style("final full-neighbour validation", "none", "*", hollow=True),
+                  style("final full-neighbour test", "none", "*")] if any(
+                      r.final for r in runs) else []
         _finish(ax[0, 0], title, ylabel,
                 [style("train"), style("validation", "--", "o", hollow=True),
-                 style("test", ":", "x")])
+                 style("test", ":", "x"), *finals])
         _finish(ax[0, 1], "(b) Training loss", "loss", [])
         _finish(ax[1, 0], "(c) Time per epoch", "seconds",
                 [style("training"), style("evaluation", "--")])

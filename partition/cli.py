@@ -40,7 +40,7 @@ from tqdm import tqdm
 from gnnpar.artifacts.kinds import PARTITION
 from gnnpar.artifacts.ownership import check_output_dir
 from gnnpar.config import ArgumentParser, add_config_arguments, parse_config
-from gnnpar.console import log_to_stderr
+from gnnpar.console import bars_off, log_to_stderr
 from gnnpar.datasets.config import DataConfig
 from gnnpar.errors import ConfigError, GnnparError, PartitionError
 from gnnpar.partition.config import PartitionConfig
@@ -118,7 +118,7 @@ def _info_parser() -> argparse.ArgumentParser:
 
 
 def _load(data: DataConfig, progress: bool) -> GraphDataset | HeteroGraphDataset:
-    with tqdm(total=1, desc=f"load {data.dataset}", disable=not progress) as bar:
+    with tqdm(total=1, desc=f"load {data.dataset}", disable=bars_off(progress)) as bar:
         dataset = data.load_any()
         bar.update()
     return dataset

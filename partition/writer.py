@@ -70,6 +70,7 @@ from gnnpar.artifacts.arrays import release, save_npy_blocks, save_npy_sha256
 from gnnpar.artifacts.directory import atomic_directory
 from gnnpar.artifacts.files import write_digested_json
 from gnnpar.artifacts.kinds import PARTITION
+from gnnpar.console import bars_off
 from gnnpar.datasets.graph import SPLITS, GraphDataset, class_count
 from gnnpar.datasets.hetero import HeteroGraphDataset, HeteroLayout
 from gnnpar.errors import ConfigError, PartitionError
@@ -178,7 +179,7 @@ def partition_graph(
                                       dir=out.parent) as scratch_dir):
         scratch = Path(scratch_dir)
         how = "precomputed" if assignment is not None else spec.partitioner
-        with tqdm(total=3, desc=f"assign ({how})", disable=not progress) as bar:
+        with tqdm(total=3, desc=f"assign ({how})", disable=bars_off(progress)) as bar:
             with meter.stage("group"):
                 in_edges = group_in_edges(dataset.num_nodes, dataset.src, dataset.dst,
                                           scratch, budget)
@@ -200,7 +201,7 @@ def partition_graph(
                             for name in SPLITS}, spec.halo_hops, spec.feature_dtype,
                            _link_arrays(dataset, ren), typed)
             written = list(tqdm(_write_parts(job, num_parts, spec.workers), total=num_parts,
-                                desc="write", unit="part", disable=not progress))
+                                desc="write", unit="part", disable=bars_off(progress)))
         hetero = {}
         if typed is not None:
             hetero = TypeBook(typed.layout, *(tuple(tuple(w.figures[key]) for w in written)

@@ -12,6 +12,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[1]
 TORCHRUN = {"--nproc-per-node", "--nnodes", "--node-rank", "--rdzv-endpoint",
             "--rdzv-backend", "--rdzv-id", "--standalone"}
@@ -36,7 +38,8 @@ def _fix_flags() -> dict[str, str]:
     return found
 
 
-def _known_flags() -> set[str]:
+def _parsers() -> list[argparse.ArgumentParser]:
+    """The parser of every gnnpar command."""
     from gnnpar.datasets.__main__ import build_parser as datasets_parser
     from gnnpar.partition import cli as partition_cli
     from gnnpar.plot import build_parser as plot_parser
@@ -44,11 +47,13 @@ def _known_flags() -> set[str]:
     from gnnpar.train.export import build_parser as export_parser
     from gnnpar.train.predict import build_parser as predict_parser
 
-    parsers: list[argparse.ArgumentParser] = [
-        train_parser(), plot_parser(), predict_parser(), export_parser(), datasets_parser(),
-        partition_cli._partition_parser(), partition_cli._verify_parser(),
-        partition_cli._info_parser()]
-    return {o for p in parsers for a in p._actions for o in a.option_strings} | TORCHRUN
+    return [train_parser(), plot_parser(), predict_parser(), export_parser(), datasets_parser(),
+            partition_cli._partition_parser(), partition_cli._verify_parser(),
+            partition_cli._info_parser()]
+
+
+def _known_flags() -> set[str]:
+    return {o for p in _parsers() for a in p._actions for o in a.option_strings} | TORCHRUN
 
 
 def test_every_fix_names_existing_flags() -> None:
@@ -68,3 +73,29 @@ def test_old_spellings_are_refused_naming_the_new_one(capsys) -> None:  # type: 
         assert exc.code == 2
     err = capsys.readouterr().err
     assert "--strict_negatives is spelt --strict-negatives" in err
+
+
+def test_a_flag_prefix_is_refused_as_a_misspelt_flag(capsys) -> None:  # type: ignore[no-untyped-def]
+    """argparse reads --fanout as --fanouts unless told not to: every parser is told."""
+    from gnnpar.train.cli import parse
+
+    with pytest.raises(SystemExit) as exc:
+        parse(["--fanout", "5,5"])  # gnnpar-train --fanout 5,5
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --fanout. Fix: did you mean --fanouts" in err, err
+    assert not any(p.allow_abbrev for p in _parsers())
+    # The scripts' parsers (examples, benchmarks) are gnnpar's too, or say so themselves
+    # (a subparser is of its parent's class: only plain argparse's need saying it).
+    plain = []
+    for folder in ("gnnpar", "datasets", "partition", "examples", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            text = path.read_text()
+            names = ("ArgumentParser", "add_parser") if "argparse.ArgumentParser(" in text \
+                else ()
+            for node in ast.walk(ast.parse(text)):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr in names
+                        and not any(k.arg == "allow_abbrev" for k in node.keywords)):
+                    plain.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not plain, f"argparse parsers that take flag prefixes: {plain}"

@@ -81,7 +81,21 @@ class HeteroSAGE(nn.Module):
             num_sampled_nodes_dict: Nodes of each type added per hop, seeds first.
             num_sampled_edges_dict: Edges of each relation sampled per hop.
         """
+        return self.layer_outputs(x_dict, edge_index_dict, num_sampled_nodes_dict,
+                                  num_sampled_edges_dict)[-1]
+
+    def layer_outputs(self, x_dict: dict[str, Tensor],
+                      edge_index_dict: dict[EdgeType, Tensor],
+                      num_sampled_nodes_dict: dict[str, list[int]],
+                      num_sampled_edges_dict: dict[EdgeType, list[int]]) -> list[Tensor]:
+        """The target type's rows after each layer, seeds first (arguments as :meth:`forward`).
+
+        Layer ``i`` (from 1) gives the rows of the target nodes within ``L - i`` hops of
+        the seeds, after its activation and dropout (the last: the seeds' logits), as
+        ``layerwise_inference``'s ``emit`` gives a homogeneous model's.
+        """
         layers = len(self.convs)
+        outputs = []
         for i, (convs, rels) in enumerate(zip(self.convs, self.relations, strict=True)):
             keep = layers - i  # nodes within layers - 1 - i hops: the first `keep` blocks
             out: dict[str, Tensor] = {}
@@ -95,4 +109,5 @@ class HeteroSAGE(nn.Module):
             if i < layers - 1:
                 out = {t: self.dropout(self.act(h)) for t, h in out.items()}
             x_dict = out
-        return x_dict[self.target]
+            outputs.append(out[self.target])
+        return outputs

@@ -284,7 +284,7 @@ def _accuracy_line(s: dict[str, Any]) -> str:
             if s["mode"] == "sample" else "")
     if s["eval"] == "sampled":
         return (f"test accuracy:     {_acc(s['test_acc'])} sampled "
-                f"(val {_acc(s['val_acc'])}; --eval sampled)")
+                f"(val {_acc(s['val_acc'])}; the last epoch's, on sampled neighbourhoods)")
     sample = s["mode"] == "sample"
     return (f"test accuracy:     {_acc(s['test_acc'])} full-neighbour"
             + (f", {_acc(s['test_acc_sampled'])} sampled" if sample else "")

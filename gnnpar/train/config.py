@@ -20,7 +20,7 @@ checks every value before any work starts, naming the field, its flag and the fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gnnpar.config import (
@@ -45,7 +45,9 @@ SPARSE_OPTIMIZERS = ("adam", "adagrad")
 MODES = ("sample", "full")
 GCN_NORMS = ("global", "sampled")
 PRECISIONS = ("fp32", "bf16")
-EVALS = ("full", "sampled", "none")
+EVALS = ("auto", "full", "sampled", "none")
+AUTO_EVAL = {False: "full", True: "sampled"}
+"""What ``--eval auto`` becomes on a homogeneous graph (``False``) and a typed one."""
 SEED_SPLITS = ("even", "owned")
 DECODERS = ("dot", "mlp")
 EXCLUDES = ("reverse", "self", "none")
@@ -128,10 +130,12 @@ class TrainConfig:
     """Validation and test accuracy every this many epochs (and after the last):
     sampled neighbourhoods in sample mode, exact in full mode."""
 
-    eval: str = "full"
+    eval: str = "auto"
     """The run's final accuracies: full (exact full-neighbour inference on the whole
     graph after the last epoch, layer by layer), sampled (the last epoch's sampled
-    validation and test accuracy; sample mode) or none (no final evaluation)."""
+    validation and test accuracy; sample mode), none (no final evaluation) or auto (full,
+    but sampled on a typed graph, the one evaluation typed graphs have; the run records
+    the one it took)."""
 
     eval_budget_mb: float = 256.0
     """Full-neighbour inference: MiB per chunk of destination nodes for its per-edge and
@@ -404,7 +408,7 @@ class RunConfig:
     save_embeddings: int | None = option(None, const=0, metavar="LAYER")
     """Also write every node's embeddings into OUT/predictions: the output of layer LAYER
     (1..--layers; without LAYER: the last hidden layer, or the encoder's output with
-    --task link, whose pairs score from them)."""
+    --task link, whose pairs score from them); typed graphs: the target type's."""
 
     plan: bool = False
     """Print the planner's estimates (memory per rank, bytes per epoch, step cost of
@@ -584,6 +588,16 @@ class Config:
             raise ConfigError(f"{flags} set, but they apply to --task link and this run is "
                               "--task node.", field=f"link.{given[0]}",
                               fix=f"drop {flags}, or pass --task link.")
+
+    def for_graph(self, typed: bool) -> Config:
+        """The configuration as it runs on a typed (or homogeneous) graph.
+
+        A copy whose ``auto`` settings are what the graph takes (``--eval auto``:
+        :data:`AUTO_EVAL`); the run records this one.
+        """
+        if self.train.eval != "auto":
+            return self
+        return replace(self, train=replace(self.train, eval=AUTO_EVAL[typed]))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (the run record's ``config``, ``OUT/config.json``)."""

@@ -143,17 +143,20 @@ class HeteroEngine(MinibatchEngine):
         return out[: target.batch_size], target.y
 
     @torch.no_grad()
-    def predict(self, write: Callable[[int, Tensor], None], batch_size: int) -> None:
+    def predict(self, write: Callable[[int, Tensor, Tensor | None], None], batch_size: int,
+                layer: int | None = None) -> None:
         """Exact full-neighbour logits of every owned target node, in local order (collective).
 
         Batches of the owned target nodes in ascending order, each relation's fan-out at
         least its largest in-degree (the sampler then takes every in-edge: the full
-        neighbourhood, hop by hop), the model in eval mode; ``write(first, logits)``
-        gets each batch's rows, ``first`` the row of its first seed.
+        neighbourhood, hop by hop), the model in eval mode; ``write(first, logits,
+        embeddings)`` gets each batch's rows, ``first`` the row of its first seed.
 
         Args:
-            write: Receives the rows of each batch.
+            write: Receives the rows of each batch: the logits, and the output of layer
+                ``layer`` (``None`` without ``layer``).
             batch_size: Seeds per batch (their full neighbourhoods must fit a rank).
+            layer: The layer (from 1) whose output rows ``write`` also gets.
         """
         graph, lay = self.graph, self.layout
         book = graph.meta.types
@@ -168,10 +171,15 @@ class HeteroEngine(MinibatchEngine):
                                           seeds, batch_size, shuffle=False, seed_split="owned")
         self.module.eval()
         first = 0
+        model = self.module
+        assert isinstance(model, HeteroSAGE)
         for batch in loader:
             batch = batch.to(self.ctx.device)
+            seeds = batch[lay.target].batch_size
             with autocast(self.ctx.device, self.precision):
-                logits, _ = self.logits(self.module, batch)
-            write(first, logits)
-            first += logits.shape[0]
+                rows = model.layer_outputs(self.inputs(batch), batch.edge_index_dict,
+                                           batch.num_sampled_nodes_dict,
+                                           batch.num_sampled_edges_dict)
+            write(first, rows[-1][:seeds], None if layer is None else rows[layer - 1][:seeds])
+            first += seeds
         self.module.train()

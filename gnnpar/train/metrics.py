@@ -5,8 +5,11 @@ Rank 0 only.  Without a terminal (``nohup``, Slurm, CI) no progress bar is drawn
 :data:`LOG_INTERVAL_S` seconds of training by default: the epoch and step, rank 0's mean
 loss since the last line and its throughput.  With ``--metrics csv|tensorboard`` the
 same steps' losses and each epoch's figures go to a :class:`MetricsWriter` as they
-happen: ``OUT/metrics.csv`` (``tag,step,value,wall_time`` rows, always available) or
-``OUT/tensorboard`` (``torch.utils.tensorboard``, ``pip install 'gnnpar[tensorboard]'``).
+happen, and the final full-neighbour accuracies (``final/train_acc``, ``final/val_acc``,
+``final/test_acc``) at the last step: ``OUT/metrics.csv`` (``tag,step,value,wall_time``
+rows, always available) or ``OUT/tensorboard`` (``torch.utils.tensorboard``, ``pip
+install 'gnnpar[tensorboard]'``).  The log lines give the time left in the epoch and in
+the run (ETA).
 
 The x-axis of every scalar is the global step (``epoch * steps_per_epoch + step + 1``,
 optimizer steps so far); an epoch's figures sit at its last step.  A training step
@@ -28,6 +31,7 @@ from torch import Tensor
 
 from gnnpar.artifacts.kinds import METRICS_CSV as CSV_FILE
 from gnnpar.artifacts.kinds import TENSORBOARD_DIR
+from gnnpar.console import format_duration
 from gnnpar.errors import ConfigError
 
 log = logging.getLogger("gnnpar")
@@ -137,6 +141,15 @@ EPOCH_SCALARS = {"train/loss": "train_loss", "train/acc": "train_acc", "val/acc"
                  "time/epoch_s": "epoch_time_s", "time/eval_s": "eval_time_s",
                  "throughput/sampled_edges_per_s": "sampled_edges_per_s"}
 """The scalars of each epoch: tag -> the run record's epoch field."""
+FINAL_SCALARS = ("train_acc", "val_acc", "test_acc")
+"""The summary's final full-neighbour figures, written as ``final/KEY`` at the last step."""
+
+
+def format_eta(epoch: float | None, run: float | None) -> str:
+    """``"; ETA epoch 12 s, run 3 min 05 s"`` (the known parts; ``""`` when neither)."""
+    parts = [f"{what} {format_duration(s)}" for what, s in (("epoch", epoch), ("run", run))
+             if s is not None]
+    return f"; ETA {', '.join(parts)}" if parts else ""
 
 
 class StepLog:
@@ -155,8 +168,30 @@ class StepLog:
         self.lines, self.every, self.writer = lines, every, writer
         self.steps_per_epoch, self.epochs = steps_per_epoch, epochs
         self._pending: list[tuple[int, Tensor, float]] = []
-        self._since = time.perf_counter()
+        self._since = self._started = time.perf_counter()
         self._steps = self._edges = 0
+        self._first: int | None = None  # global steps done when this run (or resume) began
+        self._epoch_mark = (-1, 0, 0.0)  # (epoch, its steps done, when) at its first step
+
+    def eta(self, epoch: int, step: int) -> tuple[float | None, float | None]:
+        """Seconds left in ``epoch`` and in the run once ``step`` of ``epoch`` is done.
+
+        The epoch's from its steps so far (none before its second step), the run's from
+        every step and pause (evaluations, checkpoints) since the run (or resume) began.
+        """
+        now = time.perf_counter()
+        done = self.global_step(epoch, step)
+        first = done - 1 if self._first is None else self._first
+        mark_epoch, mark_step, mark_time = self._epoch_mark
+        epoch_left = None
+        if mark_epoch == epoch and step > mark_step and now > mark_time:
+            per_step = (now - mark_time) / (step - mark_step)
+            epoch_left = (self.steps_per_epoch - step - 1) * per_step
+        run_left = None
+        if done > first and now > self._started:
+            run_left = (self.epochs * self.steps_per_epoch - done) * \
+                (now - self._started) / (done - first)
+        return epoch_left, run_left
 
     @property
     def active(self) -> bool:
@@ -169,6 +204,10 @@ class StepLog:
 
     def step(self, epoch: int, step: int, loss: Tensor, count: float, edges: int) -> None:
         """After a step: its summed loss (on the device), its items and sampled edges."""
+        if self._first is None:
+            self._first = self.global_step(epoch, step) - 1
+        if self._epoch_mark[0] != epoch:
+            self._epoch_mark = (epoch, step, time.perf_counter())
         if not self.active:
             return
         self._pending.append((self.global_step(epoch, step), loss.detach(), count))
@@ -196,10 +235,10 @@ class StepLog:
                 seconds = max(time.perf_counter() - self._since, 1e-9)
                 edges = (f", {self._edges / seconds / 1e6:.3g}M sampled edges/s"
                          if self._edges else "")
-                log.info("epoch %d/%d step %d/%d: loss %.4f, %.1f steps/s%s (rank 0)",
+                log.info("epoch %d/%d step %d/%d: loss %.4f, %.1f steps/s%s (rank 0)%s",
                          epoch + 1, self.epochs, step + 1, self.steps_per_epoch,
                          sum(losses) / max(sum(p[2] for p in self._pending), 1),
-                         self._steps / seconds, edges)
+                         self._steps / seconds, edges, format_eta(*self.eta(epoch, step)))
         self._pending.clear()
         self._since, self._steps, self._edges = time.perf_counter(), 0, 0
 
@@ -213,6 +252,21 @@ class StepLog:
                 self.writer.add(tag, entry[key], at)
         comm = entry.get("comm") or {}
         self.writer.add("comm/bytes", sum(v["bytes"] for v in comm.values()), at)
+        self.writer.flush()
+
+    def final(self, summary: dict[str, Any]) -> None:
+        """Write the run's final full-neighbour figures (``final/*``) at its last step.
+
+        Only a run whose final evaluation is its own (``eval`` ``full`` of a node task):
+        otherwise the final figures are the last epoch's, already written.
+        """
+        if self.writer is None or summary.get("eval") != "full" or \
+                summary.get("task") == "link":
+            return
+        at = self.epochs * self.steps_per_epoch
+        for key in FINAL_SCALARS:
+            if summary.get(key) is not None:
+                self.writer.add(f"final/{key}", summary[key], at)
         self.writer.flush()
 
     def close(self) -> None:

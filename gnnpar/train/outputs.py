@@ -9,8 +9,8 @@ streams its owned rows into a :class:`~gnnpar.train.predictions.PredictionWriter
   written as that layer is made, and each split's accuracy from these logits;
 * link prediction: :func:`write_node_outputs` without logits -- the encoder's
   embeddings (layer ``--layers`` by default), from which any pair scores;
-* typed graphs: the target type's logits and classes from full neighbourhoods
-  (:meth:`~gnnpar.train.hetero.HeteroEngine.predict`).
+* typed graphs: the target type's logits, classes and embeddings from full
+  neighbourhoods (:meth:`~gnnpar.train.hetero.HeteroEngine.predict`).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def write_node_outputs(out: Path, cfg: Config, model: BasicGNN, graph: DistGraph
 
 def write_typed_outputs(out: Path, cfg: Config, engine: Any, graph: DistGraph,
                         ctx: DistContext, source: dict[str, Any] | None = None) -> None:
-    """The target type's exact logits and classes of a typed run, written (collective).
+    """The target type's exact logits, classes and embeddings of a typed run (collective).
 
     Args:
         out: The predictions directory.
@@ -123,14 +123,21 @@ def write_typed_outputs(out: Path, cfg: Config, engine: Any, graph: DistGraph,
         lay.node_offsets[t]
     writer = PredictionWriter(out, ctx, ids, "node", lay.target,
                               lay.node_offsets[t + 1] - lay.node_offsets[t])
+    layer = embedding_layer(cfg)
     rows = torch.empty((len(ids), graph.meta.num_classes), dtype=torch.float32)
+    hidden = None if layer is None else torch.empty(
+        (len(ids), graph.meta.num_classes if layer == cfg.model.layers else cfg.model.hidden))
 
-    def put(first: int, batch: Tensor) -> None:
+    def put(first: int, batch: Tensor, embeddings: Tensor | None) -> None:
         rows[first:first + batch.shape[0]] = batch.float().cpu()
+        if hidden is not None and embeddings is not None:
+            hidden[first:first + batch.shape[0]] = embeddings.float().cpu()
 
-    engine.predict(put, cfg.sample.eval_batch_size)
+    engine.predict(put, cfg.sample.eval_batch_size, layer)
     writer.write("logits", rows)
     writer.write("pred", rows.argmax(-1))
+    if hidden is not None:
+        writer.write("embeddings", hidden, layer=layer)
     writer.close(source=source or {})
 
 

@@ -547,8 +547,7 @@ def plan_run(cfg: Config) -> str:
                           "(learnable embeddings); there is no strategy to choose, and the "
                           "planner's model counts neither types nor embeddings.",
                           path=part_dir, field="run.plan",
-                          fix="drop --plan and train with --mode sample"
-                          + (" --eval sampled." if meta.types is not None else "."))
+                          fix="drop --plan: the default flags train it.")
     stats = GraphStats.from_meta(meta)
     budget = None if cfg.run.plan_memory_gb is None else int(cfg.run.plan_memory_gb * 2**30)
     chosen = plan(stats, cfg.model, cfg.sample, budget, cfg.run.speeds(),

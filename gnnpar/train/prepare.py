@@ -172,8 +172,8 @@ def check_typed_settings(cfg: Config, where: str, layout: HeteroLayout) -> None:
     for bad, fld, fix in ((t.mode != "sample", "train.mode", "pass --mode sample"),
                           (cfg.data.task != "node", "data.task", "pass --task node"),
                           (t.eval == "full", "train.eval",
-                           "pass --eval sampled (or none): typed graphs evaluate on sampled "
-                           "neighbourhoods"),
+                           "drop --eval (its auto takes sampled on typed graphs), or pass "
+                           "--eval sampled or none"),
                           (cfg.model.name != "sage", "model.name", "pass --model sage")):
         if bad:
             raise ConfigError("typed graphs train node classification on sampled "

@@ -96,7 +96,8 @@ SUMMARY_FIELDS = {
     "mode": "sample or full.",
     "eval": "Where train_acc, val_acc and test_acc come from (--eval): full (exact "
             "full-neighbour inference after the last epoch), sampled (the last epoch's "
-            "sampled evaluation; train_acc null) or none (all three null).",
+            "sampled evaluation; train_acc null) or none (all three null); --eval auto "
+            "is recorded as the one it took.",
     "epochs": "Epochs finished.",
     "steps_per_epoch": "Steps per epoch, the same on every rank (full mode: 1).",
     "train_acc": "With eval full: exact full-neighbour accuracy after the last epoch (every "

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnpar.artifacts.checks import count_field
-from gnnpar.artifacts.kinds import CHECKPOINT_DIR, RECORD_FILE, STATE_FILE
+from gnnpar.artifacts.kinds import CHECKPOINT_DIR, CONFIG_FILE, RECORD_FILE, STATE_FILE
 from gnnpar.errors import ConfigError
 from gnnpar.sizes import PARAMETER_BYTES, check_fits
 
@@ -112,17 +112,19 @@ def model_spec(run: TrainedRun) -> dict[str, Any]:
     if not isinstance(part, dict):
         raise ConfigError("partition is not a table.", path=where, field="partition",
                           fix=_FIX)
+    wrote = run.config.run.save_predictions or run.config.run.save_embeddings is not None
+    fix = (f"read the outputs the run wrote with gnnpar.load_predictions({str(run.path)!r}); "
+           "for another graph, train on it with --save-predictions." if wrote else
+           "write its outputs by training it again with --save-predictions: gnnpar-train "
+           f"--config {run.path / CONFIG_FILE} --save-predictions --overwrite.")
     if part.get("node_types"):
         raise ConfigError("is a typed run: its relation-wise model has no plain PyG "
-                          "class.", path=run.path, field="partition.node_types",
-                          fix="use its predictions: gnnpar.load_predictions(RUN_DIR), from "
-                          "a run trained with --save-predictions.")
+                          "class, which gnnpar-export and gnnpar-predict write and run.",
+                          path=run.path, field="partition.node_types", fix=fix)
     if not part.get("feat_dim"):
         raise ConfigError("trained on a graph without features: its input rows are "
                           "learnt per node, which a PyG module does not hold.", path=run.path,
-                          field="partition.feat_dim",
-                          fix="use its predictions: gnnpar.load_predictions(RUN_DIR), from "
-                          "a run trained with --save-predictions.")
+                          field="partition.feat_dim", fix=fix)
     m, link = run.config.model, run.config.data.task == "link"
     feat = count_field(part, "feat_dim", where, ConfigError, _FIX, low=1, high=1 << 24)
     classes = m.hidden if link else count_field(part, "num_classes", where, ConfigError,

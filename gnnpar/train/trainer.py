@@ -26,7 +26,8 @@ uninterrupted run, and refuses other settings (:func:`~gnnpar.train.rundir.check
 Dropout is re-seeded per step from ``(seed, epoch, step, rank)``, so like the sampler it
 carries no state a checkpoint would have to hold.
 
-At the end, as ``--eval`` asks, **full-neighbour inference** (the default) runs the
+At the end, as ``--eval`` asks, **full-neighbour inference** (the default but on typed
+graphs, whose ``auto`` is ``sampled``: :meth:`~gnnpar.train.config.Config.for_graph`) runs the
 trained layers on the whole partitioned graph exactly as the same PyG model on the whole
 graph would — layer by layer, one halo exchange per layer, each layer in chunks of owned
 nodes under ``--eval-budget-mb`` (:mod:`gnnpar.nn.inference`) — or the last sampled
@@ -70,6 +71,7 @@ from gnnpar.comm import (
     count_gradients,
     per_rank,
 )
+from gnnpar.console import bars_off, format_duration
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.faults import FailureBoard, agreed
@@ -91,7 +93,7 @@ from gnnpar.train.fullgraph import FullGraphEngine, full_neighbour_accuracy
 from gnnpar.train.grid import GridEngine
 from gnnpar.train.hetero import HeteroEngine, build_hetero_model
 from gnnpar.train.link import LinkEngine, LinkModule
-from gnnpar.train.metrics import StepLog, open_metrics
+from gnnpar.train.metrics import StepLog, format_eta, open_metrics
 from gnnpar.train.minibatch import MinibatchEngine
 from gnnpar.train.models import build_model
 from gnnpar.train.outputs import (
@@ -159,7 +161,8 @@ class Trainer:
     configuration); so is :meth:`fit`.
 
     Args:
-        cfg: The run's configuration (validated here, before any collective);
+        cfg: The run's configuration (validated here, before any collective, and its
+            ``auto`` settings made the part's graph's: :meth:`Config.for_graph`);
             ``cfg.run.out`` is the run directory.
         part_dir: Partition directory with as many parts as ranks.
         ctx: Distributed context.
@@ -210,7 +213,8 @@ class Trainer:
         self.startup["setup"] = time.time() - setup_start
 
     def _setup(self) -> None:
-        cfg, ctx, graph = self.cfg, self.ctx, self.graph
+        ctx, graph = self.ctx, self.graph
+        self.cfg = cfg = self.cfg.for_graph(graph.meta.types is not None)
         self.partition_digest = content_digest(self.part_dir)  # what checkpoints bind to
         self.link = cfg.data.task == "link"
         self.typed = graph.meta.types is not None
@@ -451,6 +455,7 @@ class Trainer:
             eval_comm = self.record.epochs[-1]["eval_comm"]
         self.record.summary = self._summary(final, eval_comm, time.time() - self.started,
                                             peak_memory(ctx, self._start_rss))
+        self.step_log.final(self.record.summary)
         self.record.status = "complete"
         self._write_record()
         return self.record.summary
@@ -475,7 +480,7 @@ class Trainer:
         start = engine.position(epoch)["step"]
         bar = tqdm(total=steps, initial=start, leave=False, unit="step",
                    desc=f"epoch {epoch + 1}/{self.cfg.train.epochs}",
-                   disable=None if ctx.is_main and self.cfg.run.progress and steps > 1 else True)
+                   disable=bars_off(ctx.is_main and self.cfg.run.progress and steps > 1))
         # On the device, so that a step does not wait for it; read once per epoch.
         loss_sum = torch.zeros((), dtype=torch.float64, device=ctx.device)
         correct = torch.zeros((), dtype=torch.float64, device=ctx.device)
@@ -521,7 +526,9 @@ class Trainer:
             self.step_log.step(epoch, step, out.loss, out.items, out.edges)
             bar.update()
             if not bar.disable and (step + 1) % POSTFIX_EVERY == 0:
-                bar.set_postfix(loss=f"{float(loss_sum) / max(items, 1):.4f}")
+                run_left = self.step_log.eta(epoch, step)[1]
+                bar.set_postfix(loss=f"{float(loss_sum) / max(items, 1):.4f}",
+                                run_left="?" if run_left is None else format_duration(run_left))
             if every and (step + 1) % every == 0 and step + 1 < steps:
                 self._save(totals())
             if hook is not None:
@@ -592,9 +599,11 @@ class Trainer:
                 f", test {metric} {value:.4f}"
         rate = ("" if entry["sampled_edges_per_s"] is None
                 else f", {entry['sampled_edges_per_s'] / 1e6:.3g}M sampled edges/s")
-        log.info("epoch %d/%d: loss %.4f, train accuracy %.4f%s, %.2f s%s", entry["epoch"] + 1,
-                 t.epochs, entry["train_loss"], entry["train_acc"], accuracy,
-                 entry["epoch_time_s"], rate)
+        run_left = self.step_log.eta(entry["epoch"], self.engine.steps_per_epoch - 1)[1]
+        eta = format_eta(None, run_left) if entry["epoch"] + 1 < t.epochs else ""
+        log.info("epoch %d/%d: loss %.4f, train accuracy %.4f%s, %.2f s%s%s",
+                 entry["epoch"] + 1, t.epochs, entry["train_loss"], entry["train_acc"], accuracy,
+                 entry["epoch_time_s"], rate, eta)
 
     def _summary(self, final: dict[str, float | None], eval_comm: dict[str, dict[str, int]],
                  wall: float, memory: dict[str, int | None]) -> dict[str, Any]:

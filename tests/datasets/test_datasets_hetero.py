@@ -155,7 +155,10 @@ def test_save_load_round_trip_memory_maps(tmp_path: Path) -> None:
     assert_same(ds, back)
     assert isinstance(back.x["paper"], np.memmap)
     assert isinstance(back.edges[CITES][0], np.memmap)
-    assert_same(ds, load_dataset(str(tmp_path / "d")))  # type: ignore[arg-type]
+    assert_same(ds, load_dataset(str(tmp_path / "d"), reverse="none"))  # type: ignore[arg-type]
+    # The spec's default, --reverse auto, adds the reverses the graph does not store.
+    assert load_dataset(str(tmp_path / "d")).edge_types == (  # type: ignore[union-attr]
+        WRITES, CITES, IN, ("paper", "rev_writes", "author"), ("venue", "rev_in", "paper"))
     with pytest.raises(DatasetError) as exc:
         GraphDataset.load(tmp_path / "d")
     assert exc.value.field == "kind" and "HeteroGraphDataset.load" in str(exc.value)

@@ -14,7 +14,7 @@ LAYOUT = typed(num_papers=50, num_authors=20, num_venues=6).layout()
 
 
 @pytest.mark.parametrize("cfg,field,fix", [
-    (Config(), "train.eval", "--eval sampled"),
+    (Config(train=TrainConfig(eval="full")), "train.eval", "--eval sampled"),
     (Config(train=TrainConfig(mode="full", eval="none")), "train.mode", "--mode sample"),
     (Config(train=TrainConfig(eval="sampled"), model=ModelConfig(name="gat")), "model.name",
      "--model sage"),

@@ -22,13 +22,43 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
     return subprocess.run([*cmd, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
+def test_progress_bars_on_a_terminal_only(tmp_path: Path) -> None:
+    """A terminal gets the partitioner's bars; a pipe (a log file) none (above)."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import termios
+
+    main, side = pty.openpty()
+    fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
+    exe = shutil.which("gnnpar-partition")
+    cmd = [exe] if exe else [sys.executable, "-m", "gnnpar.partition"]
+    proc = subprocess.run([*cmd, SPEC, "--num-parts", "2", "--out", str(tmp_path / "p")],
+                          stdout=subprocess.PIPE, stderr=side, timeout=300)
+    os.close(side)
+    seen = b""
+    while select.select([main], [], [], 1.0)[0]:
+        try:
+            chunk = os.read(main, 1 << 16)
+        except OSError:  # the terminal closed
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(main)
+    assert proc.returncode == 0
+    assert b"assign (metis)" in seen and b"write" in seen, seen
+
+
 def test_partition_verify_info(tmp_path: Path) -> None:
     out = tmp_path / "parts"
     r = cli(SPEC, "--num-parts", "3", "--out", str(out), "--halo-hops", "2",
             "--balance", "nodes,edges", "--partition-seed", "5")
     assert r.returncode == 0, r.stderr
     assert "edge cut:" in r.stdout and "max/mean" in r.stdout
-    assert "assign (metis)" in r.stderr and "write" in r.stderr  # progress bars
+    assert "assign (" not in r.stderr and "it/s" not in r.stderr  # no bars in a log
     meta = json.loads((out / "meta.json").read_text())
     assert meta["num_parts"] == 3 and meta["halo_hops"] == 2
     made = meta["partitioner"]
@@ -127,13 +157,18 @@ def test_edge_list_with_features_labels_and_random_split(tmp_path: Path) -> None
     out = tmp_path / "parts"
     common = [str(edges), "--num-parts", "2", "--no-progress", "--features",
               str(tmp_path / "x.npy"), "--labels", str(tmp_path / "y.csv")]
-    r = cli(*common, "--out", str(out))  # labels but no split: a clear choice, no work
-    assert r.returncode == 1 and "--split 0.6,0.2,0.2" in r.stderr, r.stderr
-    assert not out.exists()
-    r = cli(*common, "--split", "0.6,0.2,0.2", "--split-seed", "4", "--out", str(out))
+
+    def sizes() -> tuple[int, int]:
+        return tuple(sum(len(np.load(out / f"part-{k}" / f"{split}_idx.npy")) for k in range(2))
+                     for split in ("train", "val"))  # type: ignore[return-value]
+
+    r = cli(*common, "--out", str(out))  # labels but no split: --split's default, stated
     assert r.returncode == 0, r.stderr
+    assert "no split, so a random split 0.6,0.2,0.2 of its 300 labelled nodes" in r.stderr
     meta = json.loads((out / "meta.json").read_text())
     assert meta["num_nodes"] == 300 and meta["feat_dim"] == 4 and meta["num_classes"] == 3
-    train = sum(len(np.load(out / f"part-{k}" / "train_idx.npy")) for k in range(2))
-    val = sum(len(np.load(out / f"part-{k}" / "val_idx.npy")) for k in range(2))
-    assert (train, val) == (180, 60)  # floor(0.6 * 300), floor(0.2 * 300)
+    assert sizes() == (180, 60)  # floor(0.6 * 300), floor(0.2 * 300)
+    r = cli(*common, "--split", "0.5,0.25,0.25", "--split-seed", "4", "--out", str(out),
+            "--overwrite")
+    assert r.returncode == 0 and "no split" not in r.stderr, r.stderr
+    assert sizes() == (150, 75)

@@ -300,7 +300,7 @@ def shadow_jobs(parts: dict[str, str], out: str) -> dict[str, Any]:
                 "gcn": ("node", {"name": "gcn", "cache_mb": 1}),
                 "gat": ("node", {"name": "gat"}), "local_sgd": ("node", {"sync": "every:2"}),
                 "link": ("link", {"task": "link", "save_embeddings": 0}),
-                "typed": ("typed", {"eval": "sampled", "save_predictions": True}),
+                "typed": ("typed", {"save_predictions": True, "save_embeddings": 0}),
                 "featureless": ("bare", {}),
                 "full": ("node", {"mode": "full", "save_predictions": True}),
                 "bns": ("node", {"mode": "full", "boundary_p": 0.5}),
@@ -393,5 +393,5 @@ def test_outputs_are_written_under_the_shadow(shadowed: dict[str, Any]) -> None:
     assert shadowed["train/sample"]["outputs"] == ["embeddings", "logits", "pred"]
     assert shadowed["train/full"]["outputs"] == ["logits", "pred"]
     assert shadowed["train/link"]["outputs"] == ["embeddings"]
-    assert shadowed["train/typed"]["outputs"] == ["logits", "pred"]
+    assert shadowed["train/typed"]["outputs"] == ["embeddings", "logits", "pred"]
     assert shadowed["train/gcn"]["outputs"] == []

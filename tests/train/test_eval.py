@@ -39,7 +39,7 @@ def test_sampled_reports_the_last_sampled_evaluation(two_ranks: list[dict[str, A
     assert s["eval"] == "sampled" and s["train_acc"] is None and s["eval_comm"] == {}
     assert s["test_acc"] == s["test_acc_sampled"] == last["test_acc"]
     assert s["val_acc"] == s["val_acc_sampled"] == last["val_acc"]
-    assert "--eval sampled" in format_summary(record)
+    assert "on sampled neighbourhoods" in format_summary(record)
 
 
 def test_none_skips_the_final_evaluation(two_ranks: list[dict[str, Any]]) -> None:

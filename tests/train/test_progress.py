@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,10 +30,13 @@ def test_lines_per_interval_start_up_phases_and_csv_scalars(tmp_path: Path) -> N
     record = json.loads((run / "record.json").read_text())
     steps = record["summary"]["steps_per_epoch"]
     assert steps >= 10
-    for epoch in (1, 2):  # a line every 5 steps, with the loss and the throughput
-        lines = re.findall(rf"epoch {epoch}/2 step (\d+)/{steps}: loss \d\.\d+, [\d.]+ steps/s",
-                           proc.stderr)
-        assert [int(s) for s in lines] == list(range(5, steps + 1, 5)), proc.stderr
+    for epoch in (1, 2):  # a line every 5 steps: the loss, the throughput, the time left
+        lines = re.findall(rf"epoch {epoch}/2 step (\d+)/{steps}: loss \d\.\d+, [\d.]+ "
+                           r"steps/s.*; ETA epoch (\d+) s, run (\d+) s\n", proc.stderr)
+        assert [int(s) for s, _, _ in lines] == list(range(5, steps + 1, 5)), proc.stderr
+        assert all(int(run) >= int(left) for _, left, run in lines)
+    assert re.search(r"epoch 1/2: loss .*; ETA run \d+ s\n", proc.stderr)  # and the epochs'
+    assert "it/s" not in proc.stderr and "assign (" not in proc.stderr  # no bars in logs
     # Start-up phases are announced, timed, and counted in the total wall time.
     assert re.search(r"loading .+ \.\.\.", proc.stderr)
     assert re.search(r"partitioned in [\d.]+ s", proc.stderr)
@@ -46,6 +50,23 @@ def test_lines_per_interval_start_up_phases_and_csv_scalars(tmp_path: Path) -> N
     assert [s for s, _ in scalars["val/acc"]] == [steps, 2 * steps]
     assert [v for _, v in scalars["train/loss"]] == pytest.approx(
         [e["train_loss"] for e in record["epochs"]])
+    # And the final full-neighbour figures (the epochs' are on sampled neighbourhoods),
+    # in the scalars and in gnnpar-plot's picture: a star at the last epoch.
+    summary = record["summary"]
+    for key in ("train_acc", "val_acc", "test_acc"):
+        assert scalars[f"final/{key}"] == [(2 * steps, pytest.approx(summary[key]))]
+    import gnnpar.plot as plot
+
+    figures: list[Any] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plot, "_save", lambda fig, out: figures.append(fig) or Path(out))
+        assert plot.main([str(run), "--out", str(tmp_path / "run.png")]) == 0
+    stars = [(float(line.get_xdata()[0]), float(line.get_ydata()[0]))
+             for line in figures[0].axes[0].lines if line.get_marker() == "*"]
+    assert stars == [(2.0, pytest.approx(summary["val_acc"])),
+                     (2.0, pytest.approx(summary["test_acc"]))]
+    assert "final full-neighbour test" in [t.get_text() for t in
+                                            figures[0].axes[0].get_legend().get_texts()]
 
 
 def test_tensorboard_scalars_read_back(tmp_path: Path) -> None:
@@ -62,17 +83,20 @@ def test_tensorboard_scalars_read_back(tmp_path: Path) -> None:
     assert [e.step for e in events.Scalars("train/step_loss")] == list(range(1, 2 * steps + 1))
     assert [e.value for e in events.Scalars("test/acc")] == pytest.approx(
         [e["test_acc"] for e in record["epochs"]])
+    final = events.Scalars("final/test_acc")
+    assert [(e.step, e.value) for e in final] == [
+        (2 * steps, pytest.approx(record["summary"]["test_acc"]))]
 
 
 def test_a_refused_run_leaves_no_directory(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)
-    # Refused once the data is read (a node-classification graph has no link split).
-    assert main([TINY, "--task", "link", "--nproc", "2"]) == 1
+    # Refused once the data is read (a graph with features learns no input rows).
+    assert main([TINY, "--embed-dim", "8", "--nproc", "2"]) == 1
     assert "Fix:" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
-    assert main([TINY, "--task", "link", "--out", str(tmp_path / "mine" / "run")]) == 1
+    assert main([TINY, "--embed-dim", "8", "--out", str(tmp_path / "mine" / "run")]) == 1
     assert not (tmp_path / "mine").exists()
     # An --out that cannot be made is refused before anything is read.
     (tmp_path / "file").write_text("")
