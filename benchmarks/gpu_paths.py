@@ -71,6 +71,7 @@ from _measure import (  # benchmarks/ is the script directory
 )
 
 from gnnpar.artifacts.kinds import RECORD_FILE
+from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.train.record import RunRecord
 
@@ -509,7 +510,7 @@ def compare(results: Results, device: str) -> None:
 
 
 def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="folder of paths.json and paths.md")
     p.add_argument("--work", default=None, help="runs and data (default: a new temporary "
                    "folder under /tmp)")

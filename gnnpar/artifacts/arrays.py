@@ -17,7 +17,7 @@ import mmap
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -95,13 +95,16 @@ def load_npy(path: str | os.PathLike[str], mmap: bool = True,
         want = ["*" if w is None else w for w in shape]
         raise error(f"has shape {list(got)}, expected {want}.", path=p, field=name, fix=fix)
     try:
-        order = "F" if fortran else "C"
+        order: Literal["F", "C"] = "F" if fortran else "C"
+        array: np.ndarray
         if mmap:
-            return np.memmap(p, dtype=kind, mode="r", offset=offset, shape=got, order=order)
-        with open(p, "rb") as f:
-            f.seek(offset)
-            return np.fromfile(f, dtype=kind, count=int(np.prod(got, dtype=np.int64))
-                               ).reshape(got, order=order)
+            array = np.memmap(p, dtype=kind, mode="r", offset=offset, shape=got, order=order)
+        else:
+            with open(p, "rb") as f:
+                f.seek(offset)
+                array = np.fromfile(f, dtype=kind, count=int(np.prod(got, dtype=np.int64))
+                                    ).reshape(got, order=order)
+        return array
     except (OSError, ValueError) as exc:
         raise error(f"cannot be read ({str(exc)[:160]}).", path=p, field=name,
                     fix=fix) from None

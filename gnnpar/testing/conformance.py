@@ -852,7 +852,8 @@ def check_input_case(bench: Bench, recipe_name: str, arg: str, rel: str, case: I
 
 # --------------------------------------------------------------------------- predictions
 def _index(d: Path) -> dict[str, Any]:
-    return json.loads((d / "index.json").read_text())
+    doc: dict[str, Any] = json.loads((d / "index.json").read_text())
+    return doc
 
 
 def _write_index(d: Path, doc: dict[str, Any]) -> None:

@@ -59,7 +59,7 @@ def test_lines_per_interval_start_up_phases_and_csv_scalars(tmp_path: Path) -> N
 
     figures: list[Any] = []
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(plot, "_save", lambda fig, out: figures.append(fig) or Path(out))
+        mp.setattr(plot, "_save", lambda fig, out, ow: figures.append(fig) or Path(out))
         assert plot.main([str(run), "--out", str(tmp_path / "run.png")]) == 0
     stars = [(float(line.get_xdata()[0]), float(line.get_ydata()[0]))
              for line in figures[0].axes[0].lines if line.get_marker() == "*"]
