@@ -27,8 +27,29 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+HEAVY = (
+    "tests/reliability/test_hang_bound.py", "tests/reliability/test_launch.py",
+    "tests/reliability/test_startup.py", "tests/train/test_modes.py",
+    "tests/train/test_precision.py", "tests/train/test_link.py", "tests/train/test_plan.py",
+    "tests/train/test_gcn_norm.py", "tests/train/test_local_sgd.py",
+    "tests/train/test_accuracy.py", "tests/train/test_failures.py",
+    "tests/train/test_examples.py", "tests/train/test_example_ogbn.py",
+    "tests/runtime/test_dist_loader.py", "tests/runtime/test_memory.py",
+    "tests/runtime/test_caller_group.py", "tests/nn/test_dist_conv.py",
+    "tests/hetero/test_typed_runtime.py", "tests/link/test_loader.py",
+    "tests/parallel/test_parallel_multirank.py", "tests/test_gpu_check.py",
+)
+"""The long multi-process runs: marked ``heavy``, left out of the README's test command
+(``-m "not slow and not heavy"``, a few minutes) and run by CI right after it
+(``.ci/run``: ``-m "heavy and not slow"``)."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip ``gpu`` / ``multigpu(n)`` tests on machines without enough CUDA devices."""
+    """Mark the :data:`HEAVY` modules; skip ``gpu`` / ``multigpu(n)`` tests without GPUs."""
+    root = config.rootpath
+    for item in items:
+        if str(item.path.relative_to(root)) in HEAVY:
+            item.add_marker(pytest.mark.heavy)
     n_gpu = torch.cuda.device_count() if torch.cuda.is_available() else 0
     for item in items:
         if "gpu" in item.keywords and n_gpu < 1:
