@@ -38,6 +38,8 @@ HEAVY = (
     "tests/runtime/test_caller_group.py", "tests/nn/test_dist_conv.py",
     "tests/hetero/test_typed_runtime.py", "tests/link/test_loader.py",
     "tests/parallel/test_parallel_multirank.py", "tests/test_gpu_check.py",
+    "tests/hetero/test_typed_training.py", "tests/nn/test_feature_parallel.py",
+    "tests/train/test_comm_bytes.py",
 )
 """The long multi-process runs: marked ``heavy``, left out of the README's test command
 (``-m "not slow and not heavy"``, a few minutes) and run by CI right after it
