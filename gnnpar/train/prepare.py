@@ -259,19 +259,30 @@ def check_device(cfg: Config, local_world_size: int) -> None:
     device = cfg.run.device
     if device is None or not device.startswith("cuda"):
         return
-    import torch
+    from importlib.metadata import PackageNotFoundError, version
 
-    if not torch.cuda.is_available():
+    try:
+        installed = version("torch")
+    except PackageNotFoundError:  # pragma: no cover - torch built in place
+        installed = ""
+    if installed.endswith("+cpu"):  # known without importing torch (a second or more)
+        build = "a CPU-only build"
+    else:
+        import torch
+
+        installed = torch.__version__
+        if torch.cuda.is_available():
+            count = torch.cuda.device_count()
+            if local_world_size > count:
+                raise ConfigError(
+                    f"{local_world_size} processes on this machine but {count} GPU(s); "
+                    "NCCL needs one GPU per process.", field="run.nproc",
+                    fix=f"pass --nproc {count} or fewer, or --device cpu.")
+            return
         build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
-        raise ConfigError(f"--device {device}, but torch {torch.__version__} ({build}) sees "
-                          "no GPU here.", field="run.device",
-                          fix="pass --device cpu (or drop --device), or install a CUDA build "
-                          "of torch on a machine with a GPU.")
-    count = torch.cuda.device_count()
-    if local_world_size > count:
-        raise ConfigError(f"{local_world_size} processes on this machine but {count} GPU(s); "
-                          "NCCL needs one GPU per process.", field="run.nproc",
-                          fix=f"pass --nproc {count} or fewer, or --device cpu.")
+    raise ConfigError(f"--device {device}, but torch {installed} ({build}) sees no GPU here.",
+                      field="run.device", fix="pass --device cpu (or drop --device), or "
+                      "install a CUDA build of torch on a machine with a GPU.")
 
 
 def check_before_start(cfg: Config, world_size: int, local_world_size: int) -> Path:

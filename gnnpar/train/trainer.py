@@ -593,6 +593,7 @@ class Trainer:
                                    for f in ("rows", "bytes")} for k in kinds},
             "eval_comm": eval_comm,
             "wall_time_s": wall,
+            "teardown_s": None,  # the command that started the Trainer measures it
             "startup_s": self.startup,
             "predictions": str(predictions_dir(self.out)) if wants_outputs(self.cfg) else None,
             "peak_memory_bytes": memory,
