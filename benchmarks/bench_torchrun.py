@@ -77,8 +77,11 @@ def run_once(way: str, code: Path | None, part: Path, out: Path,
     shutil.rmtree(out, ignore_errors=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
+    # From the work directory: ``python -m`` puts the current one first on sys.path, and
+    # in the source tree that is this tree's gnnpar, whatever PYTHONPATH says.
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True) for cmd in _commands(way, part, out, epochs)]
+                              text=True, cwd=out.parent)
+             for cmd in _commands(way, part, out, epochs)]
     logs = [p.communicate()[0] for p in procs]
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

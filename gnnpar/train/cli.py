@@ -98,7 +98,7 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
             when no cached partition exists) and tells the others.
         out: The run directory the launcher prepared (with ``part_dir``).
         startup: Seconds of the launcher's start-up phases so far.
-        started: When the command started (``time.time()``): the run's wall time counts
+        started: When the command started (``time.monotonic()``): the run's wall time counts
             from there (default: now).
 
     Returns:
@@ -112,7 +112,7 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
     from gnnpar.distributed import init, shutdown
     from gnnpar.faults import agreed
 
-    spawned = time.time()
+    spawned = time.monotonic()
     started = spawned if started is None else started
     phases = dict(startup or {})
     ctx = init(device=cfg.run.device, timeout=timedelta(seconds=cfg.run.timeout_s))
@@ -124,7 +124,7 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
     if ctx.is_main:
         log_to_stderr()
     ready = spawned if startup is None else started + sum(phases.values())
-    phases["spawn"] = time.time() - ready  # the launcher's processes, or init() alone
+    phases["spawn"] = time.monotonic() - ready  # the launcher's processes, or init() alone
     if ctx.is_main and ctx.world_size > 1:
         log.info("%d workers joined the process group (%.1f s)", ctx.world_size,
                  phases["spawn"])
@@ -163,9 +163,9 @@ def _settle(cfg: Config, world_size: int, local_world_size: int, phases: dict[st
     """
     from gnnpar.train.prepare import check_before_start, resolve_partition
 
-    t0 = time.time()
+    t0 = time.monotonic()
     out = check_before_start(cfg, world_size, local_world_size)
-    phases["check"] = time.time() - t0
+    phases["check"] = time.monotonic() - t0
     try:
         return resolve_partition(cfg, world_size, progress=cfg.run.progress, make=make,
                                  phases=phases), out
@@ -190,7 +190,7 @@ def launch(cfg: Config, started: float | None = None,
 
     Args:
         cfg: The validated configuration.
-        started: When the command started (``time.time()``; default: now): the run's
+        started: When the command started (``time.monotonic()``; default: now): the run's
             wall time counts from there to the last worker's exit.
         phases: Seconds of the start-up phases before this call (``import``).
 
@@ -200,7 +200,7 @@ def launch(cfg: Config, started: float | None = None,
     """
     nproc = cfg.run.nproc
     assert nproc is not None
-    started = time.time() if started is None else started
+    started = time.monotonic() if started is None else started
     phases = dict(phases or {})
     part_dir, out = _settle(cfg, nproc, nproc, phases)
     from gnnpar.faults import stale_after  # torch: after the checks, which refuse at once
@@ -239,7 +239,7 @@ def close_wall_time(path: Path, started: float) -> dict[str, Any]:
     from gnnpar.train.record import RunRecord
 
     record = RunRecord.load(path)
-    wall = time.time() - started
+    wall = time.monotonic() - started
     record.summary["teardown_s"] = max(0.0, wall - record.summary["wall_time_s"])
     record.summary["wall_time_s"] = wall
     record.write(path)
@@ -399,7 +399,7 @@ def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = No
         prog: Program name in messages.
         description: ``--help`` description.
     """
-    started = command_started() if argv is None else time.time()
+    started = command_started() if argv is None else time.monotonic()
     if int(os.environ.get("RANK", "0")) == 0:
         log_to_stderr()
     try:
@@ -409,7 +409,7 @@ def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = No
 
             print(plan_run(cfg))
             return 0
-        phases = {"import": time.time() - started}
+        phases = {"import": time.monotonic() - started}
         record = (launch(cfg, started, phases) if cfg.run.nproc is not None
                   else run_worker(cfg, startup=phases, started=started))
         if record is not None and cfg.run.nproc is None:  # rank 0, out of the group

@@ -165,11 +165,13 @@ def format_startup(phases: dict[str, float]) -> str:
 
 
 def command_started() -> float:
-    """When the command started, on ``time.time()``'s scale.
+    """When the command started, on ``time.monotonic()``'s scale.
 
     The start of this process (Linux: ``/proc/self/stat``), before the interpreter and
     its imports; under ``torchrun`` the start of its agent (this worker's parent), which
-    the command line started.  Elsewhere: now.
+    the command line started.  Elsewhere: now.  The monotonic clock is one for every
+    process of a machine and, unlike ``time.time()``, never steps (a virtual machine's
+    clock may be set forward seconds at a time).
     """
     pid = os.getppid() if "TORCHELASTIC_RUN_ID" in os.environ else os.getpid()
     try:
@@ -177,8 +179,8 @@ def command_started() -> float:
         ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22: start, ticks after boot
         since_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
     except (OSError, ValueError, IndexError, AttributeError):  # pragma: no cover - no /proc
-        return time.time()
-    return time.time() - (since_boot - ticks / os.sysconf("SC_CLK_TCK"))
+        return time.monotonic()
+    return time.monotonic() - (since_boot - ticks / os.sysconf("SC_CLK_TCK"))
 
 
 @dataclass
