@@ -7,8 +7,8 @@ Partition once, then start one process per part::
         --model gcn --epochs 100
 
 (``--boundary-p 0.1`` switches on BNS-GCN boundary sampling, ``--stale`` PipeGCN stale
-halos; ``--out DIR --resume`` continues a run.)  This is ``gnnpar-train --mode full`` with
-the defaults usual for full-graph training (100 epochs, learning rate 0.01): every rank
+halos; ``--out DIR --resume`` continues a run.)  This is ``gnnpar-train --mode full``, whose
+defaults are those usual for full-graph training (100 epochs, learning rate 0.01): every rank
 holds the model, computes every layer for the nodes it owns — exchanging the rows of
 boundary nodes with its neighbours before each aggregation — and DDP averages the
 gradients, so one epoch is one gradient step on the whole graph, equal to single-process
@@ -22,7 +22,7 @@ import sys
 
 from gnnpar.train.cli import main
 
-DEFAULTS = {"train.mode": "full", "train.epochs": 100, "train.lr": 0.01}
+DEFAULTS = {"train.mode": "full"}
 
 if __name__ == "__main__":  # --nproc starts workers that import this file
     sys.exit(main(defaults=DEFAULTS, prog="train_fullgraph.py",

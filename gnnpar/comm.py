@@ -11,7 +11,9 @@ cluster.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
+import socket
 import time
 import zlib
 from collections import defaultdict
@@ -332,6 +334,20 @@ def all_gather_ints(ctx: DistContext, values: list[int]) -> torch.Tensor:
         int64 ``[world_size, len(values)]``; row ``r`` is rank ``r``'s values.
     """
     return all_gather_counts(ctx, torch.tensor(values, dtype=torch.int64))[0].cpu()
+
+
+def ranks_on_this_host(ctx: DistContext) -> int:
+    """How many ranks of the group run on this machine, this one included (collective).
+
+    Ranks whose host names are equal share a machine: under ``torchrun`` the agents of
+    several "nodes" may be one machine, so ``LOCAL_WORLD_SIZE`` (one agent's ranks) can
+    count too few.
+    """
+    if skips_collectives(ctx.world_size):
+        return 1
+    name = hashlib.blake2b(socket.gethostname().encode(), digest_size=7).digest()
+    hosts = all_gather_ints(ctx, [int.from_bytes(name, "little")])[:, 0]
+    return int((hosts == hosts[ctx.rank]).sum())
 
 
 def broadcast_text(ctx: DistContext, text: str, src: int = 0) -> str:

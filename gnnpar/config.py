@@ -84,19 +84,35 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}. Fix: {fix}\n")
 
 
+MODE_DEFAULTS = ("full",)
+"""The keys of :func:`task_default` that name a mode (``--mode full``), not a task."""
+
+
 class TaskDefault:
-    """A field default that depends on the run's task (``data.task``): see :func:`task_default`.
+    """A field default that depends on the run's task or mode: see :func:`task_default`.
 
     Attributes:
-        by_task: ``{task: value}``; a task not in it takes the ``node`` value.
+        by_task: ``{task or mode: value}``; a run whose mode and task are not in it takes
+            the ``node`` value.
     """
 
     by_task: dict[str, Any]
 
-    def for_task(self, task: str) -> Any:
-        """The plain value (no longer marked) that ``task`` runs with."""
-        value = self.by_task.get(task, self.by_task["node"])
+    def for_run(self, task: str, mode: str) -> Any:
+        """The plain value (no longer marked) of a run of ``task`` in ``mode``.
+
+        The mode's value when it has one, else the task's, else the node task's.
+        """
+        value = self.by_task.get(mode, self.by_task.get(task, self.by_task["node"]))
         return type(value)(value)
+
+    def shown(self) -> str:
+        """The default as ``--help`` shows it: each value with the flag that selects it."""
+        tasks = [k for k in self.by_task if k not in MODE_DEFAULTS]
+        return ", ".join(
+            f"{_shown(v)} with " + (f"--mode {key}" if key in MODE_DEFAULTS else
+                                    f"--task {key}" if len(tasks) > 1 else "--mode sample")
+            for key, v in self.by_task.items())
 
 
 class _TaskFloat(TaskDefault, float):
@@ -118,11 +134,13 @@ def task_default(node: T, **others: T) -> T:
     """A field default of ``node`` for node tasks and ``others[task]`` for the others.
 
     ``dropout: float = task_default(0.5, link=0.0)`` declares 0.5 for ``--task node`` and
-    0.0 for ``--task link``; ``--help`` shows both.  The default is ``node`` itself (a
-    float, an int or a tuple), marked as not given: a section read on its own holds the
-    node value, and :func:`resolve_task_defaults` (the configuration's ``validate``)
-    replaces every marked value with the run's task's, while a value given by a flag, a
-    file or in Python stays as given.
+    0.0 for ``--task link``; ``--help`` shows both.  A key of :data:`MODE_DEFAULTS` names
+    a mode instead, whose value wins over the task's: ``task_default(10, full=200)`` is
+    200 for ``--mode full``.  The default is ``node`` itself (a float, an int or a tuple),
+    marked as not given: a section read on its own holds the node value, and
+    :func:`resolve_task_defaults` (the configuration's ``validate``) replaces every marked
+    value with the run's, while a value given by a flag, a file or in Python stays as
+    given.
     """
     cls = _MARKED.get(type(node))
     if cls is None or any(type(v) is not type(node) for v in others.values()):
@@ -133,12 +151,15 @@ def task_default(node: T, **others: T) -> T:
     return typing.cast(T, out)
 
 
-def resolve_task_defaults(config: T, task: str) -> T:
-    """A copy of ``config`` (sections of dataclasses) with its task defaults made ``task``'s."""
+def resolve_task_defaults(config: T, task: str, mode: str = "sample") -> T:
+    """A copy of ``config`` (sections of dataclasses), its task defaults a ``task`` run's.
+
+    Those of ``mode`` win where a default has one (:data:`MODE_DEFAULTS`).
+    """
     changes = {}
     for f in fields(config):  # type: ignore[arg-type]
         section = getattr(config, f.name)
-        values = {g.name: getattr(section, g.name).for_task(task) for g in fields(section)
+        values = {g.name: getattr(section, g.name).for_run(task, mode) for g in fields(section)
                   if isinstance(getattr(section, g.name), TaskDefault)}
         if values:
             changes[f.name] = dataclasses.replace(section, **values)
@@ -275,8 +296,7 @@ def _add_flag(group: argparse._ArgumentGroup, path: str, f: dataclasses.Field[An
     flag = str(f.metadata.get(_FLAG, f.name.replace("_", "-")))
     shown = _shown(default)
     if isinstance(default, TaskDefault):
-        shown = ", ".join(f"{_shown(v)} with --task {task}"
-                          for task, v in default.by_task.items())
+        shown = default.shown()
     text = doc if "(default:" in doc else f"{doc} (default: {shown})"
     options: dict[str, Any] = {"dest": path, "default": argparse.SUPPRESS,
                                "help": text.replace("%", "%%")}  # argparse formats help

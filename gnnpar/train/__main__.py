@@ -1,7 +1,5 @@
 """``python -m gnnpar.train`` is ``gnnpar-train`` (e.g. ``torchrun ... -m gnnpar.train``)."""
 
-import sys
+from gnnpar.train.cli import command
 
-from gnnpar.train.cli import main
-
-sys.exit(main())
+command()

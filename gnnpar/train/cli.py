@@ -36,7 +36,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from gnnpar.artifacts.kinds import CHECKPOINT_DIR, CONFIG_FILE, RECORD_FILE
 from gnnpar.config import ArgumentParser, add_config_arguments, parse_config
@@ -44,8 +44,8 @@ from gnnpar.console import log_to_stderr
 from gnnpar.errors import GnnparError
 from gnnpar.sizes import format_bytes
 from gnnpar.train.config import Config
-from gnnpar.train.launch import Interrupted
-from gnnpar.train.record import format_startup
+from gnnpar.train.launch import Interrupted, exit_now, threads_per_rank
+from gnnpar.train.record import command_started, format_startup
 
 PROG = "gnnpar-train"
 PRINTER_GRACE_S = 5.0  # how long a rank that does not print an error waits to exit
@@ -99,8 +99,8 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
             when no cached partition exists) and tells the others.
         out: The run directory the launcher prepared (with ``part_dir``).
         startup: Seconds of the launcher's start-up phases so far.
-        started: When the launcher started (``time.time()``): the run's wall time counts
-            from there.
+        started: When the command started (``time.monotonic()``): the run's wall time counts
+            from there (default: now).
 
     Returns:
         The run record on rank 0, ``None`` on the other ranks.
@@ -109,21 +109,24 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
 
     import torch
 
-    from gnnpar.comm import broadcast_text
+    from gnnpar.comm import broadcast_text, ranks_on_this_host
     from gnnpar.distributed import init, shutdown
     from gnnpar.faults import agreed
 
-    spawned = time.time()
+    spawned = time.monotonic()
     started = spawned if started is None else started
     hold = contextlib.ExitStack()  # rank 0's lock of the run directory, when it settles it
     phases = dict(startup or {})
     ctx = init(device=cfg.run.device, timeout=timedelta(seconds=cfg.run.timeout_s))
-    if cfg.run.threads:
-        torch.set_num_threads(cfg.run.threads)
+    if cfg.run.threads or ctx.world_size > 1:
+        # Under torchrun nothing else fits the threads to the cores: with one rank per
+        # agent torchrun leaves each rank torch's default (every core), and the ranks of
+        # several agents may share a machine; their threads would wait on each other.
+        torch.set_num_threads(cfg.run.threads or threads_per_rank(ranks_on_this_host(ctx)))
     if ctx.is_main:
         log_to_stderr()
     ready = spawned if startup is None else started + sum(phases.values())
-    phases["spawn"] = time.time() - ready  # the launcher's processes, or init() alone
+    phases["spawn"] = time.monotonic() - ready  # the launcher's processes, or init() alone
     if ctx.is_main and ctx.world_size > 1:
         log.info("%d workers joined the process group (%.1f s)", ctx.world_size,
                  phases["spawn"])
@@ -166,9 +169,9 @@ def _settle(cfg: Config, world_size: int, local_world_size: int, phases: dict[st
     """
     from gnnpar.train.prepare import check_before_start, resolve_partition
 
-    t0 = time.time()
+    t0 = time.monotonic()
     out = check_before_start(cfg, world_size, local_world_size, hold)
-    phases["check"] = time.time() - t0
+    phases["check"] = time.monotonic() - t0
     try:
         return resolve_partition(cfg, world_size, progress=cfg.run.progress, make=make,
                                  phases=phases), out
@@ -187,8 +190,15 @@ def _train(cfg: Config, part_dir: str, ctx: Any, startup: dict[str, float],
     return trainer.record.to_dict() if ctx.is_main else None
 
 
-def launch(cfg: Config) -> dict[str, Any]:
+def launch(cfg: Config, started: float | None = None,
+           phases: dict[str, float] | None = None) -> dict[str, Any]:
     """Settle everything, start ``cfg.run.nproc`` workers here, return the run record.
+
+    Args:
+        cfg: The validated configuration.
+        started: When the command started (``time.monotonic()``; default: now): the run's
+            wall time counts from there to the last worker's exit.
+        phases: Seconds of the start-up phases before this call (``import``).
 
     Raises:
         WorkersFailed: A rank failed (the message names it and its error).
@@ -196,8 +206,8 @@ def launch(cfg: Config) -> dict[str, Any]:
     """
     nproc = cfg.run.nproc
     assert nproc is not None
-    started = time.time()
-    phases: dict[str, float] = {}
+    started = time.monotonic() if started is None else started
+    phases = dict(phases or {})
     with contextlib.ExitStack() as hold:  # the run directory's lock, for the whole run
         part_dir, out = _settle(cfg, nproc, nproc, phases, hold)
         return _run_workers(cfg, nproc, part_dir, out, phases, started)
@@ -206,11 +216,10 @@ def launch(cfg: Config) -> dict[str, Any]:
 def _run_workers(cfg: Config, nproc: int, part_dir: Path, out: Path,
                  phases: dict[str, float], started: float) -> dict[str, Any]:
     """Start the workers of a settled run and wait for them; the run record."""
-    from gnnpar.faults import stale_after
+    from gnnpar.faults import stale_after  # torch: after the checks, which refuse at once
     from gnnpar.train.launch import launch_workers
-    from gnnpar.train.record import RunRecord
 
-    threads = cfg.run.threads or max(1, (os.cpu_count() or 1) // nproc)
+    threads = cfg.run.threads or threads_per_rank(nproc)
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, threads=threads))
     log.info("starting %d workers (%d torch threads each)", nproc, threads)
     try:
@@ -231,7 +240,23 @@ def _run_workers(cfg: Config, nproc: int, part_dir: Path, out: Path,
     except GnnparError:
         _restore(out)
         raise
-    return RunRecord.load(out / RECORD_FILE).to_dict()
+    return close_wall_time(out / RECORD_FILE, started)
+
+
+def close_wall_time(path: Path, started: float) -> dict[str, Any]:
+    """The finished run's record, its wall time now counted to this moment (rewritten).
+
+    The trainer ends its wall time at the final outputs; what follows (the workers
+    leaving the process group and exiting) is the summary's ``teardown_s``.
+    """
+    from gnnpar.train.record import RunRecord
+
+    record = RunRecord.load(path)
+    wall = time.monotonic() - started
+    record.summary["teardown_s"] = max(0.0, wall - record.summary["wall_time_s"])
+    record.summary["wall_time_s"] = wall
+    record.write(path)
+    return record.to_dict()
 
 
 def _restore(out: str | Path | None) -> bool:
@@ -332,8 +357,10 @@ def format_summary(record: dict[str, Any]) -> str:
     lines.append(f"peak memory:       {format_bytes(mem['host'])} host (largest rank)" + (
         f", {format_bytes(mem['device'])} GPU" if mem["device"] is not None else ""))
     startup = s.get("startup_s") or {}
+    parts = ([f"start-up {format_startup(startup)}"] if startup else []) + (
+        [f"teardown {s['teardown_s']:.1f} s"] if s.get("teardown_s") is not None else [])
     lines.append(f"total wall time:   {s['wall_time_s']:.1f} s" + (
-        f" (start-up {format_startup(startup)})" if startup else ""))
+        f" ({'; '.join(parts)})" if parts else ""))
     if s.get("predictions"):
         lines.append(f"predictions:       {s['predictions']} (gnnpar.load_predictions("
                      f"{str(Path(s['predictions']).parent)!r}))")
@@ -379,11 +406,13 @@ def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = No
     """Entry point of ``gnnpar-train`` (and of the example scripts); the exit status.
 
     Args:
-        argv: Arguments without the program name.
+        argv: Arguments without the program name (default: the command line, whose
+            wall time counts from the process's start: :func:`command_started`).
         defaults: ``{"section.field": value}`` defaults of an example script.
         prog: Program name in messages.
         description: ``--help`` description.
     """
+    started = command_started() if argv is None else time.monotonic()
     if int(os.environ.get("RANK", "0")) == 0:
         log_to_stderr()
     try:
@@ -393,7 +422,11 @@ def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = No
 
             print(plan_run(cfg))
             return 0
-        record = launch(cfg) if cfg.run.nproc is not None else run_worker(cfg)
+        phases = {"import": time.monotonic() - started}
+        record = (launch(cfg, started, phases) if cfg.run.nproc is not None
+                  else run_worker(cfg, startup=phases, started=started))
+        if record is not None and cfg.run.nproc is None:  # rank 0, out of the group
+            record = close_wall_time(Path(record["summary"]["record"]), started)
     except GnnparError as exc:
         text = str(exc)
         _report_to_torchrun(text)
@@ -415,5 +448,14 @@ def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = No
     return 0
 
 
+def command() -> NoReturn:
+    """The ``gnnpar-train`` executable (and ``python -m gnnpar.train``): :func:`main`.
+
+    The process then ends without the interpreter's teardown, so the summary's total
+    wall time is the command's (:func:`~gnnpar.train.launch.exit_now`).
+    """
+    exit_now(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    command()

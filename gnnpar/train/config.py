@@ -107,10 +107,11 @@ class TrainConfig:
     """sample (minibatches of sampled neighbourhoods, DistDGL-style) or full (the whole
     graph every step, exact halo exchange before each layer)."""
 
-    epochs: int = 10
-    """Passes over the training nodes (full mode: one gradient step each)."""
+    epochs: int = task_default(10, full=100)
+    """Passes over the training nodes (full mode: one gradient step each, so it takes
+    more of them)."""
 
-    lr: float = 0.005
+    lr: float = task_default(0.005, full=0.01)
     """Adam learning rate."""
 
     weight_decay: float = 0.0
@@ -377,8 +378,8 @@ class RunConfig:
     """cpu or cuda (default: the local rank's GPU when torch sees one, else cpu)."""
 
     threads: int | None = None
-    """Torch threads per process (default: cores / processes under --nproc, else what
-    the launcher set)."""
+    """Torch threads per process (default: this machine's cores / the ranks on it, under
+    --nproc and torchrun alike)."""
 
     timeout_s: float = 300.0
     """Collective timeout in seconds: a peer silent this long (dead or hung) fails the
@@ -505,12 +506,12 @@ class Config:
     def validate(self) -> Config:
         """Check every value and their combinations; return the configuration to run.
 
-        The configuration returned is a copy with the defaults of the run's task in place
-        (:func:`~gnnpar.config.task_default`: e.g. ``model.dropout``); raises
+        The configuration returned is a copy with the defaults of the run's task and mode
+        in place (:func:`~gnnpar.config.task_default`: e.g. ``model.dropout``); raises
         :class:`ConfigError` on the first bad value.  A setting of the other mode's section
         that differs from its default is refused rather than silently ignored.
         """
-        return resolve_task_defaults(self, self.data.task)._check()
+        return resolve_task_defaults(self, self.data.task, self.train.mode)._check()
 
     def _check(self) -> Config:
         self.data.validate()

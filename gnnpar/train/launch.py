@@ -22,13 +22,16 @@ belongs on a private network.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import importlib
 import json
+import logging
 import os
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -36,7 +39,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gnnpar.errors import DistributedError, GnnparError
 
@@ -103,6 +106,19 @@ def loopback_store(world_size: int) -> Any:
     return store
 
 
+def threads_per_rank(ranks_here: int) -> int:
+    """Torch threads for each of ``ranks_here`` ranks that share this machine's cores.
+
+    The cores this process may run on (its affinity mask), split evenly, at least one
+    each: more threads than cores makes every rank's OpenMP threads wait on each other's.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(1, ranks_here))
+
+
 def worker_env(rank: int, world_size: int, port: int, threads: int | None) -> dict[str, str]:
     """The torchrun-like environment of rank ``rank`` of a one-machine run."""
     env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
@@ -162,6 +178,22 @@ def _child(target: str, args: tuple[Any, ...], error_file: str) -> None:
     except BaseException as exc:  # noqa: BLE001 - reported to the launcher, then exit
         Path(error_file).write_text(json.dumps(describe_error(exc)))
         os._exit(130 if isinstance(exc, KeyboardInterrupt) else 1)
+    exit_now(0)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End this process: its exit handlers and streams, not the interpreter's teardown.
+
+    Tearing down torch's and PyG's modules takes a process 1-3 s on a loaded machine (its
+    memory and threads go with the process anyway), which the launcher, or the user,
+    would wait for after the run's last line.
+    """
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _outcome(rank: int, exitcode: int, error_file: Path, stopped: bool,

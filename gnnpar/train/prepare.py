@@ -255,6 +255,32 @@ def check_model_size(cfg: Config, where: str, layout: HeteroLayout | None, feat_
                "parameters, which", fix="pass a smaller --hidden (or fewer --layers).")
 
 
+def check_device(cfg: Config, local_world_size: int) -> None:
+    """Refuse a device this machine cannot give each of its processes (before any worker).
+
+    On a CPU-only build of torch (``+cpu``, known from the installed version) a CUDA
+    device is refused without importing torch, so the refusal answers at once; elsewhere
+    :func:`gnnpar.distributed.check_device` decides (GPUs seen, one per process).
+    """
+    device = cfg.run.device
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("torch")
+    except PackageNotFoundError:  # pragma: no cover - torch built in place
+        installed = ""
+    if installed.endswith("+cpu"):
+        if device is not None and device.startswith("cuda"):
+            raise ConfigError(f"--device {device}, but torch {installed} (a CPU-only build) "
+                              "sees no GPU here.", field="run.device",
+                              fix="pass --device cpu (or drop --device), or install a CUDA "
+                              "build of torch on a machine with a GPU.")
+        return
+    from gnnpar.distributed import check_device as check  # imports torch
+
+    check(device, local_world_size)
+
+
 def check_before_start(cfg: Config, world_size: int, local_world_size: int,
                        hold: contextlib.ExitStack | None = None) -> Path:
     """Every check that needs no data, then the run directory (see the module docstring).
@@ -268,10 +294,8 @@ def check_before_start(cfg: Config, world_size: int, local_world_size: int,
     Returns:
         The run directory (created).
     """
-    from gnnpar.distributed import check_device  # imports torch: --help stays without it
-
     check_world_size(cfg, world_size)
-    check_device(cfg.run.device, local_world_size)
+    check_device(cfg, local_world_size)
     run = cfg.run
     kind = "link" if cfg.data.task == "link" else cfg.train.mode
     out = prepare_run_dir(run.out, name=f"{dataset_slug(cfg.data.dataset)}-{kind}",

@@ -27,7 +27,9 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gnnpar.artifacts.files import write_digested_json
@@ -116,10 +118,16 @@ SUMMARY_FIELDS = {
     "comm_per_epoch": "Mean comm over the same epochs: {kind: {rows, bytes}}.",
     "eval_comm": "Rows and bytes of the final full-neighbour inference, by kind ({} "
                  "without one).",
-    "wall_time_s": "Seconds from the start of the command (gnnpar-train's launcher, or the "
-                   "Trainer's construction) to the end of the final evaluation and outputs, "
-                   "start-up included.",
-    "startup_s": "Seconds of each start-up phase before the first epoch: check (settings "
+    "wall_time_s": "Seconds from the start of the command's process (under torchrun: its "
+                   "agent's; command_started) until its workers exited, start-up and "
+                   "teardown included; a Trainer run from Python: from its construction to "
+                   "the end of the final evaluation and outputs.",
+    "teardown_s": "Seconds from the end of the final evaluation and outputs until the "
+                  "workers exited (under torchrun: until rank 0 left the process group), "
+                  "counted in wall_time_s; null for a Trainer run from Python.",
+    "startup_s": "Seconds of each start-up phase before the first epoch: import (the "
+                 "interpreter's start, its imports and the flags; under torchrun also the "
+                 "agent's start and rendezvous), check (settings "
                  "and run directory), load and partition (a dataset spec, when not cached), "
                  "spawn (starting the workers and joining the process group), setup (each "
                  "rank's part, model and loaders; the slowest rank's is not awaited).",
@@ -133,7 +141,7 @@ SUMMARY_FIELDS = {
 }
 
 
-STARTUP_PHASES = ("check", "load", "partition", "spawn", "setup")
+STARTUP_PHASES = ("import", "check", "load", "partition", "spawn", "setup")
 """The start-up phases, in the order they run (``summary.startup_s``)."""
 
 
@@ -141,6 +149,25 @@ def format_startup(phases: dict[str, float]) -> str:
     """``"4.1 s: load 1.0 s, partition 2.9 s, ..."`` of the start-up phases' seconds."""
     return f"{sum(phases.values()):.1f} s: " + ", ".join(
         f"{k} {phases[k]:.1f} s" for k in STARTUP_PHASES if k in phases)
+
+
+def command_started() -> float:
+    """When the command started, on ``time.monotonic()``'s scale.
+
+    The start of this process (Linux: ``/proc/self/stat``), before the interpreter and
+    its imports; under ``torchrun`` the start of its agent (this worker's parent), which
+    the command line started.  Elsewhere: now.  The monotonic clock is one for every
+    process of a machine and, unlike ``time.time()``, never steps (a virtual machine's
+    clock may be set forward seconds at a time).
+    """
+    pid = os.getppid() if "TORCHELASTIC_RUN_ID" in os.environ else os.getpid()
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22: start, ticks after boot
+        since_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+    except (OSError, ValueError, IndexError, AttributeError):  # pragma: no cover - no /proc
+        return time.monotonic()
+    return time.monotonic() - (since_boot - ticks / os.sysconf("SC_CLK_TCK"))
 
 
 @dataclass

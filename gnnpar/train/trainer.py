@@ -166,6 +166,9 @@ class Trainer:
             ``cfg.run.out`` is the run directory.
         part_dir: Partition directory with as many parts as ranks.
         ctx: Distributed context.
+        startup: Seconds of the command's start-up phases before the Trainer.
+        started: When the command started (``time.monotonic()``; default: now): the
+            run's wall time counts from there.
 
     Attributes:
         graph: This rank's part.
@@ -190,7 +193,7 @@ class Trainer:
                  startup: dict[str, float] | None = None,
                  started: float | None = None) -> None:
         self._start_rss = rss_bytes()
-        self.started = time.time() if started is None else started
+        self.started = time.monotonic() if started is None else started
         self.startup = dict(startup or {})
         setup_start = time.time()
         self.cfg = cfg.validate()
@@ -453,7 +456,7 @@ class Trainer:
         eval_comm = comm_totals(self.eval_stats, ctx)
         if self.link and t.eval != "none" and self.record.epochs:  # the last epoch's
             eval_comm = self.record.epochs[-1]["eval_comm"]
-        self.record.summary = self._summary(final, eval_comm, time.time() - self.started,
+        self.record.summary = self._summary(final, eval_comm, time.monotonic() - self.started,
                                             peak_memory(ctx, self._start_rss))
         self.step_log.final(self.record.summary)
         self.record.status = "complete"
@@ -629,6 +632,7 @@ class Trainer:
                                    for f in ("rows", "bytes")} for k in kinds},
             "eval_comm": eval_comm,
             "wall_time_s": wall,
+            "teardown_s": None,  # the command that started the Trainer measures it
             "startup_s": self.startup,
             "predictions": str(predictions_dir(self.out)) if wants_outputs(self.cfg) else None,
             "peak_memory_bytes": memory,

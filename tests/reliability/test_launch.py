@@ -12,6 +12,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -153,3 +154,26 @@ def test_under_torchrun_a_spec_is_never_partitioned_while_others_wait(tmp_path: 
     again = subprocess.run([*torchrun, *train, "--out", str(tmp_path / "run")],
                            capture_output=True, text=True, timeout=scaled(300), cwd=tmp_path)
     assert again.returncode == 0, again.stderr
+
+
+def test_the_readme_recipe_for_two_machines_shares_one_machine_s_cores(
+        parts: Path, tmp_path: Path) -> None:
+    # The README's multi-machine recipe on one host as 2 nodes: two torchrun agents of one
+    # worker each, c10d rendezvous.  torchrun gives each worker torch's default threads
+    # (every core); the workers must take one share each, as under --nproc 2.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run = tmp_path / "run"
+    node = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+            "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+            f"127.0.0.1:{port}", "--rdzv-id", "readme", "-m", "gnnpar.train", str(parts),
+            *RUN, "--epochs", "1", "--out", str(run)]
+    procs = [subprocess.Popen(node, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=tmp_path) for _ in range(2)]
+    outs = [p.communicate(timeout=scaled(300)) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert "node_rank is only used" not in "".join(err for _, err in outs)
+    record = json.loads((run / "record.json").read_text())
+    assert record["env"]["torch_threads"] == max(1, len(os.sched_getaffinity(0)) // 2)
+    assert "total wall time:" in "".join(out for out, _ in outs)  # rank 0's summary

@@ -92,6 +92,43 @@ def train_reference(ds: GraphDataset, model: torch.nn.Module, fanouts: list[int]
             for s, idx in (("train", ds.train_idx), ("val", ds.val_idx), ("test", ds.test_idx))}
 
 
+def full_batch_curve(ds: GraphDataset, hidden: int, epochs: int, lr: float,
+                     dropout: float = 0.5, seed: int = 0) -> list[dict[str, float]]:
+    """Full-batch single-process PyG GraphSAGE (2 layers, mean), Adam: each epoch's figures.
+
+    Each epoch is one step on the whole graph's training nodes, then the whole graph's
+    validation and test accuracy (``[{"val_acc", "test_acc"}]``, one per epoch).
+    """
+    torch.manual_seed(seed)
+    x = torch.from_numpy(np.asarray(ds.x, dtype=np.float32))
+    y = torch.from_numpy(np.asarray(ds.y, dtype=np.int64))
+    n = x.shape[0]
+    adj_t = to_torch_csr_tensor(torch.from_numpy(np.stack([ds.dst, ds.src]).astype(np.int64)),
+                                size=(n, n))  # PyG's fused mean over in-edges
+    idx = {s: torch.from_numpy(np.asarray(getattr(ds, f"{s}_idx")))
+           for s in ("train", "val", "test")}
+    model = GraphSAGE(x.shape[1], hidden, 2, int(y.max()) + 1, dropout=dropout)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    curve = []
+    for _ in range(epochs):
+        model.train()
+        loss = F.cross_entropy(model(x, adj_t)[idx["train"]], y[idx["train"]])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        model.eval()
+        with torch.no_grad():
+            pred = model(x, adj_t).argmax(-1)
+        curve.append({f"{s}_acc": float((pred[idx[s]] == y[idx[s]]).float().mean())
+                      for s in ("val", "test")})
+    return curve
+
+
+def best_valid(curve: list[dict[str, float]]) -> dict[str, float]:
+    """The epoch of ``curve`` with the best validation accuracy (the first of equals)."""
+    return max(curve, key=lambda e: e["val_acc"])
+
+
 def mlp_accuracy(ds: GraphDataset, hidden: int, epochs: int = 200, seed: int = 0) -> float:
     """Test accuracy of a 2-layer MLP on the features alone (full batch, Adam)."""
     torch.manual_seed(seed)

@@ -41,9 +41,10 @@ def test_lines_per_interval_start_up_phases_and_csv_scalars(tmp_path: Path) -> N
     assert re.search(r"loading .+ \.\.\.", proc.stderr)
     assert re.search(r"partitioned in [\d.]+ s", proc.stderr)
     phases = record["summary"]["startup_s"]
-    assert {"check", "load", "partition", "spawn", "setup"} <= set(phases)
+    assert {"import", "check", "load", "partition", "spawn", "setup"} <= set(phases)
     assert record["summary"]["wall_time_s"] >= sum(phases.values())
-    assert re.search(r"total wall time: +[\d.]+ s \(start-up [\d.]+ s: check", proc.stdout)
+    assert re.search(r"total wall time: +[\d.]+ s \(start-up [\d.]+ s: import [\d.]+ s, check",
+                     proc.stdout)
     # The scalars, read back: every step's loss, every epoch's figures.
     scalars = read_csv_metrics(run)
     assert [s for s, _ in scalars["train/step_loss"]] == list(range(1, 2 * steps + 1))
