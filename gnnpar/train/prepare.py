@@ -259,17 +259,19 @@ def check_device(cfg: Config, local_world_size: int) -> None:
     """Refuse a device this machine cannot give each of its processes (before any worker).
 
     On a CPU-only build of torch (``+cpu``, known from the installed version) a CUDA
-    device is refused without importing torch, so the refusal answers at once; elsewhere
-    :func:`gnnpar.distributed.check_device` decides (GPUs seen, one per process).
+    device is refused without importing torch, so the refusal answers at once; elsewhere,
+    or once torch is imported anyway, :func:`gnnpar.distributed.check_device` decides
+    (GPUs seen, one per process).
     """
-    device = cfg.run.device
+    import sys
     from importlib.metadata import PackageNotFoundError, version
 
+    device = cfg.run.device
     try:
         installed = version("torch")
     except PackageNotFoundError:  # pragma: no cover - torch built in place
         installed = ""
-    if installed.endswith("+cpu"):
+    if installed.endswith("+cpu") and "torch" not in sys.modules:
         if device is not None and device.startswith("cuda"):
             raise ConfigError(f"--device {device}, but torch {installed} (a CPU-only build) "
                               "sees no GPU here.", field="run.device",
