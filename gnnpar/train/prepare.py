@@ -28,6 +28,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gnnpar.artifacts.kinds import CHECKPOINT_DIR
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.train.config import Config
 from gnnpar.train.rundir import check_resume, dataset_slug, prepare_run_dir
@@ -256,7 +257,8 @@ def check_model_size(cfg: Config, where: str, layout: HeteroLayout | None, feat_
 
 
 def check_before_start(cfg: Config, world_size: int, local_world_size: int,
-                       hold: contextlib.ExitStack | None = None) -> Path:
+                       hold: contextlib.ExitStack | None = None,
+                       restart: bool = False) -> Path:
     """Every check that needs no data, then the run directory (see the module docstring).
 
     Args:
@@ -264,19 +266,30 @@ def check_before_start(cfg: Config, world_size: int, local_world_size: int,
         world_size: Processes of the run.
         local_world_size: Processes on this machine.
         hold: Keeps the run directory's lock until the run ends.
+        restart: torchrun restarted the workers: the run in ``--out`` continues (from its
+            checkpoint, with the same settings and as many ranks).
 
     Returns:
         The run directory (created).
     """
     from gnnpar.distributed import check_device  # imports torch: --help stays without it
+    from gnnpar.train.checkpoint import has_checkpoint
+    from gnnpar.train.elastic import check_rejoined, max_restarts
 
+    if max_restarts() and cfg.run.out is None:
+        raise ConfigError("a run that torchrun restarts must name its run directory, so "
+                          "that the restarted workers find it.", field="run.out",
+                          fix="pass --out DIR.")
+    if restart and cfg.run.out is not None:
+        check_rejoined(Path(cfg.run.out), world_size, cfg)
     check_world_size(cfg, world_size)
     check_device(cfg.run.device, local_world_size)
     run = cfg.run
     kind = "link" if cfg.data.task == "link" else cfg.train.mode
     out = prepare_run_dir(run.out, name=f"{dataset_slug(cfg.data.dataset)}-{kind}",
-                          resume=run.resume, overwrite=run.overwrite, hold=hold)
-    if run.resume:
+                          resume=run.resume, overwrite=run.overwrite, hold=hold,
+                          restart=restart)
+    if run.resume or (restart and has_checkpoint(out / CHECKPOINT_DIR)):
         check_resume(out, cfg)
     return out
 
