@@ -22,6 +22,9 @@ record lists aside into ``OUT/.previous-run/``; the new run's first checkpoint d
 it (:func:`commit_replacement`), and a new run that fails, is interrupted or is killed
 before it gets there has it put back (:func:`restore_replaced`, also called by the next
 command that reads or writes that directory), so a failed replacement loses nothing.
+When a launcher restarts the run's workers (``--max-restarts``), :func:`prepare_restart`
+(or ``prepare_run_dir(restart=True)`` under torchrun) settles the directory to continue
+from its newest complete checkpoint.
 """
 
 from __future__ import annotations

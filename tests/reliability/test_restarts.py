@@ -27,22 +27,16 @@ from pathlib import Path
 import pytest
 import torch
 from _procs import descendants, exe, rank_pid, start, wait_for_epochs
+from test_hang_bound import MODES as HANG_MODES
 
 from gnnpar.testing import scaled
 from gnnpar.train.checkpoint import read_model_state
 from gnnpar.train.cli import parse
 from gnnpar.train.prepare import resolve_partition
 
-SBM = "synthetic:sbm?nodes=1500&feat_dim=16&classes=4&seed=2&homophily=0.8"
-SAMPLE = ["--fanouts", "5,5", "--batch-size", "64", "--checkpoint-steps", "3"]
-MODES = {
-    "sample": (SBM, ["--mode", "sample", *SAMPLE]),
-    "full": (SBM, ["--mode", "full", "--model", "gcn"]),
-    "link": ("synthetic:sbm?nodes=1500&feat_dim=16&task=link&seed=3", ["--task", "link",
-                                                                       *SAMPLE]),
-    "typed": ("synthetic:typed?papers=500&authors=100&venues=12&classes=4",
-              ["--mode", "sample", "--eval", "sampled", *SAMPLE]),
-}
+MODES = {mode: (spec, [*flags, "--checkpoint-steps", "3"] if mode != "full" else flags)
+         for mode, (spec, flags) in HANG_MODES.items() if mode != "grid"}
+"""The hang-bound test's modes, with a checkpoint every 3 steps in the sampled ones."""
 EPOCHS = 6
 
 
