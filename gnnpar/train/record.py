@@ -150,8 +150,8 @@ RESTART_FIELDS = {
     "steps_redone": "Training steps finished before the failure that the restart takes "
                     "again (the furthest rank's count past resumed_from), or null when "
                     "unknown.",
-    "lost_s": "Seconds of training lost: from the checkpoint resumed from to the failure "
-              "(bounded by --checkpoint-every-s), or null.",
+    "lost_s": "Seconds lost: from the checkpoint resumed from to the failure being seen "
+              "(about --checkpoint-every-s at most, plus --timeout-s for a hang), or null.",
     "restart_s": "Seconds from the failure to the restarted run's first step: stopping "
                  "the ranks, starting new ones, loading their parts and the checkpoint "
                  "(null: not restarted).",

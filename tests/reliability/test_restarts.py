@@ -9,8 +9,11 @@ of the same command (the reference, run once per mode).  A last case kills rank 
 its third checkpoint write (an audit hook of the process, at the open of the new
 ``state.json``): the restart resumes from the second, the complete one.
 
-The sampled mode's kill and the kill during a write run in the default suite (about 1.5
-minutes on 2 cores); the other modes and SIGSTOP run with ``-m slow``.
+Also: a user error (a damaged part) is not restarted, the flag is torchrun's under
+torchrun, and after N restarts the run stops with today's error.  The sampled mode's kill,
+the kill during a write and the two refusals run in the default suite (about 1.5 minutes
+on 2 cores at load 10); the other modes, SIGSTOP and the exhausted restarts with
+``-m slow``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import textwrap
@@ -31,13 +35,14 @@ from test_hang_bound import MODES as HANG_MODES
 
 from gnnpar.testing import scaled
 from gnnpar.train.checkpoint import read_model_state
-from gnnpar.train.cli import parse
+from gnnpar.train.cli import main, parse
 from gnnpar.train.prepare import resolve_partition
 
 MODES = {mode: (spec, [*flags, "--checkpoint-steps", "3"] if mode != "full" else flags)
          for mode, (spec, flags) in HANG_MODES.items() if mode != "grid"}
 """The hang-bound test's modes, with a checkpoint every 3 steps in the sampled ones."""
 EPOCHS = 6
+SPEC = HANG_MODES["full"][0]
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +172,55 @@ def test_a_kill_during_a_checkpoint_write_resumes_from_the_complete_one(
     assert (entry["resumed_from"]["epoch"], entry["resumed_from"]["step"]) == saves[1], entry
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no half write
     _same_weights(out, ref)
+
+
+def test_a_user_error_is_not_restarted(root: Path, tmp_path: Path) -> None:
+    spec, flags = MODES["full"]
+    bad = tmp_path / "bad"
+    shutil.copytree(resolve_partition(parse([spec, "--root", str(root), *flags]), 2), bad)
+    feat = bad / "part-1" / "feat.npy"
+    data = bytearray(feat.read_bytes())
+    data[-1] ^= 0xFF
+    feat.write_bytes(bytes(data))
+    done = subprocess.run([*exe(), str(bad), *flags, "--nproc", "2", "--max-restarts", "2",
+                           "--out", str(tmp_path / "run")], capture_output=True, text=True,
+                          timeout=scaled(300), cwd=tmp_path)
+    assert done.returncode == 1
+    lines = [ln for ln in done.stderr.splitlines() if "error:" in ln]
+    assert len(lines) == 1 and "part-1/feat.npy" in lines[0], done.stderr
+    assert "restarting" not in done.stderr  # it would only repeat
+
+
+def test_under_torchrun_the_flag_is_torchruns(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("RANK", "0")
+    assert main([SPEC, "--max-restarts", "2", "--out", "nowhere"]) == 1
+    err = capsys.readouterr().err
+    assert "error: run.max_restarts" in err and "torchrun --max-restarts" in err, err
+
+
+@pytest.mark.slow
+def test_after_n_restarts_the_run_stops_with_todays_error(root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = start(*_command(root, "full", out, "--epochs", "100000", "--max-restarts", "1"),
+                 cwd=tmp_path)
+    try:
+        for epochs in (1, 3):  # once, then again after the restart
+            wait_for_epochs(out / "record.json", epochs, proc, scaled(300))
+            if epochs == 3:
+                deadline = time.monotonic() + scaled(120)
+                while not json.loads((out / "record.json").read_text())["restarts"] \
+                        and time.monotonic() < deadline:
+                    time.sleep(0.2)
+            victim = rank_pid(proc.pid, 1)
+            assert victim is not None
+            os.kill(victim, signal.SIGKILL)
+            time.sleep(1.0)
+    finally:
+        err = _finish(proc, scaled(300))
+    assert proc.returncode == 1, err[-3000:]
+    lines = [ln for ln in err.splitlines() if "error:" in ln]
+    assert len(lines) == 1 and "rank 1 of 2: killed by signal 9 (SIGKILL)" in lines[0], err
+    assert "no restart left (--max-restarts 1)" in err
+    restarts = json.loads((out / "record.json").read_text())["restarts"]
+    assert [r["restart"] for r in restarts] == [1, None], restarts  # the last one ended it
