@@ -37,8 +37,9 @@ from torch.distributed import Store  # type: ignore[attr-defined]
 
 from gnnpar.comm import all_gather_ints
 from gnnpar.distributed import DistContext
-from gnnpar.errors import DistributedError
+from gnnpar.errors import DistributedError, GnnparError
 from gnnpar.train.config import Config
+from gnnpar.train.record import RunRecord
 
 NOTE_KEY = "gnnpar/failure/{start}/{who}"
 """A failure note in the launcher's store: ``who`` is ``launcher`` or ``rank-R``."""
@@ -221,3 +222,81 @@ def check_rejoined(out: Path, world_size: int, cfg: Config) -> None:
         f"{'s' if saved - world_size > 1 else ''} (the run continues from its checkpoint), "
         f"or partition the graph for {world_size} rank{'s' if world_size > 1 else ''} "
         f"(`{command} and start a new run on it.")
+
+
+class RestartNotes:
+    """A Trainer's part in its run's restarts: what it passes to the next start.
+
+    The Trainer tells it where training is (:meth:`saved`, :meth:`resumed`,
+    :attr:`reached`); on a failure every rank posts its note in the launcher's store and
+    rank 0 adds its own view to the record (:meth:`failed`: under torchrun across
+    machines the store dies with the start, the record does not); a restarted rank 0
+    turns the notes into the record's entry (:meth:`restarted`).  Inert unless the
+    launcher restarts the workers (:func:`max_restarts`).
+
+    Args:
+        ctx: Distributed context.
+        store: The failure board's store (``None``: a client of the launcher's is opened
+            when needed).
+        steps_per_epoch: Steps per epoch (full mode: 1).
+
+    Attributes:
+        reached: Training steps finished, over the epochs.
+    """
+
+    def __init__(self, ctx: DistContext, store: Store | None, steps_per_epoch: int) -> None:
+        self.ctx, self._store, self.steps_per_epoch = ctx, store, steps_per_epoch
+        self.reached = 0
+        self._saved: dict[str, Any] | None = None
+
+    def saved(self, position: dict[str, int], at: float | None) -> None:
+        """A checkpoint of ``position`` (``{"epoch", "step"}``) is complete."""
+        self._saved = {"epoch": int(position["epoch"]), "step": int(position["step"]),
+                       "saved_at": at}
+
+    def resumed(self, position: dict[str, int], at: float | None) -> None:
+        """Training continues from the checkpoint of ``position``, saved ``at``."""
+        self.saved(position, at)
+        self.reached = int(position["epoch"]) * self.steps_per_epoch + int(position["step"])
+
+    def _blamed(self, exc: BaseException) -> int:
+        """The rank that ``exc`` (explained by the failure board) names as the cause."""
+        cause = exc.cause_rank if isinstance(exc, GnnparError) else None
+        return self.ctx.rank if cause is None else cause
+
+    def failed(self, exc: BaseException, record: RunRecord | None) -> None:
+        """Note the failure ``exc`` for the restart: in the store, and in ``record`` on rank 0.
+
+        ``record``: the run's record, when this run has written it (rank 0 writes it next).
+        """
+        if not max_restarts() or not isinstance(exc, Exception):
+            return
+        rank, reason = self._blamed(exc), str(exc).splitlines()[0].split(" Fix: ")[0]
+        post_note(self._store or launcher_store(), self.ctx.start, f"rank-{self.ctx.rank}",
+                  rank, reason, self.reached)
+        if record is not None and self.ctx.is_main:
+            story = {"time": time.time(), "rank": rank, "reason": reason,
+                     "reached": self.reached}
+            record.restarts.append(restart_entry(story, None, self._saved,
+                                                 self.steps_per_epoch, None))
+
+    def restarted(self, record: RunRecord, resumed: bool) -> dict[str, Any] | None:
+        """Rank 0 of a restarted run: the restart's entry, added to ``record``.
+
+        From the store's notes of the start before; else (a store of its own per start)
+        rank 0's entry in the record completed; ``None`` on the other ranks.
+        """
+        if not self.ctx.is_main:
+            return None
+        story = failure_story(self._store or launcher_store(), self.ctx.start - 1,
+                              self.ctx.world_size)
+        pending = [r for r in record.restarts if r.get("restart") is None]
+        done = [r for r in record.restarts if r.get("restart") is not None]
+        now, number = time.time(), len(done) + 1
+        if story["time"] is None and pending and resumed:
+            entry = complete_entry(pending[-1], number, now)
+        else:
+            entry = restart_entry(story, number, self._saved if resumed else None,
+                                  self.steps_per_epoch, now)
+        record.restarts = [*done, entry]
+        return entry

@@ -75,7 +75,7 @@ from gnnpar.comm import (
     per_rank,
 )
 from gnnpar.distributed import DistContext
-from gnnpar.errors import ConfigError, GnnparError
+from gnnpar.errors import ConfigError
 from gnnpar.faults import FailureBoard, agreed
 from gnnpar.keys import mix_int
 from gnnpar.link.model import LinkDecoder
@@ -91,15 +91,7 @@ from gnnpar.train.checkpoint import (
     save_checkpoint,
 )
 from gnnpar.train.config import Config
-from gnnpar.train.elastic import (
-    complete_entry,
-    failure_story,
-    launcher_store,
-    max_restarts,
-    post_note,
-    restart_entry,
-    restart_number,
-)
+from gnnpar.train.elastic import RestartNotes, max_restarts, restart_number
 from gnnpar.train.engine import PHASES, SUMS, Engine, StepHook
 from gnnpar.train.fullgraph import FullGraphEngine, full_neighbour_accuracy
 from gnnpar.train.grid import GridEngine
@@ -272,8 +264,7 @@ class Trainer:
             files=run_files(cfg))
         self._next_epoch = 0
         self._started = False  # whether this run has written its record yet
-        self._reached = 0  # training steps finished, over the epochs (for a failure note)
-        self._saved: dict[str, Any] | None = None  # the newest complete checkpoint
+        self.notes = RestartNotes(ctx, self.board.store, self.engine.steps_per_epoch)
         self.cadence = CheckpointCadence(
             ctx, cfg.run.checkpoint_every, cfg.run.checkpoint_steps,
             timed_seconds(cfg.run.checkpoint_every_s, max_restarts() > 0),
@@ -312,7 +303,7 @@ class Trainer:
             "position": position, "partial": per_rank, "epochs": self.record.epochs,
             "config": self.cfg.to_dict(), "engine": engine,
             "partition_digest": self.partition_digest, "saved_at": now})
-        self._saved = {**position, "saved_at": now}
+        self.notes.saved(position, now)
         if ctx.is_main:  # the run that --overwrite replaced is no longer needed
             commit_replacement(self.out)
         self.cadence.saved()
@@ -336,9 +327,7 @@ class Trainer:
         pos = extra["position"]
         self.engine.restore(pos, extra.get("engine", {}))
         self._next_epoch = int(pos["epoch"])
-        self._reached = int(pos["epoch"]) * self.engine.steps_per_epoch + int(pos["step"])
-        self._saved = {"epoch": int(pos["epoch"]), "step": int(pos["step"]),
-                       "saved_at": extra.get("saved_at")}
+        self.notes.resumed(pos, extra.get("saved_at"))
         self.record.epochs = list(extra["epochs"])
         if self.ctx.is_main:
             log.info("resumed from %s at epoch %d, step %d", self.checkpoint_dir,
@@ -347,20 +336,10 @@ class Trainer:
         return partial[self.ctx.rank] if partial else {}
 
     def _note_restart(self) -> None:
-        """Rank 0 of a restarted run: record the restart (the previous start's notes)."""
-        if not self.ctx.is_main:
+        """Rank 0 of a restarted run: the restart in the record, and a line in the log."""
+        entry = self.notes.restarted(self.record, self.cfg.run.resume)
+        if entry is None:
             return
-        story = failure_story(self.board.store or launcher_store(), self.ctx.start - 1,
-                              self.ctx.world_size)
-        pending = [r for r in self.record.restarts if r.get("restart") is None]
-        done = [r for r in self.record.restarts if r.get("restart") is not None]
-        now, number = time.time(), len(done) + 1
-        if story["time"] is None and pending and self.cfg.run.resume:
-            entry = complete_entry(pending[-1], number, now)  # rank 0's own note
-        else:
-            entry = restart_entry(story, number, self._saved if self.cfg.run.resume else None,
-                                  self.engine.steps_per_epoch, now)
-        self.record.restarts = [*done, entry]
         self._write_record()
         where = ("from the start (no checkpoint yet)" if entry["resumed_from"] is None else
                  f"from epoch {entry['resumed_from']['epoch'] + 1}, step "
@@ -409,37 +388,16 @@ class Trainer:
             with self.board.guard():  # a failed collective becomes an error naming its cause
                 summary = self._fit(hook)
         except BaseException as exc:
+            self.notes.failed(exc, self.record if self._started else None)  # for a restart
             if self._started:  # else the record on disk is an earlier run's: keep it
                 self.record.status = "interrupted" if isinstance(
                     exc, KeyboardInterrupt) else "failed"
-                self._note_failure(exc)
                 try:
                     self._write_record()
                 except OSError:
                     pass  # the record keeps its last state; the error matters more
-            if max_restarts() and isinstance(exc, Exception):  # for the launcher's restart
-                post_note(self.board.store or launcher_store(), self.ctx.start,
-                          f"rank-{self.ctx.rank}", self._blamed(exc), str(exc), self._reached)
             raise
         return summary
-
-    def _blamed(self, exc: BaseException) -> int:
-        """The rank that ``exc`` (explained by the failure board) names as the cause."""
-        cause = exc.cause_rank if isinstance(exc, GnnparError) else None
-        return self.ctx.rank if cause is None else cause
-
-    def _note_failure(self, exc: BaseException) -> None:
-        """Rank 0 of a run that may be restarted: the failure as a restart entry to be.
-
-        Under torchrun across machines the store dies with the start, so the record is
-        what carries rank 0's view to the restart (:meth:`_note_restart`).
-        """
-        if not (max_restarts() and self.ctx.is_main and isinstance(exc, Exception)):
-            return
-        story = {"time": time.time(), "rank": self._blamed(exc), "reached": self._reached,
-                 "reason": str(exc).splitlines()[0].split(" Fix: ")[0]}
-        self.record.restarts.append(restart_entry(story, None, self._saved,
-                                                  self.engine.steps_per_epoch, None))
 
     def _fit(self, hook: StepHook | None) -> dict[str, Any]:
         ctx, t = self.ctx, self.cfg.train
@@ -598,7 +556,7 @@ class Trainer:
             bar.update()
             if not bar.disable and (step + 1) % POSTFIX_EVERY == 0:
                 bar.set_postfix(loss=f"{float(loss_sum) / max(items, 1):.4f}")
-            self._reached = global_step + 1
+            self.notes.reached = global_step + 1
             if self.cadence.after_step(step, steps):
                 self._save(totals())
             if hook is not None:
