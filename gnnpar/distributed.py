@@ -25,6 +25,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import HashStore
+from torch.distributed import Store  # type: ignore[attr-defined]
 
 from gnnpar.errors import ConfigError, DistributedError
 
@@ -55,6 +56,8 @@ class DistContext:
         backend: Backend string given to ``init_process_group``.
         group: Process group of all ranks (``None`` means the default group).
         timeout: Collective timeout; a peer silent for longer makes collectives raise.
+        start: Which start of this rank this is in its launcher's store (1: the first;
+            2, 3, ... once the launcher restarted its workers: :func:`init`).
 
     Example::
 
@@ -70,6 +73,7 @@ class DistContext:
     backend: str
     group: dist.ProcessGroup | None = None
     timeout: timedelta = DEFAULT_TIMEOUT
+    start: int = 1
 
     @property
     def is_main(self) -> bool:
@@ -185,7 +189,12 @@ def init(
         os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2")  # raise, not abort
     else:
         backend = "gloo"
-    if "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
+    start = 1
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and "MASTER_PORT" in os.environ:
+        store, start = _agent_store(timeout)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=timeout, device_id=dev if dev.type == "cuda" else None)
+    elif "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
         dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timeout,
                                 device_id=dev if dev.type == "cuda" else None)
     elif world_size == 1:
@@ -197,7 +206,33 @@ def init(
             field="environment",
             fix="launch with `torchrun --nproc-per-node N ...` or `gnnpar-train --nproc N`.")
     return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size(),
-                       local_rank=local_rank, device=dev, backend=backend, timeout=timeout)
+                       local_rank=local_rank, device=dev, backend=backend, timeout=timeout,
+                       start=start)
+
+
+STARTS_KEY = "gnnpar/starts/{rank}"
+"""How many times each rank has been started in a launcher's store (its restarts)."""
+
+
+def _agent_store(timeout: timedelta) -> tuple[Store, int]:
+    """The launcher's store (``MASTER_ADDR:MASTER_PORT``) under this start's own prefix.
+
+    A launcher's store (torchrun's agent, or ``gnnpar-train --nproc``'s) outlives its
+    workers, so the keys with which the previous start's ranks found each other are still
+    there when it restarts them: under one prefix, a restarted rank would read a dead
+    peer's address and fail to connect (pytorch/pytorch#135712).  torch's own remedy, the
+    agent's restart count, is not the same on every machine (a replaced machine's agent
+    counts from 0), so every rank counts its own starts in the store instead: the ranks
+    of one start are started together, so their counts agree.
+
+    Returns:
+        The prefixed store and this rank's start number (1 for the first).
+    """
+    rank = int(os.environ.get("RANK", "0"))
+    store = dist.TCPStore(os.environ.get("MASTER_ADDR", "127.0.0.1"),  # type: ignore[attr-defined]
+                          int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout)
+    start = int(store.add(STARTS_KEY.format(rank=rank), 1))
+    return dist.PrefixStore(f"gnnpar/start-{start}/", store), start  # type: ignore[attr-defined]
 
 
 def shutdown(wait: bool = True) -> None:

@@ -17,7 +17,10 @@ Two ways to start the processes:
 * ``torchrun --nproc-per-node N [--nnodes ...] -m gnnpar.train ...`` (or the
   ``gnnpar-train`` script under torchrun) makes this process one worker.
 
-Without either, it trains in one process.  Every check that needs no data (flags, the
+With ``--max-restarts N`` (``gnnpar-train``'s launcher, one process by default) or
+``torchrun --max-restarts N``, a worker that dies or hangs restarts every worker, which
+continue from the run's newest checkpoint (:mod:`gnnpar.train.elastic`).  Without either,
+it trains in one process.  Every check that needs no data (flags, the
 world size against the partition, the device, the run directory) runs before a worker
 starts.  At the end it prints the test accuracy, the epoch time, the sampled edges per
 second and the bytes communicated by kind; ``OUT/record.json`` holds everything per epoch.
@@ -41,7 +44,7 @@ from typing import Any, NoReturn
 from gnnpar.artifacts.kinds import CHECKPOINT_DIR, CONFIG_FILE, RECORD_FILE
 from gnnpar.config import ArgumentParser, add_config_arguments, parse_config
 from gnnpar.console import log_to_stderr
-from gnnpar.errors import GnnparError
+from gnnpar.errors import ConfigError, GnnparError
 from gnnpar.sizes import format_bytes
 from gnnpar.train.config import Config
 from gnnpar.train.launch import Interrupted, exit_now, threads_per_rank
@@ -88,8 +91,8 @@ def parse(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = N
 
 # ---------------------------------------------------------------------- workers
 def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
-               startup: dict[str, float] | None = None, started: float | None = None
-               ) -> dict[str, Any] | None:
+               startup: dict[str, float] | None = None, started: float | None = None,
+               launched: float | None = None) -> dict[str, Any] | None:
     """Train as one rank of the process group in the environment (torchrun's, or none).
 
     Args:
@@ -101,6 +104,8 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
         startup: Seconds of the launcher's start-up phases so far.
         started: When the command started (``time.monotonic()``): the run's wall time counts
             from there (default: now).
+        launched: When the launcher started these workers (``time.monotonic()``; a
+            restart's start-up counts from there).
 
     Returns:
         The run record on rank 0, ``None`` on the other ranks.
@@ -112,6 +117,8 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
     from gnnpar.comm import broadcast_text, ranks_on_this_host
     from gnnpar.distributed import init, shutdown
     from gnnpar.faults import agreed
+    from gnnpar.train.checkpoint import has_checkpoint
+    from gnnpar.train.elastic import restart_number
 
     spawned = time.monotonic()
     started = spawned if started is None else started
@@ -125,7 +132,7 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
         torch.set_num_threads(cfg.run.threads or threads_per_rank(ranks_on_this_host(ctx)))
     if ctx.is_main:
         log_to_stderr()
-    ready = spawned if startup is None else started + sum(phases.values())
+    ready = spawned if startup is None else launched or started + sum(phases.values())
     phases["spawn"] = time.monotonic() - ready  # the launcher's processes, or init() alone
     if ctx.is_main and ctx.world_size > 1:
         log.info("%d workers joined the process group (%.1f s)", ctx.world_size,
@@ -133,16 +140,24 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
     done = False
     try:
         if part_dir is None:
+            restart = restart_number(ctx) > 0
+
             def settle() -> str:
                 if not ctx.is_main:
                     return ""
                 local = int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size))
                 # Under torchrun the other ranks are waiting: never partition there.
                 parts, run_dir = _settle(cfg, ctx.world_size, local, phases, hold,
-                                         make=ctx.world_size == 1)
-                return json.dumps([str(parts), str(run_dir), phases])
+                                         make=ctx.world_size == 1, restart=restart)
+                resume = cfg.run.resume or (restart and has_checkpoint(
+                    run_dir / CHECKPOINT_DIR))
+                return json.dumps([str(parts), str(run_dir), phases, resume])
 
-            part_dir, out, phases = json.loads(broadcast_text(ctx, agreed(ctx, settle)))
+            part_dir, out, phases, resume = json.loads(broadcast_text(ctx, agreed(ctx, settle)))
+            # A restarted torchrun worker continues the run (the same command, retyped by
+            # torchrun): resumed from its checkpoint, else started over.
+            cfg = dataclasses.replace(cfg, run=dataclasses.replace(
+                cfg.run, resume=resume, overwrite=cfg.run.overwrite and not resume))
         cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, out=out))
         record = _train(cfg, part_dir, ctx, phases, started)
         done = True
@@ -160,17 +175,18 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
 
 
 def _settle(cfg: Config, world_size: int, local_world_size: int, phases: dict[str, float],
-            hold: contextlib.ExitStack, make: bool = True) -> tuple[Path, Path]:
+            hold: contextlib.ExitStack, make: bool = True, restart: bool = False
+            ) -> tuple[Path, Path]:
     """The checks, the run directory and the partition: ``(partition dir, run dir)``.
 
     Their seconds go to ``phases``; the run directory's lock goes to ``hold`` (released
     when the run ends); a failed partition puts back the run that ``--overwrite`` set
-    aside.
+    aside.  ``restart``: torchrun restarted the workers, which continue the run.
     """
     from gnnpar.train.prepare import check_before_start, resolve_partition
 
     t0 = time.monotonic()
-    out = check_before_start(cfg, world_size, local_world_size, hold)
+    out = check_before_start(cfg, world_size, local_world_size, hold, restart)
     phases["check"] = time.monotonic() - t0
     try:
         return resolve_partition(cfg, world_size, progress=cfg.run.progress, make=make,
@@ -204,8 +220,7 @@ def launch(cfg: Config, started: float | None = None,
         WorkersFailed: A rank failed (the message names it and its error).
         Interrupted: Ctrl-C or SIGTERM; every rank was stopped.
     """
-    nproc = cfg.run.nproc
-    assert nproc is not None
+    nproc = cfg.run.nproc or 1  # --max-restarts alone: one worker, restarted
     started = time.monotonic() if started is None else started
     phases = dict(phases or {})
     with contextlib.ExitStack() as hold:  # the run directory's lock, for the whole run
@@ -215,24 +230,38 @@ def launch(cfg: Config, started: float | None = None,
 
 def _run_workers(cfg: Config, nproc: int, part_dir: Path, out: Path,
                  phases: dict[str, float], started: float) -> dict[str, Any]:
-    """Start the workers of a settled run and wait for them; the run record."""
+    """Start the workers of a settled run and wait for them; the run record.
+
+    A failure that a restart may get past (not a user error) starts every worker again,
+    up to ``--max-restarts`` times, continuing from the newest checkpoint.
+    """
     from gnnpar.faults import stale_after  # torch: after the checks, which refuse at once
-    from gnnpar.train.launch import launch_workers
+    from gnnpar.train.launch import Launcher, WorkersFailed
 
     threads = cfg.run.threads or threads_per_rank(nproc)
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, threads=threads))
     log.info("starting %d workers (%d torch threads each)", nproc, threads)
+    # A hung rank: the others' collective times out (T = timeout_s), they find its
+    # heartbeat stale within 0.15 T (faults.FailureBoard) and the launcher stops it at
+    # once: every rank is reported and stopped within 1.5 T.  A silent rank whose
+    # heartbeat still runs (a deadlock) gets a quarter of T (the board), then a tenth
+    # (here, at least 2 s for the others to report theirs).
+    t, limit = cfg.run.timeout_s, cfg.run.max_restarts
+    launcher = Launcher(nproc, threads, grace_s=min(10.0, max(2.0, t / 10)),
+                        stale_s=stale_after(t), max_restarts=limit)
     try:
-        # A hung rank: the others' collective times out (T = timeout_s), they find its
-        # heartbeat stale within 0.15 T (faults.FailureBoard) and the launcher stops it at
-        # once: every rank is reported and stopped within 1.5 T.  A silent rank whose
-        # heartbeat still runs (a deadlock) gets a quarter of T (the board), then a tenth
-        # (here, at least 2 s for the others to report theirs).
-        t = cfg.run.timeout_s
-        launch_workers("gnnpar.train.cli:run_worker", (cfg, str(part_dir), str(out), phases,
-                                                       started), nproc,
-                       threads=threads, grace_s=min(10.0, max(2.0, t / 10)),
-                       stale_s=stale_after(t))
+        while True:
+            try:
+                launcher.run("gnnpar.train.cli:run_worker",
+                             (cfg, str(part_dir), str(out), phases, started, time.monotonic()))
+                break
+            except WorkersFailed as exc:
+                if launcher.restarts >= limit or not exc.restartable:
+                    if limit and exc.restartable:
+                        log.warning("no restart left (--max-restarts %d): the run stops.",
+                                    limit)
+                    raise
+                cfg = _restart(cfg, out, exc, launcher)
     except Interrupted:
         if not _restore(out):
             _mark_interrupted(out / RECORD_FILE)
@@ -257,6 +286,33 @@ def close_wall_time(path: Path, started: float) -> dict[str, Any]:
     record.summary["wall_time_s"] = wall
     record.write(path)
     return record.to_dict()
+
+
+def _restart(cfg: Config, out: Path, exc: Any, launcher: Any) -> Config:
+    """Before the launcher starts the workers again: note the failure, settle the run.
+
+    The failure goes to the store as the launcher's note of the failed start (the
+    restarted rank 0 records it, :mod:`gnnpar.train.elastic`); the run directory, whose
+    lock the launcher still holds, is settled to continue from its newest complete
+    checkpoint (:func:`~gnnpar.train.rundir.prepare_restart`).
+
+    Returns:
+        ``cfg`` with ``resume`` set as the restarted workers continue.
+    """
+    from gnnpar.distributed import STARTS_KEY
+    from gnnpar.train.elastic import post_note
+    from gnnpar.train.rundir import prepare_restart
+
+    start = int(launcher.store.add(STARTS_KEY.format(rank=0), 0))  # rank 0's, that failed
+    post_note(launcher.store, start, "launcher", exc.first_cause, str(exc),
+              at=exc.failed_at)
+    resume = prepare_restart(out)
+    log.warning("%s\nrestarting every worker (restart %d of %d) %s", str(exc).splitlines()[0],
+                launcher.restarts + 1, cfg.run.max_restarts,
+                "from the newest checkpoint" if resume else "from the start (no checkpoint "
+                "was written yet)")
+    return dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, resume=resume,
+                                                            overwrite=False))
 
 
 def _restore(out: str | Path | None) -> bool:
@@ -423,9 +479,13 @@ def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = No
             print(plan_run(cfg))
             return 0
         phases = {"import": time.monotonic() - started}
+        if cfg.run.max_restarts and cfg.run.nproc is None and "RANK" in os.environ:
+            raise ConfigError("--max-restarts restarts gnnpar-train's own workers, and this "
+                              "process is a torchrun worker.", field="run.max_restarts",
+                              fix="pass torchrun --max-restarts N instead (and --out DIR).")
         record = (launch(cfg, started, phases) if cfg.run.nproc is not None
-                  else run_worker(cfg, startup=phases, started=started))
-        if record is not None and cfg.run.nproc is None:  # rank 0, out of the group
+                  or cfg.run.max_restarts else run_worker(cfg, startup=phases, started=started))
+        if record is not None and cfg.run.nproc is None and not cfg.run.max_restarts:
             record = close_wall_time(Path(record["summary"]["record"]), started)
     except GnnparError as exc:
         text = str(exc)

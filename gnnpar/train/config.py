@@ -370,6 +370,17 @@ class RunConfig:
     """Sample mode: also checkpoint every this many steps within an epoch (0: at epoch
     ends only)."""
 
+    checkpoint_every_s: float | None = None
+    """Also checkpoint every this many seconds of training, so that a lost rank costs at
+    most about this much work (default: 600 for a run restarted on failure, by
+    --max-restarts or torchrun --max-restarts, else none; 0: never by time). Inside an
+    epoch in sample mode; at epoch ends in full mode and with local SGD."""
+
+    max_restarts: int = 0
+    """When a worker dies or hangs, restart every worker from the run's newest
+    checkpoint, up to this many times (the run record notes each restart). Under
+    torchrun, pass torchrun --max-restarts instead."""
+
     nproc: int | None = None
     """Launch this many worker processes on this machine (default: this process is one
     worker of torchrun, or the only one)."""
@@ -435,6 +446,9 @@ class RunConfig:
                               field="run.out", fix="pass --out RUN_DIR --resume.")
         check_int(RunConfig, "run.checkpoint_every", self.checkpoint_every, 1)
         check_int(RunConfig, "run.checkpoint_steps", self.checkpoint_steps, 0)
+        if self.checkpoint_every_s is not None:
+            check_number(RunConfig, "run.checkpoint_every_s", self.checkpoint_every_s, 0.0)
+        check_int(RunConfig, "run.max_restarts", self.max_restarts, 0)
         for name in ("nproc", "threads"):
             if getattr(self, name) is not None:
                 check_int(RunConfig, f"run.{name}", getattr(self, name), 1)

@@ -14,7 +14,10 @@ interface and keeps pickled state in an unauthenticated store.  The launcher:
   the others get ``grace_s`` to report theirs (a peer's failure reaches them as a failed
   collective), then the rest are killed, so no rank is left hanging; a rank whose
   heartbeat (:mod:`gnnpar.faults`) has stood still for ``stale_s`` is not waited for;
-* on Ctrl-C, stops every rank and raises :class:`Interrupted`.
+* on Ctrl-C, stops every rank and raises :class:`Interrupted`;
+* can start the ranks again after a failure (:class:`Launcher`, ``gnnpar-train
+  --max-restarts``: :mod:`gnnpar.train.elastic`), with the same store, as torchrun's agent
+  does: the restarted ranks count their starts there.
 
 Multi-machine runs use ``torchrun`` instead; its c10d store is unauthenticated, so it
 belongs on a private network.
@@ -74,11 +77,34 @@ class RankOutcome:
 
 
 class WorkersFailed(DistributedError):
-    """Some ranks failed; :attr:`outcomes` says how each one ended."""
+    """Some ranks failed; :attr:`outcomes` says how each one ended.
 
-    def __init__(self, message: str, outcomes: list[RankOutcome]) -> None:
+    Attributes:
+        outcomes: How each rank ended.
+        failed_at: When the launcher first saw a rank fail (``time.time()``).
+    """
+
+    def __init__(self, message: str, outcomes: list[RankOutcome],
+                 failed_at: float | None = None) -> None:
         super().__init__(message)
         self.outcomes = outcomes
+        self.failed_at = time.time() if failed_at is None else failed_at
+
+    @property
+    def restartable(self) -> bool:
+        """Whether starting the ranks again may get past it.
+
+        Not when a rank's own error is a user error (bad input or settings, which would
+        only repeat).
+        """
+        return not any(o.gnnpar and o.type != "DistributedError"
+                       for o in self.outcomes if o.exitcode != 0 and o.own)
+
+    @property
+    def first_cause(self) -> int | None:
+        """The rank whose own failure came first (the lowest rank among the causes)."""
+        causes = [o.rank for o in self.outcomes if o.exitcode != 0 and o.own]
+        return min(causes) if causes else None
 
 
 class Interrupted(Exception):
@@ -119,12 +145,18 @@ def threads_per_rank(ranks_here: int) -> int:
     return max(1, cores // max(1, ranks_here))
 
 
-def worker_env(rank: int, world_size: int, port: int, threads: int | None) -> dict[str, str]:
-    """The torchrun-like environment of rank ``rank`` of a one-machine run."""
+def worker_env(rank: int, world_size: int, port: int, threads: int | None,
+               restarts: int = 0, max_restarts: int = 0) -> dict[str, str]:
+    """The torchrun-like environment of rank ``rank`` of a one-machine run.
+
+    ``restarts``: how many times the workers were restarted so far, of ``max_restarts``.
+    """
     env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
            "LOCAL_WORLD_SIZE": str(world_size), "GROUP_RANK": "0",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-           "TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": "0",
+           "TORCHELASTIC_USE_AGENT_STORE": "True",
+           "TORCHELASTIC_RESTART_COUNT": str(restarts),
+           "TORCHELASTIC_MAX_RESTARTS": str(max_restarts),
            "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo"),
            "NCCL_SOCKET_IFNAME": os.environ.get("NCCL_SOCKET_IFNAME", "lo")}
     if threads is not None:
@@ -266,39 +298,66 @@ def launch_workers(target: str, args: tuple[Any, ...], nproc: int,
         WorkersFailed: A rank failed; the message is :func:`summarise`'s.
         Interrupted: Ctrl-C or SIGTERM; every rank was stopped.
     """
-    import torch.multiprocessing as mp
+    Launcher(nproc, threads, grace_s, stale_s).run(target, args)
 
-    from gnnpar.faults import HeartbeatWatch
 
-    ctx = mp.get_context("spawn")
-    store = loopback_store(nproc)
-    watch = None if stale_s is None else HeartbeatWatch(store, list(range(nproc)), stale_s)
-    silent: dict[int, float] = {}
-    port = store.port
-    with tempfile.TemporaryDirectory(prefix="gnnpar-launch-") as tmp:
-        files = [Path(tmp) / f"rank-{r}.json" for r in range(nproc)]
-        procs = [ctx.Process(target=_child, name=f"gnnpar-rank-{r}",
-                             args=(target, args, str(files[r]))) for r in range(nproc)]
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-        try:
-            for rank, p in enumerate(procs):
-                with _environ(worker_env(rank, nproc, port, threads)):
-                    p.start()  # the rank's environment from its start, as under torchrun
-            silent = _wait(procs, grace_s, watch)
-        except (KeyboardInterrupt, Interrupted):
-            _stop(procs, 5.0)
-            raise Interrupted() from None
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-            stopped = _stop(procs, 0.0)
-        outcomes = [_outcome(r, p.exitcode or 0, files[r], r in stopped, silent.get(r))
-                    for r, p in enumerate(procs)]
-    del store
-    if any(o.exitcode != 0 for o in outcomes):
-        if all(o.type in ("KeyboardInterrupt", "Interrupted") for o in outcomes
-               if o.exitcode != 0):
-            raise Interrupted()
-        raise WorkersFailed(summarise(outcomes, nproc), outcomes)
+class Launcher:
+    """The ranks of one machine, started as often as the run needs (a restart).
+
+    One loopback store serves every start, as torchrun's agent's does: the ranks' failure
+    notes outlive them there, and each start's ranks find each other under a prefix of
+    their own (:func:`gnnpar.distributed.init`).  :meth:`run` takes the arguments of
+    :func:`launch_workers`.
+
+    Attributes:
+        restarts: How many times the ranks were started again after a failure.
+        store: The store (``MASTER_ADDR:MASTER_PORT`` of the ranks).
+    """
+
+    def __init__(self, nproc: int, threads: int | None = None, grace_s: float = 10.0,
+                 stale_s: float | None = None, max_restarts: int = 0) -> None:
+        self.nproc, self.threads, self.grace_s, self.stale_s = nproc, threads, grace_s, stale_s
+        self.max_restarts = max_restarts
+        self.restarts = -1
+        self.store = loopback_store(nproc)
+
+    def run(self, target: str, args: tuple[Any, ...]) -> None:
+        """Start the ranks (again) and wait for all of them; raises as :func:`launch_workers`."""
+        import torch.multiprocessing as mp
+
+        from gnnpar.faults import HeartbeatWatch
+
+        nproc, store = self.nproc, self.store
+        self.restarts += 1
+        ctx = mp.get_context("spawn")
+        watch = (None if self.stale_s is None
+                 else HeartbeatWatch(store, list(range(nproc)), self.stale_s))
+        silent: dict[int, float] = {}
+        failed_at: float | None = None
+        with tempfile.TemporaryDirectory(prefix="gnnpar-launch-") as tmp:
+            files = [Path(tmp) / f"rank-{r}.json" for r in range(nproc)]
+            procs = [ctx.Process(target=_child, name=f"gnnpar-rank-{r}",
+                                 args=(target, args, str(files[r]))) for r in range(nproc)]
+            previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+            try:
+                for rank, p in enumerate(procs):
+                    with _environ(worker_env(rank, nproc, store.port, self.threads,
+                                             self.restarts, self.max_restarts)):
+                        p.start()  # the rank's environment from its start, as under torchrun
+                silent, failed_at = _wait(procs, self.grace_s, watch)
+            except (KeyboardInterrupt, Interrupted):
+                _stop(procs, 5.0)
+                raise Interrupted() from None
+            finally:
+                signal.signal(signal.SIGTERM, previous)
+                stopped = _stop(procs, 0.0)
+            outcomes = [_outcome(r, p.exitcode or 0, files[r], r in stopped, silent.get(r))
+                        for r, p in enumerate(procs)]
+        if any(o.exitcode != 0 for o in outcomes):
+            if all(o.type in ("KeyboardInterrupt", "Interrupted") for o in outcomes
+                   if o.exitcode != 0):
+                raise Interrupted()
+            raise WorkersFailed(summarise(outcomes, nproc), outcomes, failed_at)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -306,27 +365,30 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 
 def _wait(procs: list[Any], grace_s: float, watch: HeartbeatWatch | None
-          ) -> dict[int, float]:
+          ) -> tuple[dict[int, float], float | None]:
     """Until every rank has exited, or ``grace_s`` after the first one failed.
 
     With ``watch``, also until every living rank's heartbeat stands still, once one failed.
 
     Returns:
         The living ranks whose heartbeat stood still when a failure ended the wait, with
-        the seconds since it last moved.
+        the seconds since it last moved; and when the first failure was seen.
     """
-    deadline = None
+    deadline = failed_at = None
     while any(p.is_alive() for p in procs):
         if watch is not None:
             watch.update()
         if deadline is None and any(p.exitcode not in (None, 0) for p in procs):
-            deadline = time.monotonic() + grace_s
+            deadline, failed_at = time.monotonic() + grace_s, time.time()
         alive = {r for r, p in enumerate(procs) if p.is_alive()}
         stale = set(watch.stale()) if watch is not None else set()
         if deadline is not None and (time.monotonic() >= deadline or stale >= alive):
-            return {r: watch.silent_for(r) for r in stale & alive} if watch else {}
+            return ({r: watch.silent_for(r) for r in stale & alive} if watch else {},
+                    failed_at)
         time.sleep(0.05)
-    return {}
+    if failed_at is None and any(p.exitcode not in (None, 0) for p in procs):
+        failed_at = time.time()
+    return {}, failed_at
 
 
 def _stop(procs: list[Any], wait_s: float) -> set[int]:

@@ -22,12 +22,14 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import shlex
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gnnpar.artifacts.kinds import CHECKPOINT_DIR, STATE_FILE
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.train.config import Config
 from gnnpar.train.rundir import check_resume, dataset_slug, prepare_run_dir
@@ -284,7 +286,8 @@ def check_device(cfg: Config, local_world_size: int) -> None:
 
 
 def check_before_start(cfg: Config, world_size: int, local_world_size: int,
-                       hold: contextlib.ExitStack | None = None) -> Path:
+                       hold: contextlib.ExitStack | None = None,
+                       restart: bool = False) -> Path:
     """Every check that needs no data, then the run directory (see the module docstring).
 
     Args:
@@ -292,17 +295,29 @@ def check_before_start(cfg: Config, world_size: int, local_world_size: int,
         world_size: Processes of the run.
         local_world_size: Processes on this machine.
         hold: Keeps the run directory's lock until the run ends.
+        restart: torchrun restarted the workers: the run in ``--out`` continues (from its
+            checkpoint, with the same settings and as many ranks).
 
     Returns:
         The run directory (created).
     """
+    if restart or os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") not in ("", "0"):
+        from gnnpar.train.elastic import check_rejoined, max_restarts  # imports torch
+
+        if max_restarts() and cfg.run.out is None:
+            raise ConfigError("a run that torchrun restarts must name its run directory, "
+                              "so that the restarted workers find it.", field="run.out",
+                              fix="pass --out DIR.")
+        if restart and cfg.run.out is not None:
+            check_rejoined(Path(cfg.run.out), world_size, cfg)
     check_world_size(cfg, world_size)
     check_device(cfg, local_world_size)
     run = cfg.run
     kind = "link" if cfg.data.task == "link" else cfg.train.mode
     out = prepare_run_dir(run.out, name=f"{dataset_slug(cfg.data.dataset)}-{kind}",
-                          resume=run.resume, overwrite=run.overwrite, hold=hold)
-    if run.resume:
+                          resume=run.resume, overwrite=run.overwrite, hold=hold,
+                          restart=restart)
+    if run.resume or (restart and (out / CHECKPOINT_DIR / STATE_FILE).is_file()):
         check_resume(out, cfg)
     return out
 

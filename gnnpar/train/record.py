@@ -5,7 +5,7 @@ is readable while the run goes on and complete up to the last finished epoch aft
 crash.  Metrics are all-reduced before they are recorded (every rank would write the same
 figures).  ``gnnpar-plot OUT`` draws it.  The fields, level by level, are
 :data:`TOP_FIELDS`, :data:`EPOCH_FIELDS` and :data:`SUMMARY_FIELDS` (a test checks that a
-real run writes exactly these keys)::
+real run writes exactly these keys), and :data:`RESTART_FIELDS` per restart::
 
     {"format": "gnnpar-run", "format_version": 2, "status": "complete",
      "config": {"data": {...}, "model": {...}, ...},
@@ -13,7 +13,9 @@ real run writes exactly these keys)::
      "epochs": [{"epoch": 0, "train_loss": 1.9, "val_acc": 0.41, ...,
                  "comm": {"feature": {"rows": 250311, "bytes": 66079104}, ...},
                  "eval_comm": {...}}, ...],
-     "summary": {"eval": "full", "test_acc": 0.748, "test_acc_sampled": 0.723, ...}}
+     "summary": {"eval": "full", "test_acc": 0.748, "test_acc_sampled": 0.723, ...},
+     "restarts": [{"restart": 1, "rank": 1, "reason": "rank 1 of 2: killed by ...",
+                   "resumed_from": {"epoch": 3, "step": 40}, "steps_redone": 17, ...}]}
 
 Bytes are what all ranks together sent to other ranks (what one rank sends to itself is
 not counted), by kind: ``feature`` rows and the ``feature_ids`` that asked for them,
@@ -54,6 +56,9 @@ TOP_FIELDS = {
            "device, torch_threads.",
     "epochs": "One entry per finished epoch (EPOCH_FIELDS).",
     "summary": "Final figures (SUMMARY_FIELDS); empty until the run completes.",
+    "restarts": "Runs restarted on failure (--max-restarts, torchrun --max-restarts): one "
+                "entry per failure and the restart that followed it (RESTART_FIELDS), "
+                "oldest first; [] when none.",
     "digest": "SHA-256 of the rest of the document: a record changed after it was "
               "written is refused.",
 }
@@ -141,6 +146,27 @@ SUMMARY_FIELDS = {
 }
 
 
+RESTART_FIELDS = {
+    "restart": "1 for the run's first restart, 2 for the second, ...; null: the failure "
+               "that ended the run (no restart followed).",
+    "failed_at": "When the failure was seen (UTC, ISO 8601), or null when no rank could "
+                 "tell.",
+    "rank": "The rank that died, hung or raised first, or null when unknown.",
+    "reason": "Why, in a line: the launcher's error (gnnpar-train), else the rank's own "
+              "or its peers' explanation (torchrun).",
+    "resumed_from": "{epoch, step} of the checkpoint the restart continued from (0-based, "
+                    "the next step), or null when the run had none yet and started over.",
+    "steps_redone": "Training steps finished before the failure that the restart takes "
+                    "again (the furthest rank's count past resumed_from), or null when "
+                    "unknown.",
+    "lost_s": "Seconds lost: from the checkpoint resumed from to the failure being seen "
+              "(about --checkpoint-every-s at most, plus --timeout-s for a hang), or null.",
+    "restart_s": "Seconds from the failure to the restarted run's first step: stopping "
+                 "the ranks, starting new ones, loading their parts and the checkpoint "
+                 "(null: not restarted).",
+}
+
+
 STARTUP_PHASES = ("import", "check", "load", "partition", "spawn", "setup")
 """The start-up phases, in the order they run (``summary.startup_s``)."""
 
@@ -182,6 +208,7 @@ class RunRecord:
         summary: Final figures (:data:`SUMMARY_FIELDS`).
         status: One of :data:`STATUSES`.
         files: What the run writes into its directory besides ``record.json``.
+        restarts: One entry per restart of its workers (:data:`RESTART_FIELDS`).
     """
 
     config: dict[str, Any]
@@ -191,6 +218,7 @@ class RunRecord:
     summary: dict[str, Any] = field(default_factory=dict)
     status: str = "running"
     files: list[str] = field(default_factory=list)
+    restarts: list[dict[str, Any]] = field(default_factory=list)
 
     @staticmethod
     def environment(world_size: int, backend: str, device: str) -> dict[str, Any]:
@@ -215,7 +243,7 @@ class RunRecord:
         doc = RUN_RECORD.read(path, ConfigError, "pass the record.json of a gnnpar-train "
                               "run; never edit it by hand.")
         fields = {"config": dict, "partition": dict, "env": dict, "epochs": list,
-                  "summary": dict, "status": str, "files": list}
+                  "summary": dict, "status": str, "files": list, "restarts": list}
         for key, kind in fields.items():
             if key in doc and not isinstance(doc[key], kind):
                 raise ConfigError(f"is {type(doc[key]).__name__}, expected {kind.__name__}.",
@@ -224,7 +252,8 @@ class RunRecord:
         return cls(config=doc.get("config", {}), partition=doc.get("partition", {}),
                    env=doc.get("env", {}), epochs=list(doc.get("epochs", [])),
                    summary=doc.get("summary", {}), status=doc.get("status", "running"),
-                   files=[str(f) for f in doc.get("files", [])])
+                   files=[str(f) for f in doc.get("files", [])],
+                   restarts=[r for r in doc.get("restarts", []) if isinstance(r, dict)])
 
     def add_epoch(self, entry: dict[str, Any]) -> dict[str, Any]:
         """Append (or, after a resume, replace) the metrics of ``entry["epoch"]``.
@@ -245,7 +274,7 @@ class RunRecord:
         return {"format": RUN_RECORD.format, "format_version": RUN_RECORD.version,
                 "status": self.status, "files": self.files, "config": self.config,
                 "partition": self.partition, "env": self.env, "epochs": self.epochs,
-                "summary": self.summary}
+                "summary": self.summary, "restarts": self.restarts}
 
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write the record to ``path`` atomically (call on rank 0 only).

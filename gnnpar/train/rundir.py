@@ -22,6 +22,9 @@ record lists aside into ``OUT/.previous-run/``; the new run's first checkpoint d
 it (:func:`commit_replacement`), and a new run that fails, is interrupted or is killed
 before it gets there has it put back (:func:`restore_replaced`, also called by the next
 command that reads or writes that directory), so a failed replacement loses nothing.
+When a launcher restarts the run's workers (``--max-restarts``), :func:`prepare_restart`
+(or ``prepare_run_dir(restart=True)`` under torchrun) settles the directory to continue
+from its newest complete checkpoint.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from gnnpar.artifacts.directory import recover_directory
 from gnnpar.artifacts.kinds import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -171,8 +175,8 @@ def _remove(target: Path) -> None:
 
 
 def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
-                    overwrite: bool = False,
-                    hold: contextlib.ExitStack | None = None) -> Path:
+                    overwrite: bool = False, hold: contextlib.ExitStack | None = None,
+                    restart: bool = False) -> Path:
     """Settle the run directory before any work (see the module docstring).
 
     Call it once per run, in the process that starts it (the launcher, or rank 0).
@@ -186,6 +190,8 @@ def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
             ``OUT/.previous-run/`` until the new run's first checkpoint.
         hold: Where the directory's lock is kept until the run ends (``None``: held only
             while this function runs).
+        restart: A launcher restarted the run's workers (:func:`prepare_restart`): the run
+            in ``out`` is continued whatever ``resume`` and ``overwrite`` say.
 
     Returns:
         The directory to write to. It is created when the run writes its first file, so
@@ -203,7 +209,7 @@ def prepare_run_dir(out: str | None, *, name: str, resume: bool = False,
                 return _claim(path, resume, overwrite, hold)
             except _Busy:
                 continue  # another run took that name meanwhile: the next one
-    return _claim(_checked_path(Path(out)), resume, overwrite, hold)
+    return _claim(_checked_path(Path(out)), resume, overwrite, hold, restart)
 
 
 class _Busy(ConfigError):
@@ -222,42 +228,67 @@ def _checked_path(path: Path) -> Path:
 
 
 def _claim(path: Path, resume: bool, overwrite: bool,
-           hold: contextlib.ExitStack | None) -> Path:
+           hold: contextlib.ExitStack | None, restart: bool = False) -> Path:
     """Lock ``path`` (into ``hold``), then check it and move a replaced run aside."""
     with contextlib.ExitStack() as mine:
         keep = hold or mine
         made = _make_parents(path)  # the lock lies beside the run directory
         keep.callback(_remove_empty, made)  # a refused or finished run leaves none behind
         keep.enter_context(lock(path, _Busy, "this run directory"))
-        restore_replaced(path)
-        if resume:
-            return path
-        if path.is_dir() and all(TEMPORARY.match(e.name) for e in path.iterdir()):
-            for entry in path.iterdir():  # what a run killed before its record left
-                _remove(entry)
-        if path.is_dir() and any(path.iterdir()):
-            bad, _ = RUN.foreign(path)
-            if bad is not None:
-                what = ("holds no gnnpar run record" if bad in (path, path / RECORD_FILE)
-                        else f"holds {bad.relative_to(path)}, which is not a gnnpar run's")
-                raise ConfigError(
-                    f"{what}; gnnpar does not write into a directory that is not a gnnpar "
-                    "run, nor delete what it did not write.", path=bad, field="run.out",
-                    fix="pass a new or empty --out.")
-            if not overwrite:
-                raise ConfigError(
-                    f"already holds a run ({_describe(path)}).", path=path,
-                    field="run.out", fix="continue it with --resume, replace it with "
-                    "--overwrite, or pass another --out.")
-            aside = path / PREVIOUS_RUN
-            aside.mkdir()
-            for name in _listed(path):
-                if (path / name).exists() or (path / name).is_symlink():
-                    os.rename(path / name, aside / name)
-            for entry in path.iterdir():
-                if TEMPORARY.match(entry.name):
-                    _remove(entry)
+        _settle_locked(path, resume, overwrite, restart)
         return path
+
+
+def prepare_restart(out: str | os.PathLike[str]) -> bool:
+    """Before a launcher restarts a run's workers (it holds the directory's lock).
+
+    The run continues from its newest complete checkpoint (one that a crash left between
+    the two renames of its save is put back first; one being written when the failure hit
+    was never renamed into place, so it is not it).  Without one (a failure before the
+    run's first checkpoint), it starts over: what the failed start wrote is moved aside as
+    ``--overwrite`` would, and a run that the original ``--overwrite`` replaced stays aside.
+
+    Returns:
+        Whether the restarted workers resume (``cfg.run.resume``).
+    """
+    return _settle_locked(Path(out), False, False, restart=True)
+
+
+def _settle_locked(path: Path, resume: bool, overwrite: bool, restart: bool) -> bool:
+    """Check ``path`` and move a replaced run aside (holding its lock); whether it resumes."""
+    restore_replaced(path)
+    if restart:
+        recover_directory(path / CHECKPOINT_DIR)
+        resume = (path / CHECKPOINT_DIR / STATE_FILE).is_file()
+        overwrite = not resume
+    if resume:
+        return True
+    if path.is_dir() and all(TEMPORARY.match(e.name) for e in path.iterdir()):
+        for entry in path.iterdir():  # what a run killed before its record left
+            _remove(entry)
+    if path.is_dir() and any(path.iterdir()):
+        bad, _ = RUN.foreign(path)
+        if bad is not None:
+            what = ("holds no gnnpar run record" if bad in (path, path / RECORD_FILE)
+                    else f"holds {bad.relative_to(path)}, which is not a gnnpar run's")
+            raise ConfigError(
+                f"{what}; gnnpar does not write into a directory that is not a gnnpar "
+                "run, nor delete what it did not write.", path=bad, field="run.out",
+                fix="pass a new or empty --out.")
+        if not overwrite:
+            raise ConfigError(
+                f"already holds a run ({_describe(path)}).", path=path,
+                field="run.out", fix="continue it with --resume, replace it with "
+                "--overwrite, or pass another --out.")
+        aside = path / PREVIOUS_RUN
+        aside.mkdir()
+        for name in _listed(path):
+            if (path / name).exists() or (path / name).is_symlink():
+                os.rename(path / name, aside / name)
+        for entry in path.iterdir():
+            if TEMPORARY.match(entry.name):
+                _remove(entry)
+    return False
 
 
 def _make_parents(path: Path) -> list[Path]:

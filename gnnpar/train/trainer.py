@@ -20,9 +20,13 @@ Per epoch, rank 0 appends the epoch to the run record ``OUT/record.json``
 (:mod:`gnnpar.train.record`: loss, accuracies, epoch time, rows and bytes by kind —
 training steps and evaluation counted apart) and every rank takes part in a checkpoint
 (:mod:`gnnpar.train.checkpoint`) of the model, the optimizer and the engine's position
-(``OUT/checkpoint``, every ``checkpoint_every`` epochs and, in sample mode, every
-``checkpoint_steps`` steps).  ``resume`` continues from it with the same batches as an
-uninterrupted run, and refuses other settings (:func:`~gnnpar.train.rundir.check_resume`).
+(``OUT/checkpoint``, every ``checkpoint_every`` epochs, in sample mode every
+``checkpoint_steps`` steps, and every ``checkpoint_every_s`` seconds:
+:class:`~gnnpar.train.cadence.CheckpointCadence`).  ``resume`` continues from it with the
+same batches as an uninterrupted run, and refuses other settings
+(:func:`~gnnpar.train.rundir.check_resume`).  Under a launcher that restarts its workers
+(:mod:`gnnpar.train.elastic`), every rank that fails notes why in the launcher's store,
+and a restarted rank 0 records the restart in the run record.
 Dropout is re-seeded per step from ``(seed, epoch, step, rank)``, so like the sampler it
 carries no state a checkpoint would have to hold.
 
@@ -81,6 +85,7 @@ from gnnpar.nn import flush_pipelines
 from gnnpar.partition.format import content_digest
 from gnnpar.sizes import peak_rss_bytes, rss_bytes
 from gnnpar.storage.graph import DistGraph, global_split_sizes
+from gnnpar.train.cadence import CheckpointCadence, timed_seconds
 from gnnpar.train.checkpoint import (
     checkpoint_digest,
     load_checkpoint,
@@ -88,6 +93,7 @@ from gnnpar.train.checkpoint import (
     save_checkpoint,
 )
 from gnnpar.train.config import Config
+from gnnpar.train.elastic import RestartNotes, max_restarts, restart_number
 from gnnpar.train.engine import PHASES, SUMS, Engine, StepHook
 from gnnpar.train.fullgraph import FullGraphEngine, full_neighbour_accuracy
 from gnnpar.train.grid import GridEngine
@@ -265,6 +271,11 @@ class Trainer:
             files=run_files(cfg))
         self._next_epoch = 0
         self._started = False  # whether this run has written its record yet
+        self.notes = RestartNotes(ctx, self.board.store, self.engine.steps_per_epoch)
+        self.cadence = CheckpointCadence(
+            ctx, cfg.run.checkpoint_every, cfg.run.checkpoint_steps,
+            timed_seconds(cfg.run.checkpoint_every_s, max_restarts() > 0),
+            mid_epoch=self.dims.sync.synchronous)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -294,12 +305,15 @@ class Trainer:
             per_rank = [dict(zip(SUMS, r, strict=True))
                         for r in all_reduce_sum(ctx, rows).cpu().tolist()]
         engine = self.engine.extra_state()
+        position, now = self._position(), time.time()
         save_checkpoint(self.checkpoint_dir, ctx, self.trained, self.optimizer, extra={
-            "position": self._position(), "partial": per_rank, "epochs": self.record.epochs,
+            "position": position, "partial": per_rank, "epochs": self.record.epochs,
             "config": self.cfg.to_dict(), "engine": engine,
-            "partition_digest": self.partition_digest})
+            "partition_digest": self.partition_digest, "saved_at": now})
+        self.notes.saved(position, now)
         if ctx.is_main:  # the run that --overwrite replaced is no longer needed
             commit_replacement(self.out)
+        self.cadence.saved()
 
     def _resume(self) -> dict[str, float]:
         """Restore the newest checkpoint; return the unfinished epoch's sums."""
@@ -320,12 +334,26 @@ class Trainer:
         pos = extra["position"]
         self.engine.restore(pos, extra.get("engine", {}))
         self._next_epoch = int(pos["epoch"])
+        self.notes.resumed(pos, extra.get("saved_at"))
         self.record.epochs = list(extra["epochs"])
         if self.ctx.is_main:
             log.info("resumed from %s at epoch %d, step %d", self.checkpoint_dir,
                      pos["epoch"] + 1, pos["step"])
         partial: list[dict[str, float]] = extra["partial"]
         return partial[self.ctx.rank] if partial else {}
+
+    def _note_restart(self) -> None:
+        """Rank 0 of a restarted run: the restart in the record, and a line in the log."""
+        entry = self.notes.restarted(self.record, self.cfg.run.resume)
+        if entry is None:
+            return
+        self._write_record()
+        where = ("from the start (no checkpoint yet)" if entry["resumed_from"] is None else
+                 f"from epoch {entry['resumed_from']['epoch'] + 1}, step "
+                 f"{entry['resumed_from']['step']}")
+        log.warning("restart %d: %s; resumed %s, %s steps redone", entry["restart"],
+                    entry["reason"], where,
+                    "?" if entry["steps_redone"] is None else entry["steps_redone"])
 
     def _seed_step(self, epoch: int, step: int) -> None:
         torch.manual_seed(mix_int(self.cfg.train.seed, epoch, step, self.ctx.rank)
@@ -340,10 +368,12 @@ class Trainer:
         if not self.cfg.run.resume:
             return
         try:
-            before = RunRecord.load(self.record_path).files
+            previous = RunRecord.load(self.record_path)
         except ConfigError:
-            before = []
+            previous = RunRecord(config={})
+        before = previous.files
         self.record.files += [f for f in before if f not in self.record.files]
+        self.record.restarts = previous.restarts
         if PREDICTIONS_DIR in before and not wants_outputs(self.cfg):
             log.warning("%s: written from an earlier checkpoint; this run does not write them "
                         "again (--save-predictions), so gnnpar.load_predictions will refuse "
@@ -361,18 +391,19 @@ class Trainer:
             The run record's summary (:data:`~gnnpar.train.record.SUMMARY_FIELDS`), also
             written to :attr:`record_path` by rank 0.
         """
-        with self.board.guard():
-            try:
+        try:
+            with self.board.guard():  # a failed collective becomes an error naming its cause
                 summary = self._fit(hook)
-            except BaseException as exc:
-                if self._started:  # else the record on disk is an earlier run's: keep it
-                    self.record.status = "interrupted" if isinstance(
-                        exc, KeyboardInterrupt) else "failed"
-                    try:
-                        self._write_record()
-                    except OSError:
-                        pass  # the record keeps its last state; the error matters more
-                raise
+        except BaseException as exc:
+            self.notes.failed(exc, self.record if self._started else None)  # for a restart
+            if self._started:  # else the record on disk is an earlier run's: keep it
+                self.record.status = "interrupted" if isinstance(
+                    exc, KeyboardInterrupt) else "failed"
+                try:
+                    self._write_record()
+                except OSError:
+                    pass  # the record keeps its last state; the error matters more
+            raise
         return summary
 
     def _fit(self, hook: StepHook | None) -> dict[str, Any]:
@@ -390,6 +421,9 @@ class Trainer:
             doc = self.cfg.to_dict()
             doc["run"].update(resume=False, overwrite=False)
             write_json_atomic(self.out / CONFIG_FILE, doc)
+        if restart_number(ctx):
+            self._note_restart()
+        self.cadence.saved()
         engine = self.engine
         run = self.cfg.run
         shown = run.progress and sys.stderr.isatty()  # rank 0's progress bar
@@ -445,7 +479,7 @@ class Trainer:
                 "step_time_s": phases, "rank_time_s": {"wall": rank_wall, "cpu": rank_cpu},
                 "comm": comm, "eval_comm": eval_comm})
             self._write_record()
-            if (epoch + 1) % self.cfg.run.checkpoint_every == 0 or epoch + 1 == t.epochs:
+            if self.cadence.after_epoch(epoch, t.epochs):
                 self._save({})
             if ctx.is_main:
                 self._log_epoch(entry)
@@ -470,7 +504,7 @@ class Trainer:
         ``partial``: this rank's sums so far (a resume mid-epoch).  Each step: re-seed
         dropout, the engine's forward pass and loss, backward (DDP all-reduces the
         gradients unless local SGD keeps them local), the optimizer, the engine's sparse
-        update, local SGD's averages when due; a checkpoint every ``checkpoint_steps``.
+        update, local SGD's averages when due; a checkpoint when the cadence says.
 
         Returns:
             This rank's sums (:data:`~gnnpar.train.engine.SUMS`), read from the device
@@ -478,7 +512,7 @@ class Trainer:
         """
         ctx, engine, ddp, optimizer = self.ctx, self.engine, self.ddp, self.optimizer
         sync = self.dims.sync
-        every, steps = self.cfg.run.checkpoint_steps, engine.steps_per_epoch
+        steps = engine.steps_per_epoch
         acc = {**dict.fromkeys(SUMS, 0.0), **partial}
         start = engine.position(epoch)["step"]
         bar = tqdm(total=steps, initial=start, leave=False, unit="step",
@@ -532,7 +566,8 @@ class Trainer:
                 run_left = self.step_log.eta(epoch, step)[1]
                 bar.set_postfix(loss=f"{float(loss_sum) / max(items, 1):.4f}",
                                 run_left="?" if run_left is None else format_duration(run_left))
-            if every and (step + 1) % every == 0 and step + 1 < steps:
+            self.notes.reached = global_step + 1
+            if self.cadence.after_step(step, steps):
                 self._save(totals())
             if hook is not None:
                 hook(epoch, step, batch)

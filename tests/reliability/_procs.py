@@ -37,15 +37,18 @@ def descendants(pid: int) -> list[int]:
 
 
 def rank_pid(launcher: int, rank: int) -> int | None:
-    """The process of rank ``rank`` below ``launcher`` (by its ``RANK`` variable)."""
+    """The process of rank ``rank`` below ``launcher`` (by its ``RANK`` variable).
+
+    Not multiprocessing's resource tracker, which the launcher starts with the first
+    rank's environment.
+    """
     for pid in descendants(launcher):
         try:
             env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        # The resource tracker starts inside rank 0's environment: not a rank.
-        if f"RANK={rank}".encode() in env and b"resource_tracker" not in cmd:
+        if f"RANK={rank}".encode() in env and b"resource_tracker" not in command:
             return pid
     return None
 
