@@ -290,7 +290,7 @@ RUNNERS: dict[str, Callable[[Report, Path, argparse.Namespace], None]] = {
 
 def main() -> None:
     """Measure the sections asked for; print each figure with its date."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--only", default=",".join(DEFAULT_SECTIONS),
                    help=f"comma-separated sections of {', '.join(SECTIONS)}")
     p.add_argument("--repeat", type=int, default=5, help="runs of each refusal")

@@ -72,7 +72,7 @@ def one_round(parts: Path, seconds: float, work: Path, rng: random.Random) -> di
 
 def main() -> None:
     """Run the rounds and print the table (and write the JSON)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     ap.add_argument("--seconds", default="0,2,5")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)

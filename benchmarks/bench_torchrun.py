@@ -98,7 +98,7 @@ def run_once(way: str, code: Path | None, part: Path, out: Path,
 
 def main() -> None:
     """Run the variants in interleaved rounds; print medians of per-round ratios."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--before", default=None, help="git revision to compare with")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--epochs", type=int, default=10)
