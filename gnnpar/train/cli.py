@@ -393,7 +393,8 @@ def _accuracy_lines(s: dict[str, Any]) -> list[str]:
     stop = (f"; stopped early, {best['evaluations_after']} evaluations without a gain"
             if s.get("stopped_early") else "")
     where = "" if link or s["mode"] == "full" else ", sampled"
-    at_last = link and best["epoch"] + 1 == s["epochs"]  # the last epoch's figures
+    # The last epoch's figures say nothing more (no exact evaluation after it).
+    at_last = best["epoch"] + 1 == s["epochs"] and (link or s["eval"] == "sampled")
     head = (f"{label}{_acc(test)} at the best validation {metric} (epoch {best['epoch'] + 1} "
             f"of {s['epochs']}{', the last' if at_last else ''}: val {best['value']:.4f}"
             f"{where}{stop})")
