@@ -312,6 +312,97 @@ def pyimports_graph(roots: Sequence[Path]) -> GraphDataset:
     return graph_dataset("pyimports", len(names), np.asarray(pairs, dtype=np.int64), x, y)
 
 
+# ------------------------------------------------------------------------------- docrefs
+_SECTION = re.compile(r"^[ \t]*See [Aa]lso[ \t]*\n[ \t]*-{3,}[ \t]*\n((?:[ \t]*\S.*\n?)+)", re.M)
+_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|obj|attr|data|exc|mod):`[~!]?([\w.]+)")
+_DEFAULT_ROLE = re.compile(r"(?<![`\w:])`([A-Za-z_][\w.]*)`(?![`\w])")
+_NAME = re.compile(r"[A-Za-z_][\w.]*")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _cited(doc: str) -> Iterator[str]:
+    """Dotted names a docstring cites: its numpydoc ``See Also`` entries, Sphinx roles and
+    single-backquoted names (numpydoc's default role)."""
+    yield from _ROLE.findall(doc)
+    yield from _DEFAULT_ROLE.findall(doc)
+    for body in _SECTION.findall(doc):
+        lines = body.splitlines()
+        indent = len(lines[0]) - len(lines[0].lstrip())
+        for line in lines:
+            if len(line) - len(line.lstrip()) == indent:  # an entry, not its description
+                head = line.split(" :", 1)[0].replace("`", "")
+                yield from (m.group(0).strip(".") for part in head.split(",")
+                            if (m := _NAME.search(_ROLE.sub(r"\1", part.strip()))))
+
+
+def _documented(tree: ast.Module) -> Iterator[tuple[str, ast.AST, str]]:
+    """``(qualified name, node, docstring)`` of the documented functions, classes, methods
+    (``Class.method``)."""
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    for node in tree.body:
+        if isinstance(node, kinds) and (doc := ast.get_docstring(node)):
+            yield node.name, node, doc
+        if isinstance(node, ast.ClassDef):
+            for member in node.body:
+                if isinstance(member, kinds[:2]) and (doc := ast.get_docstring(member)):
+                    yield f"{node.name}.{member.name}", member, doc
+
+
+def docrefs_graph(roots: Sequence[Path]) -> GraphDataset:
+    """The ``docrefs`` graph (module docstring) of the modules under ``roots``."""
+    files = _module_files(roots)
+    names: list[str] = []  # public dotted name of every documented object
+    objects: list[tuple[ast.AST, str, bool]] = []  # node, docstring, whether a method
+    for m in sorted(files):
+        try:
+            tree = ast.parse(files[m][0].read_bytes())
+        except (SyntaxError, ValueError):
+            continue
+        public = ".".join(p for p in m.split(".") if not p.startswith("_"))
+        for qual, node, doc in _documented(tree):
+            names.append(f"{public}.{qual}" if public else qual)
+            objects.append((node, doc, "." in qual))
+    # Each object under every dotted suffix of its name, within its top-level package.
+    by_suffix: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, name in enumerate(names):
+        parts = name.split(".")
+        for k in range(1, len(parts)):
+            by_suffix[parts[0], ".".join(parts[k:])].append(i)
+        by_suffix[parts[0], name].append(i)
+    tops = {name.split(".", 1)[0] for name in names}
+    pairs: list[tuple[int, int]] = []
+    for i, (_, doc, _) in enumerate(objects):
+        top, home = names[i].split(".", 1)[0], names[i].rsplit(".", 1)[0]
+        for ref in set(_cited(doc)):
+            head, _, rest = ref.partition(".")
+            key = (head, rest or head) if head in tops and head != ref else (top, ref)
+            hits = by_suffix.get(key, [])
+            if len(hits) > 1:  # ambiguous: the one beside the citing object, if any
+                hits = [j for j in hits if names[j].rsplit(".", 1)[0] == home]
+            if len(hits) == 1 and hits[0] != i:
+                pairs.append((i, hits[0]))
+    used = np.unique(np.asarray(pairs, dtype=np.int64))  # objects that cite or are cited
+    remap = np.full(len(names), -1, dtype=np.int64)
+    remap[used] = np.arange(len(used))
+    docs, numeric, labels = [], np.zeros((len(used), 8), dtype=np.float32), []
+    for row, i in enumerate(used.tolist()):
+        node, doc, method = objects[i]
+        name = names[i]
+        short = name.rsplit(".", 1)[-1]
+        summary = doc.split("\n\n", 1)[0]
+        docs.append(_tokens(summary) + _tokens(_CAMEL.sub(" ", short).replace("_", " ")))
+        args = node.args.args if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            else []
+        numeric[row] = (np.log1p(doc.count("\n")), isinstance(node, ast.ClassDef), method,
+                        np.log1p(len(args)),
+                        "Parameters" in doc or "Args:" in doc, "Example" in doc,
+                        name.count("."), short.startswith("_"))
+        labels.append(name.split(".", 1)[0])
+    x = np.concatenate([hashed_bag(docs, FEAT_DIM - numeric.shape[1]), numeric], axis=1)
+    y, _ = class_labels(labels, min_size=200)
+    return graph_dataset("docrefs", len(used), remap[np.asarray(pairs, dtype=np.int64)], x, y)
+
+
 # --------------------------------------------------------------------------------- cache
 def _fingerprint_files(paths: Sequence[Path]) -> list[list[object]]:
     return [[str(p), p.stat().st_size, int(p.stat().st_mtime)] for p in paths]
@@ -322,6 +413,8 @@ GRAPHS: dict[str, tuple[Callable[[], object], Callable[[], GraphDataset]]] = {
                lambda: debian_graph(_require_apt_lists())),
     "pyimports": (lambda: [str(r) for r in python_roots()],
                   lambda: pyimports_graph(python_roots())),
+    "docrefs": (lambda: [str(r) for r in python_roots()],
+                lambda: docrefs_graph(python_roots())),
 }
 """Graph name -> (fingerprint of its source, builder)."""
 

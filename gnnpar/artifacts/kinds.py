@@ -39,6 +39,8 @@ from gnnpar.errors import GnnparError
 RECORD_FILE = "record.json"
 CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoint"
+BEST_DIR = "best"
+"""The best-valid model's checkpoint (``--save-best``), beside the newest one."""
 STATE_FILE = "state.json"
 TENSORS_FILE = "tensors.bin"
 METRICS_CSV = "metrics.csv"
@@ -47,8 +49,8 @@ PREDICTIONS_DIR = "predictions"
 INDEX_FILE = "index.json"
 PREVIOUS_RUN = ".previous-run"
 """Where ``--overwrite`` keeps the replaced run until the new one's first checkpoint."""
-RUN_FILES = (RECORD_FILE, CONFIG_FILE, CHECKPOINT_DIR, METRICS_CSV, TENSORBOARD_DIR,
-             PREDICTIONS_DIR)
+RUN_FILES = (RECORD_FILE, CONFIG_FILE, CHECKPOINT_DIR, BEST_DIR, METRICS_CSV,
+             TENSORBOARD_DIR, PREDICTIONS_DIR)
 """What a run may write into its directory (a version-2 record lists nothing: these)."""
 TEMPORARY = re.compile(r"^\.(?P<base>.+)\.(tmp|old)(-[^/]*)?$")
 """The temporary names of gnnpar's atomic writes: ``.NAME.tmp-*`` and ``.NAME.old-*``."""
@@ -211,7 +213,7 @@ PREDICTIONS = ArtifactKind("predictions", "a predictions directory", INDEX_FILE,
                            PREDICTIONS_INDEX.recognize, _shard_files)
 TENSORBOARD = ArtifactKind("tensorboard", "a TensorBoard directory", None,
                            patterns=("events.out.tfevents.*",))
-_RUN_PARTS: dict[str, ArtifactKind] = {CHECKPOINT_DIR: CHECKPOINT,
+_RUN_PARTS: dict[str, ArtifactKind] = {CHECKPOINT_DIR: CHECKPOINT, BEST_DIR: CHECKPOINT,
                                        PREDICTIONS_DIR: PREDICTIONS,
                                        TENSORBOARD_DIR: TENSORBOARD}
 RUN = ArtifactKind("run", "a run directory", RECORD_FILE, RUN_RECORD.recognize,

@@ -316,6 +316,7 @@ class Recipe:
 
 
 _CKPT = ("checkpoint/tensors.bin", "checkpoint/state.json")
+_BEST = ("best/tensors.bin", "best/state.json")
 _SWAPPED = "swapped from another artifact"
 _HUGE = "sizes 10^13, digests rewritten"
 _PART = ("meta.json", "part-0/feat.npy")
@@ -342,9 +343,17 @@ RECIPES: dict[str, Recipe] = {
         lambda b, out, inp: [str(inp["RUN_DIR"]), str(inp["DATASET"]), "--out", str(out)],
         "predictions", inputs={"RUN_DIR": ("run", (*_CKPT, "record.json")),
                                "DATASET": ("partition", _PART)}),
+    "gnnpar-predict --best": Recipe(
+        lambda b, out, inp: [str(inp["RUN_DIR"]), str(inp["DATASET"]), "--out", str(out),
+                             "--best"],
+        "predictions", inputs={"RUN_DIR": ("run", (*_BEST, "record.json")),
+                               "DATASET": ("partition", _PART)}),
     "gnnpar-export": Recipe(
         lambda b, out, inp: [str(inp["RUN_DIR"]), "--out", str(out)], "export",
         inputs={"RUN_DIR": ("run", (*_CKPT, "record.json"))}),
+    "gnnpar-export --best": Recipe(
+        lambda b, out, inp: [str(inp["RUN_DIR"]), "--out", str(out), "--best"], "export",
+        inputs={"RUN_DIR": ("run", (*_BEST, "record.json"))}),
     "gnnpar-plot": Recipe(
         lambda b, out, inp: [str(inp["RECORD"]), "--out", str(out)], "picture",
         inputs={"RECORD": ("run", ("record.json",))}, harmless=(_SWAPPED, _HUGE)),

@@ -344,33 +344,63 @@ def _acc(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
+def _hits(hits: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.4f}" for k, v in sorted(
+        hits.items(), key=lambda kv: int(kv[0].split("@")[1])))
+
+
 def _link_line(s: dict[str, Any]) -> str:
-    """``test MRR: ...`` of a link-prediction summary (Hits@K with shared negatives)."""
+    """The last evaluation's MRR and Hits@K of a link-prediction summary."""
     if s["test_hits"] is None:
-        return "test MRR:          not evaluated at the end (--eval none)"
-    hits = ", ".join(f"{k} {v:.4f}" for k, v in sorted(
-        s["test_hits"].items(), key=lambda kv: int(kv[0].split("@")[1])))
-    head = (f"test MRR:          {s['test_mrr']:.4f} (val {_acc(s['val_mrr'])}); "
-            if s["test_mrr"] is not None else "test ")
-    return f"{head}{hits} (full-neighbour embeddings)"
+        return "not evaluated at the end (--eval none)"
+    head = (f"{s['test_mrr']:.4f} (val {_acc(s['val_mrr'])}); "
+            if s["test_mrr"] is not None else "")
+    return f"{head}{_hits(s['test_hits'])} (full-neighbour embeddings)"
 
 
-def _accuracy_line(s: dict[str, Any]) -> str:
-    """``test accuracy: ...`` of a summary: the final figures, then the sampled ones."""
+def _last_line(s: dict[str, Any]) -> str:
+    """The last epoch's figures: MRR / Hits@K, or the final then sampled accuracies."""
     if s.get("task") == "link":
         return _link_line(s)
     if s["eval"] == "none":
-        return "test accuracy:     not evaluated at the end (--eval none)" + (
+        return "not evaluated at the end (--eval none)" + (
             f"; {_acc(s['test_acc_sampled'])} sampled (val {_acc(s['val_acc_sampled'])})"
             if s["mode"] == "sample" else "")
     if s["eval"] == "sampled":
-        return (f"test accuracy:     {_acc(s['test_acc'])} sampled "
+        return (f"{_acc(s['test_acc'])} sampled "
                 f"(val {_acc(s['val_acc'])}; the last epoch's, on sampled neighbourhoods)")
     sample = s["mode"] == "sample"
-    return (f"test accuracy:     {_acc(s['test_acc'])} full-neighbour"
+    return (f"{_acc(s['test_acc'])} full-neighbour"
             + (f", {_acc(s['test_acc_sampled'])} sampled" if sample else "")
             + f" (val {_acc(s['val_acc'])}"
             + (f" / {_acc(s['val_acc_sampled'])}" if sample else "") + ")")
+
+
+def _accuracy_lines(s: dict[str, Any]) -> list[str]:
+    """``test MRR`` / ``test accuracy``: the best-valid evaluation's, then the last epoch's."""
+    link = s.get("task") == "link"
+    best = s.get("best")
+    last = _last_line(s)
+    shared = link and s["test_mrr"] is None and (best is None or best["test_mrr"] is None)
+    label = ("test hits:         " if shared else "test MRR:          " if link
+             else "test accuracy:     ")
+    if best is None:
+        return [label + last]
+    metric = best["metric"].removeprefix("val_")
+    test = ((best["test_hits"] or {}).get(metric) if shared else
+            best["test_mrr"] if link else best["test_acc"])
+    metric = {"acc": "accuracy", "mrr": "MRR"}.get(metric, metric)
+    stop = (f"; stopped early, {best['evaluations_after']} evaluations without a gain"
+            if s.get("stopped_early") else "")
+    where = "" if link or s["mode"] == "full" else ", sampled"
+    # The last epoch's figures say nothing more (no exact evaluation after it).
+    at_last = best["epoch"] + 1 == s["epochs"] and (link or s["eval"] == "sampled")
+    head = (f"{label}{_acc(test)} at the best validation {metric} (epoch {best['epoch'] + 1} "
+            f"of {s['epochs']}{', the last' if at_last else ''}: val {best['value']:.4f}"
+            f"{where}{stop})")
+    if link and best["test_hits"]:
+        head += f"; {_hits(best['test_hits'])}"
+    return [head] if at_last else [head, "  last epoch:      " + last]
 
 
 def format_summary(record: dict[str, Any]) -> str:
@@ -391,7 +421,7 @@ def format_summary(record: dict[str, Any]) -> str:
         f"{part['num_parts']} parts ({part['partitioner']}), {env['world_size']} workers "
         f"({env['device']}); {s['mode']} mode, {model['name']} "
         f"{model['layers']}x{model['hidden']}, {how}, {s['epochs']} epochs",
-        _accuracy_line(s),
+        *_accuracy_lines(s),
         f"epoch time:        {s['epoch_time_s']:.2f} s ({s['steps_per_epoch']} step"
         f"{'s' if s['steps_per_epoch'] != 1 else ''}; mean after the first epoch)",
     ]

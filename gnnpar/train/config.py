@@ -131,6 +131,14 @@ class TrainConfig:
     """Validation and test accuracy every this many epochs (and after the last):
     sampled neighbourhoods in sample mode, exact in full mode."""
 
+    early_stop: int = 0
+    """Stop when this many evaluations in a row (--eval-every) have not beaten the best
+    validation figure (node: accuracy; link: MRR); 0: train every --epochs. The best
+    evaluation is the run's headline either way (OUT/best holds its weights)."""
+
+    min_epochs: int = 0
+    """--early-stop never ends the run before this many epochs."""
+
     eval: str = "auto"
     """The run's final accuracies: full (exact full-neighbour inference on the whole
     graph after the last epoch, layer by layer), sampled (the last epoch's sampled
@@ -178,6 +186,8 @@ class TrainConfig:
                      strict=True)
         for name in ("epochs", "eval_every"):
             check_int(TrainConfig, f"train.{name}", getattr(self, name), 1)
+        check_int(TrainConfig, "train.early_stop", self.early_stop, 0)
+        check_int(TrainConfig, "train.min_epochs", self.min_epochs, 0)
         check_number(TrainConfig, "train.lr", self.lr, 0.0, strict=True)
         check_number(TrainConfig, "train.weight_decay", self.weight_decay, 0.0)
         check_choice(TrainConfig, "train.sparse_optimizer", self.sparse_optimizer,
@@ -365,6 +375,11 @@ class RunConfig:
 
     checkpoint_every: int = 1
     """Checkpoint every this many epochs (and after the last)."""
+
+    save_best: bool = True
+    """Keep the weights of the best-valid evaluation in OUT/best (a checkpoint written
+    each time the validation figure improves; gnnpar-export --best and gnnpar-predict
+    --best read it)."""
 
     checkpoint_steps: int = 0
     """Sample mode: also checkpoint every this many steps within an epoch (0: at epoch

@@ -2,7 +2,7 @@
 
 Usage::
 
-    gnnpar-export RUN_DIR --out model.pt [--overwrite]
+    gnnpar-export RUN_DIR --out model.pt [--overwrite] [--best]
 
 writes ``model.pt`` (``torch.save`` of the PyG model's ``state_dict``: tensors only,
 loadable with ``torch.load(weights_only=True)``) and ``model.json`` beside it (the
@@ -81,13 +81,14 @@ def _listed(meta: Path) -> set[str]:
 
 
 def export(run_dir: str | os.PathLike[str], out: str | os.PathLike[str],
-           overwrite: bool = False) -> Path:
+           overwrite: bool = False, best: bool = False) -> Path:
     """Write ``out`` (the state dict) and ``out`` with ``.json`` (the spec); see the module.
 
     Args:
         run_dir: A gnnpar-train run directory.
         out: The state dict file to write.
         overwrite: Replace an earlier export to ``out`` (only one gnnpar wrote).
+        best: Export the best-valid model (``RUN/best``) instead of the newest checkpoint's.
 
     Returns:
         The ``.json`` file written.
@@ -106,7 +107,7 @@ def export(run_dir: str | os.PathLike[str], out: str | os.PathLike[str],
     hint = "pass --overwrite to replace the model gnnpar-export wrote there, or another --out."
     check_output_files(files, overwrite, lambda f: f.name in _listed(meta), ConfigError,
                        field="--out", what="an exported model", overwrite_hint=hint)
-    run, spec, model, decoder = load_trained(run_dir)
+    run, spec, model, decoder = load_trained(run_dir, best)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -159,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="FILE.pt", help="the state_dict to write")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an earlier gnnpar-export to the same --out")
+    p.add_argument("--best", action="store_true",
+                   help="export the best-valid model (RUN_DIR/best) instead of the newest "
+                   "checkpoint's")
     return p
 
 
@@ -166,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``gnnpar-export``; the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        meta = export(args.run_dir, args.out, args.overwrite)
+        meta = export(args.run_dir, args.out, args.overwrite, args.best)
     except GnnparError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1

@@ -74,6 +74,10 @@ class PredictRun:
     timeout_s: float = 300.0
     """Collective timeout in seconds."""
 
+    best: bool = False
+    """Predict with the run's best-valid model (RUN_DIR/best) instead of its newest
+    checkpoint."""
+
 
 @dataclass
 class PredictConfig:
@@ -107,7 +111,7 @@ def settings(run_dir: str, pc: PredictConfig) -> tuple[Any, TrainedRun]:
     from gnnpar.train.config import FullConfig, LinkConfig
     from gnnpar.train.trained import model_spec, read_run
 
-    run = read_run(run_dir)
+    run = read_run(run_dir, pc.predict.best)
     model_spec(run)  # refuses typed and featureless runs
     cfg = run.config
     p = pc.predict
@@ -169,7 +173,8 @@ def resolve(cfg: Any, record: dict[str, Any], nproc: int) -> Path:
     return part_dir
 
 
-def predict_worker(run_dir: str, cfg: Any, part_dir: str, source: dict[str, Any]) -> None:
+def predict_worker(run_dir: str, cfg: Any, part_dir: str, source: dict[str, Any],
+                   best: bool = False) -> None:
     """One rank: the run's model on its part, its rows written (collective).
 
     Args:
@@ -177,6 +182,7 @@ def predict_worker(run_dir: str, cfg: Any, part_dir: str, source: dict[str, Any]
         cfg: The inference settings (:func:`settings`).
         part_dir: The partition predicted on.
         source: What the index binds the predictions to (the run, checkpoint, partition).
+        best: Use the best-valid model (``RUN_DIR/best``).
     """
     from datetime import timedelta
 
@@ -189,7 +195,7 @@ def predict_worker(run_dir: str, cfg: Any, part_dir: str, source: dict[str, Any]
     done = False
     try:
         graph = DistGraph.load(part_dir, ctx)
-        _, _, model, _ = load_trained(run_dir)
+        _, _, model, _ = load_trained(run_dir, best)
         write_node_outputs(Path(cfg.run.out), cfg, model.to(ctx.device), graph, ctx,
                            logits=cfg.run.save_predictions, source=source)
         done = True
@@ -197,11 +203,12 @@ def predict_worker(run_dir: str, cfg: Any, part_dir: str, source: dict[str, Any]
         shutdown(wait=done)
 
 
-def predict(run_dir: str, cfg: Any, run: TrainedRun) -> dict[str, Any]:
+def predict(run_dir: str, cfg: Any, run: TrainedRun, best: bool = False) -> dict[str, Any]:
     """Write the predictions of ``run`` on ``cfg``'s graph into ``cfg.run.out``.
 
     Holds ``--out``'s lock throughout; a failure leaves the previous predictions (or
-    nothing) in place and no staging directory behind.
+    nothing) in place and no staging directory behind.  ``best``: with the best-valid
+    model (``RUN_DIR/best``), which ``run`` must have been read with.
 
     Returns:
         The index written.
@@ -217,7 +224,7 @@ def predict(run_dir: str, cfg: Any, run: TrainedRun) -> dict[str, Any]:
         shutil.rmtree(open_staging(out))  # writable, before any worker starts
         part_dir = resolve(cfg, run.record, nproc)
         source = {"command": PROG, **run.source, "partition": content_digest(part_dir)}
-        args = (run_dir, cfg, str(part_dir), source)
+        args = (run_dir, cfg, str(part_dir), source, best)
         try:
             if cfg.run.nproc is None:
                 predict_worker(*args)
@@ -242,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pc, ns, _ = parse_config(parser, PredictConfig, argv)
         cfg, run = settings(ns.run_dir, pc)
         check_out(Path(cfg.run.out), pc.predict.overwrite)
-        index = predict(str(ns.run_dir), cfg, run)
+        index = predict(str(ns.run_dir), cfg, run, pc.predict.best)
     except GnnparError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1

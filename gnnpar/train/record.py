@@ -111,6 +111,14 @@ SUMMARY_FIELDS = {
                  "in-neighbour of every node, layer by layer on the partitioned graph).",
     "val_acc": "The same on the validation nodes (eval sampled: the sampled figure).",
     "test_acc": "The same on the test nodes (eval sampled: the sampled figure).",
+    "best": "The best-valid evaluation, OGB's model selection (gnnpar.train.best): "
+            "{epoch (0-based), metric (val_acc; --task link: val_mrr, or val_hits@50 with "
+            "shared negatives), value, val_acc, test_acc, val_mrr, test_mrr, val_hits, "
+            "test_hits (that epoch's figures, as its entry of epochs holds them), "
+            "evaluations_after (evaluations since, none better), checkpoint (OUT/best, "
+            "its weights; null without --save-best)}, or null when nothing was evaluated.",
+    "stopped_early": "Whether --early-stop ended the run before --epochs (epochs says "
+                     "after how many).",
     "val_acc_sampled": "Sample mode: the last epoch's sampled validation accuracy; full: null.",
     "test_acc_sampled": "Sample mode: the last epoch's sampled test accuracy; full: null.",
     "val_mrr": "--task link: the last evaluation's validation MRR (exact), else null.",

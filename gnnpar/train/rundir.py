@@ -1,7 +1,8 @@
 """The run directory: where a run's record and checkpoints go, and what may replace them.
 
 A run writes ``OUT/record.json`` (:mod:`gnnpar.train.record`), ``OUT/config.json`` (its
-resolved configuration, a ``--config`` file that repeats the run) and ``OUT/checkpoint/``.
+resolved configuration, a ``--config`` file that repeats the run), ``OUT/checkpoint/`` and
+``OUT/best/`` (the best-valid model, :mod:`gnnpar.train.best`).
 Before any work starts, :func:`prepare_run_dir` settles ``OUT``:
 
 * no ``--out``: a new ``runs/DATASET-MODE``, numbered ``-2``, ``-3``, ... when taken, so
@@ -39,6 +40,7 @@ from typing import Any
 
 from gnnpar.artifacts.directory import recover_directory
 from gnnpar.artifacts.kinds import (
+    BEST_DIR,
     CHECKPOINT_DIR,
     CONFIG_FILE,
     METRICS_CSV,
@@ -58,8 +60,8 @@ from gnnpar.errors import ConfigError
 from gnnpar.partition.config import HOW_ONLY
 from gnnpar.train.config import Config
 
-RESUMABLE = {"train.epochs", "train.eval_every", "train.eval", "train.eval_budget_mb",
-             "sample.eval_batch_size", "sample.prefetch",
+RESUMABLE = {"train.epochs", "train.eval_every", "train.early_stop", "train.min_epochs",
+             "train.eval", "train.eval_budget_mb", "sample.eval_batch_size", "sample.prefetch",
              "data.root", *(f"partition.{name}" for name in HOW_ONLY)}
 """Settings (besides the ``run`` section) that a resumed run may change: they change
 neither the batches nor the updates of the epochs still to come."""
@@ -87,7 +89,7 @@ def default_out(name: str, base: str | Path = "runs") -> Path:
 
 def run_files(cfg: Config) -> list[str]:
     """What a run of ``cfg`` writes into its directory besides ``record.json``."""
-    files = [CONFIG_FILE, CHECKPOINT_DIR]
+    files = [CONFIG_FILE, CHECKPOINT_DIR, *([BEST_DIR] if cfg.run.save_best else [])]
     if cfg.run.metrics is not None:
         files.append(METRICS_CSV if cfg.run.metrics == "csv" else TENSORBOARD_DIR)
     if cfg.run.save_predictions or cfg.run.save_embeddings is not None:
@@ -405,8 +407,9 @@ def check_resume(out: Path, cfg: Config, partition_dir: str | None = None) -> No
             "the run in OUT was started with other settings: " + "; ".join(changed) + ".",
             path=out, field="run.resume",
             fix=f"resume with the run's own settings (--config {out / CONFIG_FILE}, then the "
-            "flags you may change: --epochs, --eval-every, --eval, --eval-budget-mb and the "
-            "run section), or start a new run (another --out, or --overwrite).")
+            "flags you may change: --epochs, --eval-every, --early-stop, --min-epochs, "
+            "--eval, --eval-budget-mb and the run section), or start a new run (another --out, or "
+            "--overwrite).")
     epoch, step = saved_position(ckpt, extra)
     if cfg.train.epochs <= epoch:
         where = (f"is at step {step} of epoch {epoch + 1}" if step else

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnpar.artifacts.checks import count_field
-from gnnpar.artifacts.kinds import CHECKPOINT_DIR, CONFIG_FILE, RECORD_FILE, STATE_FILE
+from gnnpar.artifacts.kinds import BEST_DIR, CHECKPOINT_DIR, CONFIG_FILE, RECORD_FILE, STATE_FILE
 from gnnpar.errors import ConfigError
 from gnnpar.sizes import PARAMETER_BYTES, check_fits
 
@@ -41,6 +41,8 @@ class TrainedRun:
         record: Its run record as a dict.
         checkpoint: The checkpoint's identity (:func:`~gnnpar.train.checkpoint.checkpoint_digest`).
         partition: The content digest of the partition it trained on.
+        weights: The checkpoint directory read: ``RUN/checkpoint`` (the newest) or
+            ``RUN/best`` (the best-valid model).
     """
 
     path: Path
@@ -48,6 +50,7 @@ class TrainedRun:
     record: dict[str, Any]
     checkpoint: str
     partition: str | None
+    weights: Path
 
     @property
     def source(self) -> dict[str, Any]:
@@ -56,8 +59,12 @@ class TrainedRun:
                 "partition": self.partition}
 
 
-def read_run(run_dir: str | os.PathLike[str]) -> TrainedRun:
+def read_run(run_dir: str | os.PathLike[str], best: bool = False) -> TrainedRun:
     """A run directory's settings, record and checkpoint identity, checked.
+
+    Args:
+        run_dir: The run directory.
+        best: Read the best-valid model's checkpoint (``RUN/best``) instead of the newest.
 
     Raises:
         ConfigError: Not a run directory, a run without a checkpoint, or a damaged
@@ -78,7 +85,12 @@ def read_run(run_dir: str | os.PathLike[str]) -> TrainedRun:
         raise ConfigError("is not a gnnpar run directory (no record.json).", path=path,
                           field="RUN_DIR", fix="pass the --out of a gnnpar-train run.")
     record = RunRecord.load(path / RECORD_FILE).to_dict()
-    ckpt = path / CHECKPOINT_DIR
+    ckpt = path / (BEST_DIR if best else CHECKPOINT_DIR)
+    if best and not (ckpt / STATE_FILE).is_file():
+        raise ConfigError("holds no best-valid model (best/): the run was trained with "
+                          "--no-save-best, before gnnpar kept one, or evaluated nothing yet.",
+                          path=path, field="best",
+                          fix="drop --best to use the newest checkpoint.")
     if not (ckpt / STATE_FILE).is_file():
         raise ConfigError("holds no checkpoint (the run stopped before its first one).",
                           path=path, field="checkpoint",
@@ -99,7 +111,7 @@ def read_run(run_dir: str | os.PathLike[str]) -> TrainedRun:
                               path=path / RECORD_FILE, field=f"config.{section}", fix=_FIX)
     digest = extra.get("partition_digest")
     return TrainedRun(path, cfg, record, checkpoint_digest(ckpt),
-                      digest if isinstance(digest, str) else None)
+                      digest if isinstance(digest, str) else None, ckpt)
 
 
 def model_spec(run: TrainedRun) -> dict[str, Any]:
@@ -160,12 +172,13 @@ def plain_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return model, decoder
 
 
-def load_trained(run_dir: str | os.PathLike[str]) -> tuple[TrainedRun, dict[str, Any], Any,
-                                                           dict[str, Any]]:
+def load_trained(run_dir: str | os.PathLike[str], best: bool = False
+                 ) -> tuple[TrainedRun, dict[str, Any], Any, dict[str, Any]]:
     """``(run, spec, PyG model with the trained weights, decoder state)`` of a run.
 
     The model is built as the trainer builds it (:func:`~gnnpar.train.models.build_model`)
-    and given the checkpoint's weights, once every name and shape matches.
+    and given the checkpoint's weights (``best``: the best-valid model's), once every
+    name and shape matches.
 
     Raises:
         ConfigError: What :func:`read_run` and :func:`model_spec` raise, or weights that
@@ -174,11 +187,11 @@ def load_trained(run_dir: str | os.PathLike[str]) -> tuple[TrainedRun, dict[str,
     from gnnpar.train.checkpoint import read_model_state
     from gnnpar.train.models import build_model
 
-    run = read_run(run_dir)
+    run = read_run(run_dir, best)
     spec = model_spec(run)
     kw = spec["kwargs"]
     model = build_model(run.config.model, kw["in_channels"], kw["out_channels"])
-    weights, decoder = plain_state(read_model_state(run.path / CHECKPOINT_DIR))
+    weights, decoder = plain_state(read_model_state(run.weights))
     want = model.state_dict()
     for name in sorted(set(want) | set(weights)):
         have = tuple(weights[name].shape) if name in weights else None
@@ -188,7 +201,7 @@ def load_trained(run_dir: str | os.PathLike[str]) -> tuple[TrainedRun, dict[str,
                     "is not a parameter of the run's model" if need is None else
                     f"has shape {list(have)} in the checkpoint, the run's model {list(need)}")
             raise ConfigError(f"parameter {name} {what}: the checkpoint does not fit the run's "
-                              "record.", path=run.path / CHECKPOINT_DIR, field=name, fix=_FIX)
+                              "record.", path=run.weights, field=name, fix=_FIX)
     model.load_state_dict(weights)
     return run, spec, model, decoder
 

@@ -27,6 +27,10 @@ same batches as an uninterrupted run, and refuses other settings
 (:func:`~gnnpar.train.rundir.check_resume`).  Under a launcher that restarts its workers
 (:mod:`gnnpar.train.elastic`), every rank that fails notes why in the launcher's store,
 and a restarted rank 0 records the restart in the run record.
+Every evaluation is also compared by its validation figure (:mod:`gnnpar.train.best`, as
+OGB's protocol selects a model): the best one's figures head the summary, beside the last
+epoch's, its weights go to ``OUT/best`` (``--save-best``), and ``--early-stop P`` ends the
+run after ``P`` evaluations without a better one.
 Dropout is re-seeded per step from ``(seed, epoch, step, rank)``, so like the sampler it
 carries no state a checkpoint would have to hold.
 
@@ -66,7 +70,13 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from gnnpar.artifacts.files import write_json_atomic
-from gnnpar.artifacts.kinds import CHECKPOINT_DIR, CONFIG_FILE, PREDICTIONS_DIR, RECORD_FILE
+from gnnpar.artifacts.kinds import (
+    BEST_DIR,
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    PREDICTIONS_DIR,
+    RECORD_FILE,
+)
 from gnnpar.comm import (
     CommStats,
     all_gather_ints,
@@ -85,6 +95,7 @@ from gnnpar.nn import flush_pipelines
 from gnnpar.partition.format import content_digest
 from gnnpar.sizes import peak_rss_bytes, rss_bytes
 from gnnpar.storage.graph import DistGraph, global_split_sizes
+from gnnpar.train.best import BestValid
 from gnnpar.train.cadence import CheckpointCadence, timed_seconds
 from gnnpar.train.checkpoint import (
     checkpoint_digest,
@@ -315,6 +326,12 @@ class Trainer:
             commit_replacement(self.out)
         self.cadence.saved()
 
+    def _save_best(self, entry: dict[str, Any]) -> None:
+        """Keep the weights of the best-valid evaluation in ``OUT/best`` (collective)."""
+        save_checkpoint(self.out / BEST_DIR, self.ctx, self.trained, extra={
+            "epoch": entry["epoch"], "config": self.cfg.to_dict(),
+            "partition_digest": self.partition_digest})
+
     def _resume(self) -> dict[str, float]:
         """Restore the newest checkpoint; return the unfinished epoch's sums."""
         if not self.cfg.run.resume:
@@ -438,7 +455,11 @@ class Trainer:
     def _epochs(self, partial: dict[str, float], hook: StepHook | None) -> dict[str, Any]:
         """Train the epochs from the position, then the final evaluation and outputs."""
         ctx, t, engine = self.ctx, self.cfg.train, self.engine
+        best = BestValid.replay(self.record.epochs, self.cfg.data.task, t.early_stop,
+                                t.min_epochs)
         for epoch in range(self._position()["epoch"], t.epochs):
+            if best.exhausted:  # a resumed run that --early-stop had ended
+                break
             if not partial:
                 engine.start_epoch(epoch)
             self.stats.reset()
@@ -479,11 +500,19 @@ class Trainer:
                 "step_time_s": phases, "rank_time_s": {"wall": rank_wall, "cpu": rank_cpu},
                 "comm": comm, "eval_comm": eval_comm})
             self._write_record()
-            if self.cadence.after_epoch(epoch, t.epochs):
+            if best.update(entry) and self.cfg.run.save_best:
+                self._save_best(entry)  # before the checkpoint that moves the run past it
+            if self.cadence.after_epoch(epoch, t.epochs) or best.exhausted:
                 self._save({})
             if ctx.is_main:
                 self._log_epoch(entry)
                 self.step_log.epoch(entry)
+            if best.exhausted and best.entry is not None:
+                if ctx.is_main:
+                    log.info("early stop (--early-stop %d): no better %s than epoch %d's "
+                             "%.4f in %d evaluations", t.early_stop, best.metric,
+                             best.entry["epoch"] + 1, best.value, best.since)
+                break
         self.eval_stats.reset()
         with self.stats.redirect(self.eval_stats):
             final = self._final_accuracy()
@@ -491,7 +520,7 @@ class Trainer:
         if self.link and t.eval != "none" and self.record.epochs:  # the last epoch's
             eval_comm = self.record.epochs[-1]["eval_comm"]
         self.record.summary = self._summary(final, eval_comm, time.monotonic() - self.started,
-                                            peak_memory(ctx, self._start_rss))
+                                            peak_memory(ctx, self._start_rss), best)
         self.step_log.final(self.record.summary)
         self.record.status = "complete"
         self._write_record()
@@ -644,7 +673,8 @@ class Trainer:
                  entry["epoch_time_s"], rate, eta)
 
     def _summary(self, final: dict[str, float | None], eval_comm: dict[str, dict[str, int]],
-                 wall: float, memory: dict[str, int | None]) -> dict[str, Any]:
+                 wall: float, memory: dict[str, int | None], best: BestValid
+                 ) -> dict[str, Any]:
         epochs = self.record.epochs
         steady = epochs[1:] if len(epochs) > 1 else epochs  # the first one warms up
         n = max(len(steady), 1)
@@ -658,6 +688,9 @@ class Trainer:
             "epochs": len(epochs),
             "steps_per_epoch": self.engine.steps_per_epoch,
             **final,
+            "best": best.summary(str(self.out / BEST_DIR) if self.cfg.run.save_best
+                                 else None),
+            "stopped_early": len(epochs) < self.cfg.train.epochs and best.exhausted,
             "val_acc_sampled": last.get("val_acc") if sample else None,
             "test_acc_sampled": last.get("test_acc") if sample else None,
             "epoch_time_s": _mean([e["epoch_time_s"] for e in steady]),

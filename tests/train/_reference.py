@@ -13,13 +13,17 @@ or a features-only MLP encoder, ranked by ``ogb.linkproppred.Evaluator``; the be
 
 from __future__ import annotations
 
+import json
 import random
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+import torch_geometric.nn.models as pyg_models
 from torch_geometric.data import Data
 from torch_geometric.nn.models import MLP, GraphSAGE
 from torch_geometric.utils import negative_sampling, to_torch_csr_tensor
@@ -64,6 +68,19 @@ def reference_batches(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray
             lo, hi = hi, len(n_id)
         yield Data(n_id=torch.tensor(n_id), edge_index=torch.tensor([rows, cols]),
                    batch_size=len(batch), num_sampled_nodes=nodes, num_sampled_edges=edges)
+
+
+def exported_logits(model_file: Path, spec_file: Path, ds: GraphDataset) -> np.ndarray:
+    """PyG's outputs of every node of ``ds`` (one process, whole graph) with the model that
+    ``gnnpar-export`` wrote: its class rebuilt from ``spec_file``, its weights loaded."""
+    meta = json.loads(spec_file.read_text())
+    model = getattr(pyg_models, meta["class"])(**meta["kwargs"])
+    model.load_state_dict(torch.load(model_file, weights_only=True))
+    model.eval()
+    with torch.no_grad():
+        out = model(torch.from_numpy(np.asarray(ds.x)),
+                    torch.from_numpy(np.stack([ds.src, ds.dst])))
+    return np.asarray(out.numpy())
 
 
 def train_reference(ds: GraphDataset, model: torch.nn.Module, fanouts: list[int],
@@ -171,9 +188,10 @@ def link_ranking(h: torch.Tensor, pos: np.ndarray, neg: np.ndarray) -> dict[str,
             **{f"hits@{k}": float(res[f"hits@{k}_list"].mean()) for k in LINK_KS}}
 
 
-def train_link_reference(ds: GraphDataset, epochs: int, hidden: int = 128, lr: float = 0.005,
+def link_reference_steps(ds: GraphDataset, hidden: int = 128, lr: float = 0.005,
                          encoder: str = "sage", seed: int = 0,
-                         negative_seed: int | None = None, every: int = 0) -> dict[str, Any]:
+                         negative_seed: int | None = None
+                         ) -> Iterator[tuple[float, Callable[[], dict[str, float]]]]:
     """Full-batch single-process link prediction: issue 27's protocol, in plain PyG.
 
     A 2-layer encoder of width ``hidden`` (``GraphSAGE``, mean, built right after
@@ -184,17 +202,16 @@ def train_link_reference(ds: GraphDataset, epochs: int, hidden: int = 128, lr: f
 
     Args:
         ds: A link dataset (``neg_kind="per_edge"``).
-        epochs: Gradient steps.
         hidden: Width of both layers.
         lr: Adam's learning rate.
         encoder: ``"sage"`` or ``"mlp"``.
         seed: Seed of the initial weights (and of the negatives, unless ``negative_seed``).
         negative_seed: Reseed before the first negative draw (same weights, other negatives).
-        every: Also evaluate every this many epochs (0: after the last only).
 
-    Returns:
-        ``{"losses": [loss of each epoch], "evals": [{"epoch", "loss", "val_mrr",
-        "val_hits@K", "test_mrr", ...}]}``.
+    Yields:
+        Per epoch, without end: ``(loss, evaluate)``; ``evaluate()`` ranks the validation
+        and test edges with the current weights: ``{"val_mrr", "val_hits@K", "test_mrr",
+        ...}``.
     """
     n = ds.num_nodes
     x = torch.from_numpy(np.asarray(ds.x, dtype=np.float32))
@@ -216,10 +233,18 @@ def train_link_reference(ds: GraphDataset, epochs: int, hidden: int = 128, lr: f
         out: torch.Tensor = model(x, adj_t) if encoder == "sage" else model(x)
         return out
 
+    def evaluate() -> dict[str, float]:
+        model.eval()
+        with torch.no_grad():
+            h = embed()
+        row: dict[str, float] = {}
+        for split in ("val", "test"):
+            ranks = link_ranking(h, getattr(ds, f"{split}_edges"), getattr(ds, f"{split}_neg"))
+            row.update({f"{split}_{k}": v for k, v in ranks.items()})
+        return row
+
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    losses: list[float] = []
-    evals: list[dict[str, float]] = []
-    for epoch in range(1, epochs + 1):
+    while True:
         model.train()
         h = embed()
         neg = negative_sampling(edge_index, n, train.shape[1])
@@ -229,14 +254,78 @@ def train_link_reference(ds: GraphDataset, epochs: int, hidden: int = 128, lr: f
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss.detach()))
+        yield float(loss.detach()), evaluate
+
+
+def train_link_reference(ds: GraphDataset, epochs: int, hidden: int = 128, lr: float = 0.005,
+                         encoder: str = "sage", seed: int = 0,
+                         negative_seed: int | None = None, every: int = 0) -> dict[str, Any]:
+    """:func:`link_reference_steps` for ``epochs`` epochs (its arguments).
+
+    Args:
+        epochs: Gradient steps.
+        every: Also evaluate every this many epochs (0: after the last only).
+
+    Returns:
+        ``{"losses": [loss of each epoch], "evals": [{"epoch", "loss", "val_mrr",
+        "val_hits@K", "test_mrr", ...}]}``.
+    """
+    losses: list[float] = []
+    evals: list[dict[str, float]] = []
+    steps = link_reference_steps(ds, hidden, lr, encoder, seed, negative_seed)
+    for epoch, (loss, evaluate) in zip(range(1, epochs + 1), steps, strict=False):
+        losses.append(loss)
         if epoch == epochs or (every and epoch % every == 0):
-            model.eval()
-            with torch.no_grad():
-                h = embed()
-            row = {"epoch": epoch, "loss": losses[-1]}
-            for split in ("val", "test"):
-                ranks = link_ranking(h, getattr(ds, f"{split}_edges"), getattr(ds, f"{split}_neg"))
-                row.update({f"{split}_{k}": v for k, v in ranks.items()})
-            evals.append(row)
+            evals.append({"epoch": epoch, "loss": loss, **evaluate()})
     return {"losses": losses, "evals": evals}
+
+
+def converge_link_reference(ds: GraphDataset, encoder: str = "sage", lr: float = 0.005,
+                            seed: int = 0, every: int = 10, patience: int = 10,
+                            epochs: tuple[int, int] = (200, 100_000),
+                            budget_s: float = float("inf")) -> dict[str, Any]:
+    """:func:`link_reference_steps` trained as long as validation MRR improves.
+
+    Evaluated every ``every`` epochs; stops after ``patience`` evaluations in a row
+    without a higher validation MRR once past ``epochs[0]`` epochs (converged: the
+    minimum keeps the plateau at the start of training, where MRR first falls below
+    chance, from passing for convergence), at ``epochs[1]``, or at the first evaluation
+    past ``budget_s`` wall seconds (the budget, not convergence, ended it).
+    The model is selected as OGB's protocol does: the evaluation of the best validation
+    MRR (the earliest of equals).
+
+    Returns:
+        ``{"evals": [every evaluation], "best": the best-valid evaluation, "stop":
+        "converged" | "budget" | "epochs", "epochs", "seconds", "cpu_seconds",
+        "last_gain": {"epochs": the last patience x every epochs (fewer when the run is
+        shorter), "val_mrr" and "test_mrr": the best-valid figures' rise over them}}``.
+    """
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    evals: list[dict[str, float]] = []
+    best: dict[str, float] | None = None
+    since, stop, epoch = 0, "epochs", 0
+    steps = link_reference_steps(ds, lr=lr, encoder=encoder, seed=seed)
+    for epoch, (loss, evaluate) in zip(range(1, epochs[1] + 1), steps, strict=False):
+        if epoch % every and epoch != epochs[1]:
+            continue
+        row = {"epoch": epoch, "loss": loss, **evaluate()}
+        evals.append(row)
+        if best is None or row["val_mrr"] > best["val_mrr"]:
+            best, since = row, 0
+        else:
+            since += 1
+        if since >= patience and epoch >= epochs[0]:
+            stop = "converged"
+            break
+        if time.perf_counter() - t0 > budget_s:
+            stop = "budget"
+            break
+    assert best is not None
+    window = patience * every
+    before = [r for r in evals if r["epoch"] <= epoch - window]
+    earlier = max(before, key=lambda r: r["val_mrr"]) if before else evals[0]
+    return {"evals": evals, "best": best, "stop": stop, "epochs": epoch,
+            "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - cpu0,
+            "last_gain": {"epochs": min(window, epoch - evals[0]["epoch"]),
+                          "val_mrr": best["val_mrr"] - earlier["val_mrr"],
+                          "test_mrr": best["test_mrr"] - earlier["test_mrr"]}}

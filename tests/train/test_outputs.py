@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from _reference import exported_logits
 from torch_geometric.nn.models import GraphSAGE
 
 import gnnpar
@@ -44,15 +45,7 @@ print(float((out.argmax(-1).numpy()[test] == g["y"][test]).mean()))
 
 def _reference(model_file: Path, spec_file: Path, spec: str) -> np.ndarray:
     """PyG's logits of every node of the dataset ``spec`` (one process, whole graph)."""
-    meta = json.loads(spec_file.read_text())
-    model = GraphSAGE(**meta["kwargs"])
-    model.load_state_dict(torch.load(model_file, weights_only=True))
-    model.eval()
-    ds = load_dataset(spec)
-    with torch.no_grad():
-        out = model(torch.from_numpy(np.asarray(ds.x)),
-                    torch.from_numpy(np.stack([ds.src, ds.dst])))
-    return out.numpy()
+    return exported_logits(model_file, spec_file, load_dataset(spec))
 
 
 @pytest.fixture(scope="module")
