@@ -392,7 +392,7 @@ def _accuracy_lines(s: dict[str, Any]) -> list[str]:
     metric = {"acc": "accuracy", "mrr": "MRR"}.get(metric, metric)
     stop = (f"; stopped early, {best['evaluations_after']} evaluations without a gain"
             if s.get("stopped_early") else "")
-    where = "" if link or s["mode"] == "full" else ", sampled"
+    where = "" if link or s["mode"] == "full" else ", on sampled neighbourhoods"
     # The last epoch's figures say nothing more (no exact evaluation after it).
     at_last = best["epoch"] + 1 == s["epochs"] and (link or s["eval"] == "sampled")
     head = (f"{label}{_acc(test)} at the best validation {metric} (epoch {best['epoch'] + 1} "

@@ -97,7 +97,7 @@ def test_typed_graph_trains_with_default_flags(tmp_path: Path,
     # --eval auto: the sampled evaluation, recorded as what the run took; the headline is
     # the best sampled validation accuracy's epoch, with no exact evaluation to add.
     assert re.search(r"test accuracy: +0\.\d+ at the best validation accuracy \(epoch [12] "
-                     r"of 2(, the last)?: val 0\.\d+, sampled\)", out), out
+                     r"of 2(, the last)?: val 0\.\d+, on sampled neighbourhoods\)", out), out
     assert ("last epoch:" in out) == ("the last:" not in out)
     record = json.loads((run / "record.json").read_text())
     assert record["summary"]["eval"] == record["config"]["train"]["eval"] == "sampled"
