@@ -377,14 +377,18 @@ def _last_line(s: dict[str, Any]) -> str:
 
 
 def _accuracy_lines(s: dict[str, Any]) -> list[str]:
-    """``test MRR`` / ``test accuracy``: the best-valid evaluation's, then the last epoch's."""
+    """``test MRR`` / ``test accuracy``: the best-valid evaluation's, then the last epoch's.
+
+    One line, the last epoch's, when its model is the best-valid one (its final
+    evaluation, exact by default, says more than the epoch's own).
+    """
     link = s.get("task") == "link"
     best = s.get("best")
     last = _last_line(s)
     shared = link and s["test_mrr"] is None and (best is None or best["test_mrr"] is None)
     label = ("test hits:         " if shared else "test MRR:          " if link
              else "test accuracy:     ")
-    if best is None:
+    if best is None or best["epoch"] + 1 == s["epochs"]:
         return [label + last]
     metric = best["metric"].removeprefix("val_")
     test = ((best["test_hits"] or {}).get(metric) if shared else
@@ -393,14 +397,11 @@ def _accuracy_lines(s: dict[str, Any]) -> list[str]:
     stop = (f"; stopped early, {best['evaluations_after']} evaluations without a gain"
             if s.get("stopped_early") else "")
     where = "" if link or s["mode"] == "full" else ", on sampled neighbourhoods"
-    # The last epoch's figures say nothing more (no exact evaluation after it).
-    at_last = best["epoch"] + 1 == s["epochs"] and (link or s["eval"] == "sampled")
     head = (f"{label}{_acc(test)} at the best validation {metric} (epoch {best['epoch'] + 1} "
-            f"of {s['epochs']}{', the last' if at_last else ''}: val {best['value']:.4f}"
-            f"{where}{stop})")
+            f"of {s['epochs']}: val {best['value']:.4f}{where}{stop})")
     if link and best["test_hits"]:
         head += f"; {_hits(best['test_hits'])}"
-    return [head] if at_last else [head, "  last epoch:      " + last]
+    return [head, "  last epoch:      " + last]
 
 
 def format_summary(record: dict[str, Any]) -> str:
