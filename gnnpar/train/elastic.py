@@ -18,9 +18,10 @@ This module holds what passes from one start of a run to the next:
   (the exit code or the stale heartbeat it saw).  The restarted rank 0 reads the notes of
   the start before (:func:`failure_story`) and adds the run record's ``restarts`` entry
   (:func:`restart_entry`, fields :data:`~gnnpar.train.record.RESTART_FIELDS`);
-* the check that a restarted run still has a rank for every part
-  (:func:`check_rejoined`): a machine that did not come back is named, with the command
-  that partitions the graph for the ranks that remain.
+* and, at start-up (:func:`gnnpar.train.prepare.check_rejoined`, beside the other
+  checks before any work), that a restarted run still has a rank for every part: a
+  machine that did not come back is named, with the command that partitions the graph
+  for the ranks that remain.
 """
 
 from __future__ import annotations
@@ -30,15 +31,13 @@ import contextlib
 import json
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 from torch.distributed import Store  # type: ignore[attr-defined]
 
 from gnnpar.comm import all_gather_ints
 from gnnpar.distributed import DistContext
-from gnnpar.errors import DistributedError, GnnparError
-from gnnpar.train.config import Config
+from gnnpar.errors import GnnparError
 from gnnpar.train.record import RunRecord
 
 NOTE_KEY = "gnnpar/failure/{start}/{who}"
@@ -177,51 +176,6 @@ def complete_entry(entry: dict[str, Any], restart: int, now: float) -> dict[str,
         time.strptime(failed, "%Y-%m-%dT%H:%M:%SZ"))
     return {**entry, "restart": restart,
             "restart_s": None if at is None else round(max(0.0, now - at), 3)}
-
-
-def check_rejoined(out: Path, world_size: int, cfg: Config) -> None:
-    """Refuse a restarted run that has fewer ranks than its checkpoint had.
-
-    Under torchrun with ``--nnodes MIN:MAX``, a restart goes on with the machines that
-    rejoined; one part per rank, so the parts of a machine that did not come back have
-    no rank.
-
-    Raises:
-        DistributedError: Naming the parts without a rank and the command that
-            partitions the graph for the ranks that remain.
-    """
-    from gnnpar.artifacts.kinds import CHECKPOINT_DIR
-    from gnnpar.errors import ConfigError
-    from gnnpar.train.checkpoint import read_state
-    from gnnpar.train.prepare import (
-        is_partition_dir,
-        partition_cache_dir,
-        partition_command,
-    )
-
-    try:
-        saved = int(read_state(out / CHECKPOINT_DIR)["world_size"])
-    except ConfigError:
-        return  # no checkpoint yet: the run starts over at the new size, or is refused
-    if saved <= world_size:
-        return
-    missing = list(range(world_size, saved))
-    parts = (f"part {missing[0]}" if len(missing) == 1
-             else f"parts {missing[0]}-{missing[-1]}")
-    if is_partition_dir(cfg.data.dataset):
-        command = (f"gnnpar-partition DATASET --num-parts {world_size} --out DIR` (DATASET: "
-                   f"the graph {cfg.data.dataset} was made from)")
-    else:
-        command = partition_command(cfg, world_size, partition_cache_dir(cfg, world_size)) + "`"
-    raise DistributedError(
-        f"the run was restarted with {world_size} of its {saved} ranks: {parts} of "
-        f"{saved} {'has' if len(missing) == 1 else 'have'} no rank (their machine left "
-        "and did not rejoin within torchrun's rendezvous), and gnnpar trains one part "
-        f"per rank.", path=str(out), field="world_size",
-        fix=f"bring back a machine with {saved - world_size} rank"
-        f"{'s' if saved - world_size > 1 else ''} (the run continues from its checkpoint), "
-        f"or partition the graph for {world_size} rank{'s' if world_size > 1 else ''} "
-        f"(`{command} and start a new run on it.")
 
 
 class RestartNotes:

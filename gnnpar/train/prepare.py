@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gnnpar.artifacts.kinds import CHECKPOINT_DIR, STATE_FILE
-from gnnpar.errors import ConfigError, PartitionError
+from gnnpar.errors import ConfigError, DistributedError, PartitionError
 from gnnpar.train.config import Config
 from gnnpar.train.rundir import check_resume, dataset_slug, prepare_run_dir
 
@@ -285,6 +285,44 @@ def check_device(cfg: Config, local_world_size: int) -> None:
     check(device, local_world_size)
 
 
+def check_rejoined(out: Path, world_size: int, cfg: Config) -> None:
+    """Refuse a restarted run that has fewer ranks than its checkpoint had.
+
+    Under torchrun with ``--nnodes MIN:MAX``, a restart goes on with the machines that
+    rejoined; one part per rank, so the parts of a machine that did not come back have
+    no rank.
+
+    Raises:
+        DistributedError: Naming the parts without a rank and the command that
+            partitions the graph for the ranks that remain.
+    """
+    from gnnpar.train.checkpoint import read_state  # imports torch
+
+    try:
+        saved = int(read_state(out / CHECKPOINT_DIR)["world_size"])
+    except ConfigError:
+        return  # no checkpoint yet: the run starts over at the new size, or is refused
+    if saved <= world_size:
+        return
+    missing = list(range(world_size, saved))
+    parts = (f"part {missing[0]}" if len(missing) == 1
+             else f"parts {missing[0]}-{missing[-1]}")
+    if is_partition_dir(cfg.data.dataset):
+        command = (f"gnnpar-partition DATASET --num-parts {world_size} --out DIR` (DATASET: "
+                   f"the graph {cfg.data.dataset} was made from)")
+    else:
+        command = partition_command(cfg, world_size, partition_cache_dir(cfg, world_size)) + "`"
+    raise DistributedError(
+        f"the run was restarted with {world_size} of its {saved} ranks: {parts} of "
+        f"{saved} {'has' if len(missing) == 1 else 'have'} no rank (their machine left "
+        "and did not rejoin within torchrun's rendezvous), and gnnpar trains one part "
+        f"per rank.", path=str(out), field="world_size",
+        fix=f"bring back a machine with {saved - world_size} rank"
+        f"{'s' if saved - world_size > 1 else ''} (the run continues from its checkpoint), "
+        f"or partition the graph for {world_size} rank{'s' if world_size > 1 else ''} "
+        f"(`{command} and start a new run on it.")
+
+
 def check_before_start(cfg: Config, world_size: int, local_world_size: int,
                        hold: contextlib.ExitStack | None = None,
                        restart: bool = False) -> Path:
@@ -302,7 +340,7 @@ def check_before_start(cfg: Config, world_size: int, local_world_size: int,
         The run directory (created).
     """
     if restart or os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") not in ("", "0"):
-        from gnnpar.train.elastic import check_rejoined, max_restarts  # imports torch
+        from gnnpar.train.elastic import max_restarts  # imports torch
 
         if max_restarts() and cfg.run.out is None:
             raise ConfigError("a run that torchrun restarts must name its run directory, "
