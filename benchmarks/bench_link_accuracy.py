@@ -73,7 +73,7 @@ HIDDEN = 128
 REF_LR = 0.005
 KS = (1, 10)  # _reference.LINK_KS
 
-BASE: dict[str, str] = {"dropout": "0.0", "lr": "0.005", "fanouts": "10,10", "num-neg": "1",
+BASE: dict[str, str] = {"dropout": "0.0", "lr": "0.002", "fanouts": "10,10", "num-neg": "1",
                         "batch-size": "256", "exclude": "reverse"}
 """The ``--task link`` defaults that the ablations vary one at a time."""
 

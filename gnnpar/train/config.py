@@ -111,7 +111,7 @@ class TrainConfig:
     """Passes over the training nodes (full mode: one gradient step each, so it takes
     more of them)."""
 
-    lr: float = task_default(0.005, full=0.01)
+    lr: float = task_default(0.005, full=0.01, link=0.002)
     """Adam learning rate."""
 
     weight_decay: float = 0.0

@@ -93,7 +93,7 @@ def two_ranks_link(parts: dict[int, Path], tmp_path_factory: pytest.TempPathFact
     protocol (``fit``), the untrained metrics, the resume scenario, the hub-heavy graph."""
     root = tmp_path_factory.mktemp("linkruns2")
     partition_graph(hub_graph(), 2, root / "hub", PartitionConfig(seed=0))
-    hub = configure(Config(), task="link", epochs=16, out=str(root / "hub-run"),
+    hub = configure(Config(), task="link", epochs=20, out=str(root / "hub-run"),
                     progress=False, checkpoint_every=100)  # the defaults
     p2 = str(parts[2])
     todo = {"fit": ("_fit_runs", (p2, str(root / "r2"), FIT_RUNS)),
@@ -248,8 +248,9 @@ def hub_graph() -> GraphDataset:
     until 10 evaluations 10 epochs apart bring no better validation MRR): a features-only
     MLP converges at test MRR 0.229 (best-valid epoch 620; after 400 epochs, the yardstick
     before issue 38, it was 0.215 and still rising), GraphSAGE at 0.433 (epoch 600).
-    gnnpar, 2 ranks, the link defaults: best-valid test MRR 0.329 after 8 epochs, 0.371
-    after 16; lr 0.001 0.328 and batch 1024 0.293 after 20 (both below the defaults).
+    gnnpar, 2 ranks, the link defaults (lr 0.002 since issue 38; the real graphs of
+    ``benchmarks/bench_link_accuracy.py`` gain 0.06-0.14 MRR over lr 0.005): best-valid
+    test MRR 0.362 after 20 epochs (lr 0.005: 0.379, lr 0.001: 0.328, batch 1024: 0.267).
     """
     return rmat(num_nodes=2048, avg_degree=10, feat_dim=16, seed=0, a=0.7, b=0.12, c=0.12,
                 homophily=0.9, feature_noise=3.0).random_link_split((0.85, 0.05, 0.1), seed=0)
@@ -269,12 +270,12 @@ def test_default_link_training_beats_features_only_on_a_hub_heavy_graph(
         assert ref["stop"] == "converged", (enc, ref["epochs"], ref["last_gain"])
     mlp, sage = (refs[enc]["best"]["test_mrr"] for enc in ("mlp", "sage"))
     assert sage >= mlp + 0.1, (sage, mlp)  # measured: 0.433 against 0.229
-    # Trained with the link defaults (16 epochs) on 2 ranks: two_ranks_link's "hub" job,
+    # Trained with the link defaults (20 epochs) on 2 ranks: two_ranks_link's "hub" job,
     # its best-valid evaluation (OGB's protocol, as the references).
     summary = two_ranks_link[0]["hub"]["summary"]
     best = summary["best"]["test_mrr"]
     assert summary["best"]["metric"] == "val_mrr"
-    assert best - mlp >= 0.5 * (sage - mlp), (best, mlp, sage)  # measured: 0.371
+    assert best - mlp >= 0.5 * (sage - mlp), (best, mlp, sage)  # measured: 0.362
 
 
 def test_cli_link_split_of_an_edge_list(tmp_path: Path) -> None:
