@@ -225,7 +225,8 @@ def start_heartbeat(addr: str, port: int, rank: int, timeout_s: float) -> None:
     """Count rank ``rank``'s heartbeats in the store at ``addr:port`` (once per process).
 
     A daemon thread with its own store connection, stopped at exit (:func:`stop_heartbeats`)
-    or when the store goes away.
+    or when the store goes away.  It only adds to a store key and never issues a
+    collective, so the one thread per device that NCCL allows is still the training one.
     """
     if (addr, port, rank) in _HEARTBEATS:
         return

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from gnnpar.artifacts.files import write_json_atomic
 from gnnpar.artifacts.kinds import CHECKPOINT_DIR, CONFIG_FILE, RECORD_FILE
 from gnnpar.config import ArgumentParser, add_config_arguments, parse_config
 from gnnpar.console import log_to_stderr
@@ -482,10 +483,8 @@ def _report_to_torchrun(text: str) -> None:
     """Hand the one-line error to torchrun's failure summary (its error file)."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if path and "RANK" in os.environ:
-        try:
-            Path(path).write_text(json.dumps({"message": text, "timestamp": int(time.time())}))
-        except OSError:
-            pass
+        with contextlib.suppress(OSError, GnnparError):  # the summary is a courtesy
+            write_json_atomic(path, {"message": text, "timestamp": int(time.time())})
 
 
 def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = None,

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from gnnpar.artifacts.files import write_json_atomic
 from gnnpar.errors import DistributedError, GnnparError
 
 if TYPE_CHECKING:
@@ -208,7 +209,8 @@ def _child(target: str, args: tuple[Any, ...], error_file: str) -> None:
             torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
         getattr(importlib.import_module(module), name)(*args)
     except BaseException as exc:  # noqa: BLE001 - reported to the launcher, then exit
-        Path(error_file).write_text(json.dumps(describe_error(exc)))
+        with contextlib.suppress(Exception):  # the exit status still tells the launcher
+            write_json_atomic(error_file, describe_error(exc))
         os._exit(130 if isinstance(exc, KeyboardInterrupt) else 1)
     exit_now(0)
 
