@@ -750,7 +750,7 @@ def _pickle(root: Path, rel: str, other: Path) -> None:
         arr = np.empty(1, dtype=object)
         arr[0] = _Touch(str(p.parent / MARKER_NAME))
         with open(p, "wb") as f:
-            np.save(f, arr, allow_pickle=True)
+            np.save(f, arr, allow_pickle=True)  # the hostile input planted; never loaded
     else:
         _plant_pickle(p)
     if not rel.endswith(".json"):  # a marker turned into a pickle has no digest to rewrite
