@@ -48,6 +48,7 @@ import numpy as np
 
 from gnnpar.artifacts.documents import read_json
 from gnnpar.artifacts.files import sha256_file
+from gnnpar.artifacts.lock import fill_cache
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.hetero import EdgeType, HeteroGraphDataset
 from gnnpar.datasets.link_split import EDGE_SPLITS, NEG_SPLITS
@@ -642,28 +643,31 @@ def load_ogb(
     cls: type[GraphDataset] | type[HeteroGraphDataset] = (
         HeteroGraphDataset if hetero else GraphDataset)
     cache = _cache_dir(dataset_dir, Path(root))
-    if (cache / "dataset.json").is_file():
-        return _with_reverse(cls.load(cache), add_reverse)
-    if not _has_raw(dataset_dir / "raw", meta["binary"] == "True", hetero):
-        _download(meta, dataset_dir, name)
-    ds: GraphDataset | HeteroGraphDataset
-    if hetero:
-        ds = _read_hetero_raw(meta, dataset_dir, name)  # validated
-    elif _is_link(name, meta, dataset_dir / "split" / meta["split"]):
-        ds = _read_link_raw(meta, dataset_dir, name)  # validated
-    else:
-        ds = _read_raw(meta, dataset_dir, name)  # validated
-    try:
-        ds.save(cache, validate=False)
-    except OSError as exc:
-        warnings.warn(f"{cache}: cannot write gnnpar's cache ({exc}); the next load reads "
-                      "the raw files again.", stacklevel=2)
-        return _with_reverse(ds, add_reverse)
-    except DatasetError:
-        if not (cache / "dataset.json").is_file():  # not a concurrent writer's result
-            raise
-        return _with_reverse(cls.load(cache), add_reverse)  # another process's: check it
-    return _with_reverse(cls.load(cache, validate=False), add_reverse)
+    read: list[GraphDataset | HeteroGraphDataset] = []
+
+    def make() -> None:  # under the cache's lock: a concurrent load waits, then reads it
+        if not _has_raw(dataset_dir / "raw", meta["binary"] == "True", hetero):
+            _download(meta, dataset_dir, name)
+        if hetero:
+            ds: GraphDataset | HeteroGraphDataset = _read_hetero_raw(meta, dataset_dir, name)
+        elif _is_link(name, meta, dataset_dir / "split" / meta["split"]):
+            ds = _read_link_raw(meta, dataset_dir, name)
+        else:
+            ds = _read_raw(meta, dataset_dir, name)  # each validated
+        read.append(ds)
+        try:
+            ds.save(cache, validate=False)
+        except OSError as exc:
+            warnings.warn(f"{cache}: cannot write gnnpar's cache ({exc}); the next load "
+                          "reads the raw files again.", stacklevel=4)
+
+    def waiting(who: str) -> None:
+        log.info("waiting for %s: it converts %s into gnnpar's cache %s", who, name, cache)
+
+    fill_cache(cache, (cache / "dataset.json").is_file, make, waiting)
+    if read and not (cache / "dataset.json").is_file():  # the cache could not be written
+        return _with_reverse(read[0], add_reverse)
+    return _with_reverse(cls.load(cache, validate=not read), add_reverse)
 
 
 def _cache_dir(dataset_dir: Path, root: Path) -> Path:

@@ -31,7 +31,8 @@ def test_dry_run_starts_every_step_and_writes_every_file(tmp_path: Path) -> None
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_check.sh"), "--dry-run",
                            "--out", str(out)], capture_output=True, text=True, env=env,
                           timeout=900, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    failed = (out / "paths.md").read_text()[-6000:] if (out / "paths.md").is_file() else ""
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:] + failed
     names = sorted(p.name for p in out.iterdir())
     bench = [n for n in names if n.startswith("gpu-")]
     assert names == sorted(["check.log", "paths.json", "paths.md", "tests.log", "summary.md",

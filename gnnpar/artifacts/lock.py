@@ -4,7 +4,10 @@
 for as long as a write (or a whole run) lasts, and writes the holder's process id, host,
 command and start time into it.  A second writer is refused at once with those facts; a
 lock whose holder died is free again (the kernel drops ``flock`` locks with their
-process), and its file is reused or removed by the next holder.
+process), and its file is reused or removed by the next holder.  A cache that several
+processes may ask for at once (a partition of a dataset spec, a converted OGB folder) is
+filled by :func:`fill_cache`: the first process makes it, the others wait for its lock
+and read what it made.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gnnpar.errors import GnnparError, StorageError
@@ -46,15 +49,70 @@ def holder(out: str | os.PathLike[str]) -> str | None:
         os.close(fd)
 
 
-def _describe(path: Path) -> str:
-    """The holder recorded in a lock file, as a phrase."""
-    try:
-        info = json.loads(path.read_bytes().decode("utf-8"))
-        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(info["started"])))
-        return (f"process {int(info['pid'])} on {info['host']} since {since} "
-                f"({str(info['command'])[:80]})")
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another process (its lock file names no holder yet)"
+WAIT_REPORT_S = 60.0
+"""How often a process waiting for another's lock says so again."""
+
+
+def wait_unlocked(out: str | os.PathLike[str], report: Callable[[str], None],
+                  poll_s: float = 0.2) -> None:
+    """Return once no process holds the lock of ``out``.
+
+    ``report(holder)`` is called when the wait starts and every :data:`WAIT_REPORT_S`
+    seconds of it.  A holder that dies frees the lock with it: the wait never outlives it.
+    """
+    said = -WAIT_REPORT_S
+    while (who := holder(out)) is not None:
+        if time.monotonic() - said >= WAIT_REPORT_S:
+            report(who)
+            said = time.monotonic()
+        time.sleep(poll_s)
+
+
+def fill_cache(out: str | os.PathLike[str], complete: Callable[[], bool],
+               make: Callable[[], None], report: Callable[[str], None]) -> bool:
+    """Make the cache ``out`` unless it is complete, or wait for the process making it.
+
+    ``make`` writes ``out`` under its lock (an atomic directory); while another process
+    holds that lock this one waits (``report`` names the holder), then uses what it made.
+
+    Returns:
+        ``True`` when this process made it, ``False`` when it was complete already.
+
+    Raises:
+        GnnparError: ``make`` failed, and not because another process made ``out`` first.
+    """
+    while True:
+        wait_unlocked(out, report)
+        if complete():
+            return False
+        try:
+            make()
+            return True
+        except GnnparError:
+            if complete():
+                return False
+            if holder(out) is None:  # not a race with another writer: the error stands
+                raise
+
+
+def _describe(path: Path, settle_s: float = 1.0) -> str:
+    """The holder recorded in a lock file, as a phrase.
+
+    A holder writes its facts right after it takes the lock: a file still empty is read
+    again for up to ``settle_s`` seconds.
+    """
+    end = time.monotonic() + settle_s
+    while True:
+        try:
+            info = json.loads(path.read_bytes().decode("utf-8"))
+            since = time.strftime("%Y-%m-%d %H:%M:%S",
+                                  time.localtime(float(info["started"])))
+            return (f"process {int(info['pid'])} on {info['host']} since {since} "
+                    f"({str(info['command'])[:80]})")
+        except (OSError, ValueError, KeyError, TypeError):
+            if time.monotonic() >= end:
+                return "another process (its lock file names no holder yet)"
+            time.sleep(0.02)
 
 
 @contextlib.contextmanager

@@ -398,20 +398,36 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
     if is_partition_dir(cfg.data.dataset):
         return Path(cfg.data.dataset).expanduser()
     out = partition_cache_dir(cfg, world_size)
-    if (out / META_FILE).is_file():
-        from gnnpar.partition.format import PartitionMeta
-
-        meta = PartitionMeta.load(out)
-        check_graph_settings(cfg, cfg.data.dataset, meta.types.layout if meta.types else None,
-                             meta.feat_dim, meta.num_classes)
-        return out
-    if not make:
+    if not make and not (out / META_FILE).is_file():
         raise ConfigError(
             f"{cfg.data.dataset} has no partition into {world_size} parts yet, and under "
             "torchrun no rank partitions while the others wait.", field="data.dataset",
             fix=f"partition it first: `{partition_command(cfg, world_size, out)}`, then "
             "run this command again (or pass that --out as the dataset); gnnpar-train "
             f"--nproc {world_size} partitions before it starts the workers.")
+    from gnnpar.artifacts.lock import fill_cache
+
+    def waiting(who: str) -> None:
+        log.info("waiting for %s: it partitions %s into the same cache %s", who,
+                 cfg.data.dataset, out)
+
+    if not fill_cache(out, (out / META_FILE).is_file,
+                      lambda: _partition_spec(cfg, world_size, out, progress, phases), waiting):
+        from gnnpar.partition.format import PartitionMeta
+
+        meta = PartitionMeta.load(out)  # cached, by an earlier or a concurrent run
+        check_graph_settings(cfg, cfg.data.dataset, meta.types.layout if meta.types else None,
+                             meta.feat_dim, meta.num_classes)
+    return out
+
+
+def _partition_spec(cfg: Config, world_size: int, out: Path, progress: bool,
+                    phases: dict[str, float] | None) -> None:
+    """Load ``cfg.data``'s dataset spec and partition it into the cache directory ``out``.
+
+    The dataset is checked against the settings first; each phase is logged and timed
+    into ``phases``.
+    """
     try:  # before the dataset is read: a --root that cannot hold the partition
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -442,17 +458,12 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
         dataset.require_node_task(cfg.data.dataset)
     log.info("partitioning into %d parts (%s) ...", world_size, cfg.partition.partitioner)
     t0 = time.time()
-    try:
-        partition_graph(dataset, world_size, out, partition_settings(cfg),
-                        task=cfg.data.task, progress=progress, validate=False)
-    except PartitionError:
-        if not (out / META_FILE).is_file():  # not just another run that finished first
-            raise
+    partition_graph(dataset, world_size, out, partition_settings(cfg), task=cfg.data.task,
+                    progress=progress, validate=False)
     took = time.time() - t0
     log.info("partitioned in %.1f s: %s", took, out)
     if phases is not None:
         phases["partition"] = took
-    return out
 
 
 STARTUP_READ_RATE = 25e6

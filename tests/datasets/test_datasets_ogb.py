@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -12,6 +16,7 @@ from _ogb_files import csv_gz
 
 from gnnpar.datasets import load_dataset, load_ogb
 from gnnpar.errors import DatasetError
+from gnnpar.testing.conformance import lock_held
 
 N = 7
 # Hand-written graph: edges as OGB stores them, one per row.
@@ -83,6 +88,18 @@ def test_csv_layout_meta_dict_loads_twice_from_mmap_cache(tmp_path: Path) -> Non
     second = load_ogb("tiny", meta_dict=m)
     check_loaded(second, both_ways, LABELS)
     assert isinstance(second.x, np.memmap) and isinstance(second.src, np.memmap)
+
+
+def test_a_load_waits_for_another_process_converting_the_same_folder(tmp_path: Path) -> None:
+    d = tmp_path / "tiny"
+    write_csv_layout(d)
+    with lock_held(d / "gnnpar-v1") as pid:  # another load converting it, then dying
+        threading.Timer(1.0, os.kill, (pid, signal.SIGKILL)).start()
+        t0 = time.monotonic()
+        ds = load_ogb("tiny", meta_dict=meta(str(d), binary=False, add_inverse_edge=False))
+        assert time.monotonic() - t0 >= 0.9  # it waited for the lock, not refused
+    check_loaded(ds, EDGES, LABELS)
+    assert (d / "gnnpar-v1" / "dataset.json").is_file()
 
 
 def test_binary_layout_json_meta_dict_relative_dir_and_nan_labels(tmp_path: Path) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ from gnnpar.config import field_docs, from_dict, sections
 from gnnpar.datasets.config import DataConfig
 from gnnpar.distributed import check_device
 from gnnpar.errors import ConfigError
+from gnnpar.testing.conformance import lock_held
 from gnnpar.train.checkpoint import save_checkpoint
 from gnnpar.train.cli import build_parser, main, parse
 from gnnpar.train.config import Config, ModelConfig
@@ -278,6 +282,37 @@ def test_resume_refuses_other_settings(tmp_path: Path) -> None:
     assert info.value.field == "train.epochs"
     with pytest.raises(ConfigError, match="no checkpoint"):
         check_resume(tmp_path / "empty", cfg)
+
+
+def test_a_run_waits_for_another_process_partitioning_the_same_spec(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cfg = parse([TINY, "--root", str(tmp_path)])
+    out = partition_cache_dir(cfg, 2)
+    out.parent.mkdir(parents=True)
+    with lock_held(out) as pid:  # another gnnpar process writing that cache, then dying
+        threading.Timer(1.0, os.kill, (pid, signal.SIGKILL)).start()
+        with caplog.at_level(logging.INFO, logger="gnnpar"):
+            assert resolve_partition(cfg, 2) == out
+    assert f"waiting for process {pid}" in caplog.text  # it waited, then partitioned
+    assert (out / "meta.json").is_file() and "partitioned in" in caplog.text
+
+
+def test_concurrent_runs_on_one_spec_partition_it_once(tmp_path: Path) -> None:
+    code = ("import json, sys; from gnnpar.train.cli import parse\n"
+            "from gnnpar.train.prepare import resolve_partition\n"
+            "phases = {}\n"
+            "out = resolve_partition(parse([sys.argv[1], '--root', sys.argv[2]]), 2, "
+            "phases=phases)\n"
+            "print(json.dumps([str(out), sorted(phases)]))\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, TINY, str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    said = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [e[-2000:] for _, e in said]
+    runs = [json.loads(o) for o, _ in said]
+    want = str(partition_cache_dir(parse([TINY, "--root", str(tmp_path)]), 2))
+    assert {r[0] for r in runs} == {want}
+    assert sorted(r[1] for r in runs) == [[], [], ["load", "partition"]]  # made once
 
 
 def test_partition_cache_follows_settings_and_inputs(tmp_path: Path) -> None:
