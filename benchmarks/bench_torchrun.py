@@ -5,7 +5,13 @@ The same partition trained the same way, started two ways, in paired interleaved
 
 * ``launcher``: ``gnnpar-train PART --nproc 2`` (gnnpar's own launcher; the reference);
 * ``torchrun``: the README's recipe on one host as 2 nodes: two ``torchrun --nnodes 2
-  --nproc-per-node 1 --rdzv-backend c10d`` agents, one rendezvous endpoint on loopback.
+  --nproc-per-node 1 --rdzv-backend c10d`` agents, one rendezvous endpoint on loopback;
+* ``standalone``: ``torchrun --standalone --nproc-per-node 2``, one machine as DGL's and
+  PyTorch's documentation launch it (each worker leads a session of its own).
+
+On a machine that other sessions load, where the kernel shares the CPU between sessions
+first (``kernel.sched_autogroup_enabled``, logged), how the launcher places its ranks
+decides their share: run it with ``--before`` a change to the launcher.
 
 With ``--before REV`` each is also run on the code of git revision ``REV`` (its
 ``gnnpar/``, ``datasets/`` and ``partition/``, put first on ``PYTHONPATH``) in the same
@@ -36,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-WAYS = ("launcher", "torchrun")
+WAYS = ("launcher", "torchrun", "standalone")
 
 
 def _free_port() -> int:
@@ -57,11 +63,22 @@ def checkout(rev: str, where: Path) -> Path:
     return where
 
 
+def autogroup() -> str:
+    """``kernel.sched_autogroup_enabled`` (``"-"``: not this kernel's)."""
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip()
+    except OSError:
+        return "-"
+
+
 def _commands(way: str, part: Path, out: Path, epochs: int) -> list[list[str]]:
     """The processes one run starts (each waited for), as a user types them."""
     train = [str(part), "--out", str(out), "--no-progress", "--epochs", str(epochs)]
     if way == "launcher":
         return [[sys.executable, "-m", "gnnpar.train", *train, "--nproc", "2"]]
+    if way == "standalone":
+        return [[sys.executable, "-m", "torch.distributed.run", "--standalone",
+                 "--nproc-per-node", "2", "-m", "gnnpar.train", *train]]
     return [[sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
              "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
              f"127.0.0.1:{_free_port()}", "--rdzv-id", out.name, "-m", "gnnpar.train",
@@ -133,8 +150,8 @@ def main() -> None:
     same = all(r["losses"] == base[0]["losses"] for rs in runs.values() for r in rs)
     table: dict[str, Any] = {}
     print(f"\n{time.strftime('%Y-%m-%d')}: synthetic:sbm, 2 ranks on {os.cpu_count()} cores, "
-          f"{args.epochs} epochs, {args.rounds} rounds, load {min(loads)}-{max(loads)}; "
-          f"equal losses in every run: {same}")
+          f"{args.epochs} epochs, {args.rounds} rounds, load {min(loads)}-{max(loads)}, "
+          f"sched_autogroup_enabled {autogroup()}; equal losses in every run: {same}")
     print(f"{'':24s} {'epoch s':>8s} {'sample s':>9s} {'wall s':>7s} {'CPU s':>6s} "
           f"{'threads':>7s} {'epoch / launcher':>17s} {'sample / launcher':>18s}")
     for name, rs in runs.items():
@@ -151,8 +168,8 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps({
             "date": time.strftime("%Y-%m-%d %H:%M"), "epochs": args.epochs,
-            "before": args.before, "loads": loads, "equal_losses": same, "medians": table,
-            "runs": runs}, indent=1))
+            "before": args.before, "loads": loads, "autogroup": autogroup(),
+            "equal_losses": same, "medians": table, "runs": runs}, indent=1))
 
 
 if __name__ == "__main__":

@@ -9,12 +9,16 @@ interface and keeps pickled state in an unauthenticated store.  The launcher:
   (``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME=lo`` unless set), so nothing listens
   beyond this machine; nothing is unpickled from the store;
 * starts each rank as a spawned process with a torchrun-like environment (``RANK``,
-  ``LOCAL_RANK``, ``WORLD_SIZE``, ...), which dies with the launcher (``PR_SET_PDEATHSIG``);
+  ``LOCAL_RANK``, ``WORLD_SIZE``, ...), which dies with the launcher (``PR_SET_PDEATHSIG``)
+  and leads a session of its own, as torchrun's workers do: where the kernel shares the
+  CPU between sessions first (``kernel.sched_autogroup_enabled``, the default of many
+  distributions), N ranks get the share of N torchrun workers, not of one;
 * collects each rank's outcome from a JSON error file (never a pickle): when a rank fails,
   the others get ``grace_s`` to report theirs (a peer's failure reaches them as a failed
   collective), then the rest are killed, so no rank is left hanging; a rank whose
   heartbeat (:mod:`gnnpar.faults`) has stood still for ``stale_s`` is not waited for;
-* on Ctrl-C, stops every rank and raises :class:`Interrupted`;
+* on Ctrl-C or SIGTERM, passes SIGINT on to every rank (in sessions of their own, they
+  are out of the terminal's reach), stops them and raises :class:`Interrupted`;
 * can start the ranks again after a failure (:class:`Launcher`, ``gnnpar-train
   --max-restarts``: :mod:`gnnpar.train.elastic`), with the same store, as torchrun's agent
   does: the restarted ranks count their starts there.
@@ -165,9 +169,13 @@ def worker_env(rank: int, world_size: int, port: int, threads: int | None,
     return env
 
 
-def _die_with_parent() -> None:
+def _detach(launcher: int) -> None:
+    """Lead a session of this rank's own, and die with ``launcher`` (also if it is gone)."""
+    os.setsid()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != launcher:  # it died before the signal was asked for
+        os._exit(1)
 
 
 def describe_error(exc: BaseException) -> dict[str, Any]:
@@ -194,8 +202,8 @@ def _environ(env: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def _child(target: str, args: tuple[Any, ...], error_file: str) -> None:
-    _die_with_parent()
+def _child(target: str, args: tuple[Any, ...], error_file: str, launcher: int) -> None:
+    _detach(launcher)
     module, name = target.rsplit(":", 1)
     try:
         import torch
@@ -339,7 +347,8 @@ class Launcher:
         with tempfile.TemporaryDirectory(prefix="gnnpar-launch-") as tmp:
             files = [Path(tmp) / f"rank-{r}.json" for r in range(nproc)]
             procs = [ctx.Process(target=_child, name=f"gnnpar-rank-{r}",
-                                 args=(target, args, str(files[r]))) for r in range(nproc)]
+                                 args=(target, args, str(files[r]), os.getpid()))
+                     for r in range(nproc)]
             previous = signal.signal(signal.SIGTERM, _raise_interrupt)
             try:
                 for rank, p in enumerate(procs):
@@ -348,6 +357,7 @@ class Launcher:
                         p.start()  # the rank's environment from its start, as under torchrun
                 silent, failed_at = _wait(procs, self.grace_s, watch)
             except (KeyboardInterrupt, Interrupted):
+                _interrupt(procs)
                 _stop(procs, 5.0)
                 raise Interrupted() from None
             finally:
@@ -391,6 +401,14 @@ def _wait(procs: list[Any], grace_s: float, watch: HeartbeatWatch | None
     if failed_at is None and any(p.exitcode not in (None, 0) for p in procs):
         failed_at = time.time()
     return {}, failed_at
+
+
+def _interrupt(procs: list[Any]) -> None:
+    """Pass Ctrl-C on to the living ranks (each in a session of its own)."""
+    for p in procs:
+        if p.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGINT)
 
 
 def _stop(procs: list[Any], wait_s: float) -> set[int]:

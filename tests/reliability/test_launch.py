@@ -99,13 +99,18 @@ def test_ctrl_c_stops_every_rank_and_says_how_to_resume(parts: Path, tmp_path: P
                   cwd=tmp_path)
     try:
         wait_for_epochs(run / "record.json", 3, proc, scaled(120))
+        ranks = [rank_pid(proc.pid, r) for r in range(2)]
+        # Each rank leads a session of its own (as torchrun's workers do: the kernel shares
+        # the CPU between sessions first), out of the terminal's process group.
+        assert all(r is not None and os.getsid(r) == r != os.getsid(proc.pid)
+                   for r in ranks), ranks
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
         _, err = proc.communicate(timeout=scaled(60))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and not descendants(proc.pid)
     hint = err.strip().splitlines()[-1]
     assert "interrupted, every worker stopped" in hint and "--resume" in hint, err
     assert json.loads((run / "record.json").read_text())["status"] in ("interrupted", "running")
@@ -119,6 +124,34 @@ def test_ctrl_c_stops_every_rank_and_says_how_to_resume(parts: Path, tmp_path: P
     record = json.loads((run / "record.json").read_text())
     assert [e["epoch"] for e in record["epochs"]] == list(range(finished + 2))
     assert record["status"] == "complete"
+
+
+def test_a_killed_launcher_takes_every_rank_with_it(parts: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = start(str(parts), *RUN, "--epochs", "3000", "--nproc", "2", "--out", str(run),
+                 cwd=tmp_path)
+    try:
+        wait_for_epochs(run / "record.json", 2, proc, scaled(120))
+        ranks = [rank_pid(proc.pid, r) for r in range(2)]
+        assert None not in ranks
+        proc.kill()  # SIGKILL: the launcher cannot pass anything on
+        proc.communicate(timeout=scaled(60))
+        end = time.monotonic() + scaled(30)
+        while any(_alive(r) for r in ranks if r is not None) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not any(_alive(r) for r in ranks if r is not None), ranks
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` runs and is no zombie (a rank reaped by init once it is gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 def test_under_torchrun_an_error_prints_once(parts: Path, tmp_path: Path) -> None:
