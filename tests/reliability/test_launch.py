@@ -7,6 +7,7 @@ rank, in every mode, is ``test_hang_bound.py``'s.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -16,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -93,22 +95,31 @@ def test_a_dead_rank_ends_the_run(parts: Path, tmp_path: Path, mode: str) -> Non
     assert "rank 1 of 2: killed by signal 9 (SIGKILL)" in lines[0], err
 
 
-def test_ctrl_c_stops_every_rank_and_says_how_to_resume(parts: Path, tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _endless_run(parts: Path, tmp_path: Path, epochs: int
+                 ) -> Iterator[tuple[subprocess.Popen[str], Path, list[int]]]:
+    """``gnnpar-train --nproc 2`` for 3,000 epochs once ``epochs`` are recorded: the
+    launcher, the run directory and the ranks' pids (the launcher killed at the end)."""
     run = tmp_path / "run"
     proc = start(str(parts), *RUN, "--epochs", "3000", "--nproc", "2", "--out", str(run),
-                  cwd=tmp_path)
+                 cwd=tmp_path)
     try:
-        wait_for_epochs(run / "record.json", 3, proc, scaled(120))
+        wait_for_epochs(run / "record.json", epochs, proc, scaled(120))
         ranks = [rank_pid(proc.pid, r) for r in range(2)]
-        # Each rank leads a session of its own (as torchrun's workers do: the kernel shares
-        # the CPU between sessions first), out of the terminal's process group.
-        assert all(r is not None and os.getsid(r) == r != os.getsid(proc.pid)
-                   for r in ranks), ranks
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
-        _, err = proc.communicate(timeout=scaled(60))
+        assert None not in ranks
+        yield proc, run, [r for r in ranks if r is not None]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_ctrl_c_stops_every_rank_and_says_how_to_resume(parts: Path, tmp_path: Path) -> None:
+    with _endless_run(parts, tmp_path, 3) as (proc, run, ranks):
+        # Each rank leads a session of its own (as torchrun's workers do: the kernel shares
+        # the CPU between sessions first), out of the terminal's process group.
+        assert all(os.getsid(r) == r != os.getsid(proc.pid) for r in ranks), ranks
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+        _, err = proc.communicate(timeout=scaled(60))
     assert proc.returncode == 130, err
     assert "Traceback" not in err and not descendants(proc.pid)
     hint = err.strip().splitlines()[-1]
@@ -127,22 +138,13 @@ def test_ctrl_c_stops_every_rank_and_says_how_to_resume(parts: Path, tmp_path: P
 
 
 def test_a_killed_launcher_takes_every_rank_with_it(parts: Path, tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    proc = start(str(parts), *RUN, "--epochs", "3000", "--nproc", "2", "--out", str(run),
-                 cwd=tmp_path)
-    try:
-        wait_for_epochs(run / "record.json", 2, proc, scaled(120))
-        ranks = [rank_pid(proc.pid, r) for r in range(2)]
-        assert None not in ranks
+    with _endless_run(parts, tmp_path, 2) as (proc, _, ranks):
         proc.kill()  # SIGKILL: the launcher cannot pass anything on
         proc.communicate(timeout=scaled(60))
         end = time.monotonic() + scaled(30)
-        while any(_alive(r) for r in ranks if r is not None) and time.monotonic() < end:
+        while any(_alive(r) for r in ranks) and time.monotonic() < end:
             time.sleep(0.05)
-        assert not any(_alive(r) for r in ranks if r is not None), ranks
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        assert not any(_alive(r) for r in ranks), ranks
 
 
 def _alive(pid: int) -> bool:
