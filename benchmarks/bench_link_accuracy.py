@@ -49,6 +49,7 @@ before and after each run is printed and saved: the machine is shared.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shlex
@@ -103,9 +104,11 @@ def configs(base: dict[str, str] | None = None) -> dict[str, list[str]]:
 
 
 def run_name(flags: Sequence[str], epochs: int, patience: int | None = None) -> str:
-    """The cache directory of a run: its flags (``default`` for none), its epochs and its
-    ``--early-stop`` (when the benchmark sets it)."""
-    text = "_".join(a.lstrip("-").replace(",", "-") for a in flags) or "default"
+    """The cache directory of a run: its flags, its epochs and its ``--early-stop`` (when
+    the benchmark sets it); a run with no flags is named by the defaults it ran with
+    (:data:`BASE`), so that a run cached before the defaults changed is never reused."""
+    text = "_".join(a.lstrip("-").replace(",", "-") for a in flags) or "default-" + \
+        hashlib.sha256(json.dumps(BASE, sort_keys=True).encode()).hexdigest()[:8]
     return f"{text}-e{epochs}" + ("" if patience is None else f"-p{patience}")
 
 
@@ -327,13 +330,11 @@ def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
     for name, res in results.items():
         refs = {k: d for k, d in res["reference"].items() if k.startswith("sage")}
         mlps = [d for k, d in res["reference"].items() if k.startswith("mlp")]
-        if not refs or not mlps:
-            continue
-        mlp = _mean_best(mlps)
-        causes = [c for d in refs.values() if (c := refusal(d, mlps[0])) is not None]
+        mlp = _mean_best(mlps) if mlps else None  # none run: the gnnpar rows alone
+        causes = [c for d in refs.values() if mlps and (c := refusal(d, mlps[0])) is not None]
         for cause in causes:
             print(f"| {name} | reference REFUSED: {cause} | | | | | | | | |")
-        ref = None if causes else _mean_best(list(refs.values()))
+        ref = None if causes or not refs else _mean_best(list(refs.values()))
         for key, d in [*refs.items(), *((f"mlp ({k})", d) for k, d in
                                         res["reference"].items() if k.startswith("mlp"))]:
             print(f"| {name} | {key} ({d['stop']}, last gain {d['last_gain']['val_mrr']:+.4f} "
@@ -347,11 +348,12 @@ def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
             wall = float(np.median([r["epoch_time_s"] for r in steady]))
             cpu = float(np.median([r["cpu_s"] for r in steady]))
             gap = "" if ref is None else f"{best - ref:+.4f}"
+            shown = "refused" if causes else "-" if ref is None else f"{ref:.4f}"
             print(f"| {name} | gnnpar {cname} | {len(rows)}"
                   f"{' (early stop)' if d['stopped_early'] else ''} | {best:.4f} "
-                  f"({d['best']['epoch'] + 1}) | {rows[-1]['test_mrr']:.4f} | "
-                  f"{'refused' if ref is None else f'{ref:.4f}'} | {mlp:.4f} | {gap} | "
-                  f"{best - mlp:+.4f} | {wall:.1f} ({cpu:.1f}) |")
+                  f"({d['best']['epoch'] + 1}) | {rows[-1]['test_mrr']:.4f} | {shown} | "
+                  f"{'-' if mlp is None else f'{mlp:.4f}'} | {gap} | "
+                  f"{'' if mlp is None else f'{best - mlp:+.4f}'} | {wall:.1f} ({cpu:.1f}) |")
             table.append({"graph": name, "run": cname, "epochs": len(rows),
                           "best_test_mrr": best, "best_epoch": d["best"]["epoch"] + 1,
                           "last_test_mrr": rows[-1]["test_mrr"], "reference": ref,
