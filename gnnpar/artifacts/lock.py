@@ -115,6 +115,24 @@ def _describe(path: Path, settle_s: float = 1.0) -> str:
             time.sleep(0.02)
 
 
+PROBE_S = 0.5
+"""How long a writer retries a lock that is taken: :func:`holder` (a waiting process asks
+every 0.2 s) holds it shared for a moment; a writer holds it for its whole write."""
+
+
+def _exclusive(fd: int) -> bool:
+    """Take ``fd``'s exclusive lock, retried for :data:`PROBE_S` (another's probe)."""
+    end = time.monotonic() + PROBE_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.01)
+
+
 @contextlib.contextmanager
 def lock(out: str | os.PathLike[str], error: type[GnnparError] = GnnparError,
          what: str = "this output") -> Iterator[None]:
@@ -137,9 +155,7 @@ def lock(out: str | os.PathLike[str], error: type[GnnparError] = GnnparError,
             raise StorageError(f"cannot be written: its lock file {path.name} cannot be "
                                f"created ({exc.strerror or exc}).", path=out, field="out",
                                fix="write under a writable directory.") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _exclusive(fd):
             os.close(fd)
             raise error(f"another gnnpar process is writing {what} right now: "
                         f"{_describe(path)}.", path=out, field="out",

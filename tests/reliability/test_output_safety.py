@@ -10,14 +10,18 @@ the output, and the previous partition is intact.
 from __future__ import annotations
 
 import errno
+import fcntl
+import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 import gnnpar.partition.writer as writer
+from gnnpar.artifacts.lock import holder, lock, lock_path
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import PartitionError
 from gnnpar.partition import PartitionConfig, partition_graph, verify_partition
@@ -94,3 +98,19 @@ def test_a_full_disk_keeps_the_previous_partition(tmp_path: Path,
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before and sorted(p.name for p in tmp_path.iterdir()) == ["parts"]
     verify_partition(out, ds)
+
+
+def test_a_process_asking_who_holds_a_lock_never_refuses_a_writer(tmp_path: Path) -> None:
+    # A process waiting for a shared cache asks who holds its lock every 0.2 s: a shared
+    # flock held for a moment, which a writer taking the lock then must not mistake for
+    # another writer.
+    out = tmp_path / "cache"
+    fd = os.open(lock_path(out), os.O_CREAT | os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # the asker, caught in the act
+    threading.Timer(0.1, os.close, (fd,)).start()
+    with lock(out, PartitionError):
+        assert holder(out) is not None  # the writer holds it now
+    assert holder(out) is None
+    with lock(out, PartitionError), pytest.raises(PartitionError, match="right now"):
+        with lock(out, PartitionError):  # a real second writer is still refused
+            pass
