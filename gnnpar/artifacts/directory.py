@@ -37,7 +37,7 @@ def atomic_directory(
     """Yield a fresh temporary directory that becomes ``out_dir`` when the block succeeds.
 
     One writer at a time: a second process writing the same ``out_dir`` meanwhile fails
-    at once, naming the first (:func:`~gnnpar.artifacts.lock.lock`), and temporary
+    within half a second, naming the first (:func:`~gnnpar.artifacts.lock.lock`), and temporary
     directories that an earlier, killed writer left are removed.
 
     Args:

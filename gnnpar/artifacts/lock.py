@@ -2,9 +2,9 @@
 
 ``lock(out)`` holds an exclusive, non-blocking ``flock`` on ``.NAME.lock`` beside ``out``
 for as long as a write (or a whole run) lasts, and writes the holder's process id, host,
-command and start time into it.  A second writer is refused at once with those facts; a
-lock whose holder died is free again (the kernel drops ``flock`` locks with their
-process), and its file is reused or removed by the next holder.  A cache that several
+command and start time into it.  A second writer is refused within half a second with
+those facts; a lock whose holder died is free again (the kernel drops ``flock`` locks
+with their process), and its file is reused or removed by the next holder.  A cache that several
 processes may ask for at once (a partition of a dataset spec, a converted OGB folder) is
 filled by :func:`fill_cache`: the first process makes it, the others wait for its lock
 and read what it made.
