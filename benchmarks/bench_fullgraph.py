@@ -1,10 +1,10 @@
-"""Full-graph training with halo exchange vs single-process PyG; reducers; feature parallelism.
+"""Full-graph training with halo exchange vs single-process PyG; communication reducers.
 
     python benchmarks/bench_fullgraph.py                  # 1M-node SBM (minutes)
     python benchmarks/bench_fullgraph.py --small          # 50k nodes, a quick look
     python benchmarks/bench_fullgraph.py --nodes 200000 --json out.json
 
-Three tables, every figure next to its reference from the same run:
+Two tables, every figure next to its reference from the same run:
 
 1. **Epoch time**: a 2-layer GCN trained full-graph by single-process PyG with 2 torch
    threads vs by 2 ranks (1 thread each, the same two cores) on METIS parts with exact
@@ -16,9 +16,6 @@ Three tables, every figure next to its reference from the same run:
    sampling (BNS, p=0.1) vs exact; test accuracy after ``--acc-epochs`` epochs of exact,
    BNS and stale training on random parts of a smaller SBM (the largest boundary); halo
    rows of METIS vs random parts as the SBM's community strength (homophily) varies.
-3. **Feature-parallel first layer vs fetching remote rows**: bytes per minibatch step
-   (fan-outs 10, 5; 1024 seeds per rank) for input widths 128 and 1024 at hidden width
-   128, on METIS and on random parts (P3's setting: the share of remote rows decides).
 """
 
 from __future__ import annotations
@@ -141,50 +138,6 @@ def rank_accuracy(part_dir: str, hidden: int, epochs: int) -> dict[str, Any]:
             for name, cfg in configs.items()}
 
 
-def rank_feature_parallel(part_dirs: dict[str, str], hidden: int, steps: int,
-                          batch: int) -> dict[str, Any]:
-    """Bytes per minibatch step: fetch the sampled nodes' rows vs feature-parallel layer."""
-    import gnnpar.distributed as gdist
-    from gnnpar.comm import CommStats
-    from gnnpar.nn import FeatureParallelLinear, shard_columns
-    from gnnpar.sampling.neighbor import DistNeighborSampler
-    from gnnpar.storage.features import DistFeatureStore
-    from gnnpar.storage.graph import DistGraph
-
-    ctx = gdist.init()
-    torch.set_num_threads(1)
-    out: dict[str, Any] = {}
-    for key, part_dir in part_dirs.items():
-        graph = DistGraph.load(part_dir, ctx, verify=False)
-        width = graph.meta.feat_dim
-        sampler = DistNeighborSampler(graph, ctx, [10, 5], seed=0)
-        fetch_stats, fp_stats = CommStats(), CommStats()
-        store = DistFeatureStore(graph, ctx, stats=fetch_stats)
-        x_cols = shard_columns(ctx, torch.from_numpy(np.array(graph.part.feat)))
-        layer = FeatureParallelLinear(width, hidden, ctx, stats=fp_stats)
-        lin = torch.nn.Linear(width, hidden)
-        rng = np.random.default_rng(ctx.rank)
-        t_fetch = t_fp = 0.0
-        nodes = 0
-        for step in range(steps):
-            seeds = rng.choice(graph.num_owned, batch, replace=False) + graph.first_gid
-            n_id = sampler.sample(torch.from_numpy(seeds), batch_key=step).node
-            nodes += n_id.numel()
-            t0 = time.perf_counter()
-            lin(store.gather(n_id)).sum().backward()
-            t1 = time.perf_counter()
-            layer(x_cols, n_id).sum().backward()
-            t2 = time.perf_counter()
-            t_fetch, t_fp = t_fetch + t1 - t0, t_fp + t2 - t1
-        out[key] = {
-            "nodes_per_step": nodes / steps,
-            "fetch_bytes": sum(c.bytes_recv for c in fetch_stats.counters.values()) / steps,
-            "fp_bytes": sum(c.bytes_recv for c in fp_stats.counters.values()) / steps,
-            "fetch_s": t_fetch / steps, "fp_s": t_fp / steps,
-        }
-    return out
-
-
 # ----------------------------------------------------------------- driver
 def _mb(b: float) -> str:
     return f"{b / 2**20:9.2f} MiB"
@@ -200,9 +153,7 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=5, help="timed epochs (after one warm-up)")
     p.add_argument("--acc-nodes", type=int, default=100_000)
     p.add_argument("--acc-epochs", type=int, default=60)
-    p.add_argument("--fp-nodes", type=int, default=100_000)
     p.add_argument("--sweep-nodes", type=int, default=200_000)
-    p.add_argument("--fp-steps", type=int, default=4)
     p.add_argument("--small", action="store_true", help="50k-node main graph, 20k others")
     p.add_argument("--json", default=None, help="write the figures here")
     p.add_argument("--plot", default=None, help="draw table 1 (epoch seconds) as a PNG here")
@@ -210,7 +161,7 @@ def main() -> None:
                    "afterwards; default: the system temporary directory)")
     args = p.parse_args()
     if args.small:
-        args.nodes, args.acc_nodes, args.fp_nodes, args.acc_epochs = 50_000, 20_000, 20_000, 30
+        args.nodes, args.acc_nodes, args.acc_epochs = 50_000, 20_000, 30
         args.sweep_nodes = 20_000
     report: dict[str, Any] = {"args": vars(args), "date": time.strftime("%Y-%m-%d"),
                               "machine": "2-core shared CPU VM, no GPU"}
@@ -234,7 +185,6 @@ def run(args: argparse.Namespace, work: Path, report: dict[str, Any]) -> None:
     """Every table; partitions go to ``work`` (removed afterwards)."""
     ranks = epoch_time_table(args, work, report)
     halo_table(args, work, report, ranks)
-    feature_parallel_table(args, work, report)
 
 
 def epoch_time_table(args: argparse.Namespace, work: Path,
@@ -305,29 +255,6 @@ def halo_table(args: argparse.Namespace, work: Path, report: dict[str, Any],
         print(f"   homophily {h:5}  METIS {r['metis']:9,}  random {r['random']:9,}  "
               f"ratio {r['ratio']:.3f}")
 
-
-def feature_parallel_table(args: argparse.Namespace, work: Path,
-                           report: dict[str, Any]) -> None:
-    """Table 3: feature-parallel first layer vs fetching rows, METIS and random parts."""
-    fp_dirs = {}
-    for width in (128, 1024):
-        fds = make_graph(args.fp_nodes, width, args.homophily, seed=2)
-        for method in ("metis", "random"):
-            fp_dirs[f"{width}/{method}"] = str(work / f"fp-{width}-{method}")
-            partition_graph(fds, 2, fp_dirs[f"{width}/{method}"],
-                            PartitionConfig(partitioner=method, seed=0))
-        del fds
-    fp = run_multiproc(rank_feature_parallel, 2, fp_dirs, 128, args.fp_steps, 1024,
-                       env=ENV, timeout=3600)
-    report["feature_parallel"] = {key: {k: sum(r[key][k] for r in fp) / 2 for k in fp[0][key]}
-                                  for key in fp_dirs}
-    print(f"\n== 3. first layer per minibatch step (1024 seeds/rank, fan-outs 10,5; "
-          f"{args.fp_nodes:,}-node SBM), hidden 128, bytes received per rank per step")
-    print(f"{'width/parts':14} {'nodes/step':>11} {'fetch rows':>14} {'feature-par.':>14} "
-          f"{'FP/fetch':>9}")
-    for key, r in report["feature_parallel"].items():
-        print(f"{key:14} {r['nodes_per_step']:11.0f} {_mb(r['fetch_bytes'])} "
-              f"{_mb(r['fp_bytes'])} {r['fp_bytes'] / r['fetch_bytes']:9.2f}")
 
 if __name__ == "__main__":
     main()

@@ -38,7 +38,7 @@ HEAVY = (
     "tests/runtime/test_caller_group.py", "tests/nn/test_dist_conv.py",
     "tests/hetero/test_typed_runtime.py", "tests/link/test_loader.py",
     "tests/parallel/test_parallel_multirank.py", "tests/test_gpu_check.py",
-    "tests/hetero/test_typed_training.py", "tests/nn/test_feature_parallel.py",
+    "tests/hetero/test_typed_training.py",
     "tests/train/test_comm_bytes.py",
 )
 """The long multi-process runs: marked ``heavy``, left out of the README's test command

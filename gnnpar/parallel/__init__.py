@@ -12,8 +12,9 @@ Built from torch's own pieces — FSDP2 ``fully_shard`` / DDP, DTensor
     loss = model.step(shard_batch(x, mesh["dp"]), shard_batch(y, mesh["dp"]))
     opt.step()
 
-:func:`plan` proposes a layout for a memory budget.  The GNN layers split the same way
-live with the other model-parallel GNN layers: :mod:`gnnpar.nn.tensor_parallel`.
+:func:`plan` proposes a layout for a memory budget.  GNNs split their feature and hidden
+dimensions and their weights on the 3D grid of :mod:`gnnpar.nn.grid` instead
+(``gnnpar-train --mode full --grid X,Y,Z``).
 """
 
 from gnnpar.cost import HardwareModel

@@ -31,7 +31,6 @@ LAYERS = 3
 BUDGETS = (1, 2000, 10**9)
 """Chunk budgets in bytes: one row per chunk, a few rows, the whole part at once."""
 
-FP_SEED = 11
 TRAIN_EPOCHS = 40
 TRAIN_CONFIGS = {"exact": {}, "bns_p0.1": {"boundary_p": 0.1, "seed": 1},
                  "stale": {"stale": True}}
@@ -197,9 +196,9 @@ def worker(tasks: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
     return {name: to_numpy(funcs[task](ctx, *args)) for name, (task, args) in tasks.items()}
 
 
-def _exact(ctx: Any, part_dirs: dict[str, str], weights: dict[str, np.ndarray],
-           fp_seed: int) -> dict[str, Any]:
-    """Every model x dtype on every partition; BNS p=1; feature-parallel layer."""
+def _exact(ctx: Any, part_dirs: dict[str, str],
+           weights: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Every model x dtype on every partition; BNS p=1."""
     from gnnpar.comm import CommStats
     from gnnpar.nn import HaloGraph
     from gnnpar.storage.graph import DistGraph
@@ -224,7 +223,6 @@ def _exact(ctx: Any, part_dirs: dict[str, str], weights: dict[str, np.ndarray],
             runs[f"{kind}/bns_p1"] = _distributed_pass(
                 bns, make_model(kind, torch.float64), x32.double(), orig, weights[name], ctx)
         result[name] = {"orig_ids": orig, "runs": runs}
-    result["feature_parallel"] = _feature_parallel(ctx, part_dirs["directed"], fp_seed)
     return result
 
 
@@ -246,39 +244,6 @@ def _inference(ctx: Any, part_dirs: dict[str, str]) -> dict[str, Any]:
                 runs[f"{kind}/{budget}"] = {"out": out, "stats": stats.as_dict()}
         result[name] = {"orig_ids": np.array(g.part.orig_ids), "runs": runs}
     return result
-
-
-def fp_ids(rank: int, num_nodes: int, seed: int) -> np.ndarray:
-    """Node ids rank ``rank`` asks the feature-parallel layer for (rank 1: none)."""
-    sizes = (13, 0, 5, 21)
-    rng = np.random.default_rng(seed + rank)
-    return rng.integers(0, num_nodes, sizes[rank % 4]).astype(np.int64)
-
-
-def fp_weights(num_nodes: int, width: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal((num_nodes, width))
-
-
-def _feature_parallel(ctx: Any, part_dir: str, seed: int) -> dict[str, Any]:
-    from gnnpar.comm import CommStats
-    from gnnpar.nn import FeatureParallelLinear, shard_columns
-    from gnnpar.storage.graph import DistGraph
-
-    g = DistGraph.load(part_dir, ctx)
-    stats = CommStats()
-    x_cols = shard_columns(ctx, torch.from_numpy(np.array(g.part.feat)).double(), stats)
-    torch.manual_seed(seed)
-    layer = FeatureParallelLinear.from_linear(nn.Linear(FEAT, HIDDEN).double(), ctx, stats)
-    ids = fp_ids(ctx.rank, g.meta.num_nodes, seed)
-    out = layer(x_cols, torch.from_numpy(ids))
-    q = fp_weights(g.meta.num_nodes, HIDDEN, seed)
-    (out * torch.from_numpy(q[ids])).sum().backward()
-    if ctx.world_size > 1:  # the replicated weight's gradient: the sum over the ranks
-        for p in layer.parameters():
-            torch.distributed.all_reduce(p.grad)
-    return {"ids": ids, "out": out.detach(), "x_cols_shape": tuple(x_cols.shape),
-            "grads": {n: p.grad for n, p in layer.named_parameters()},
-            "stats": stats.as_dict()}
 
 
 def _full_config(part_dir: str, out: str, epochs: int, **settings: Any) -> Any:

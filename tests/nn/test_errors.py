@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import _nn_cases as cases
 import numpy as np
@@ -13,14 +12,7 @@ from torch_geometric.nn import ChebConv, GCNConv, SAGEConv
 
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.nn import (
-    DistConv,
-    FeatureParallelLinear,
-    HaloExchange,
-    HaloGraph,
-    HaloPlan,
-    shard_columns,
-)
+from gnnpar.nn import DistConv, HaloExchange, HaloGraph, HaloPlan
 from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.partition.format import load_partition
 from gnnpar.storage.graph import DistGraph
@@ -75,14 +67,3 @@ def test_damaged_halo_ids_are_reported(one_part: DistGraph) -> None:
     unsorted = dataclasses.replace(one_part, halo_gids=torch.tensor([5, 3]))
     with pytest.raises(PartitionError, match="not sorted"):
         HaloPlan.build(unsorted, CTX)
-
-
-def test_feature_parallel_input_is_checked(tmp_path: Path) -> None:
-    x = torch.randn(10, 6)
-    x_cols = shard_columns(CTX, x)
-    assert torch.equal(x_cols, x)
-    layer = FeatureParallelLinear(6, 3, CTX)
-    with pytest.raises(ConfigError, match="columns"):
-        layer(x[:, :4], torch.arange(3))
-    with pytest.raises(ConfigError, match="node ids"):
-        layer(x_cols, torch.tensor([0, 10]))

@@ -1,11 +1,10 @@
 """Hybrid parallel training on real gloo processes equals single-process training.
 
 One 4-rank run (start-up dominates on a shared 2-core machine) trains the MLP and the
-Transformer LM under every layout of the issue, tries bad set-ups, and runs the
-tensor-parallel GraphSAGE; the tests below check its results.  Every layout starts from
-the same weights (built here, sent to the workers as arrays) and sees the same global
-batches; the reference is a ``copy.deepcopy`` of the model trained in this process with
-plain PyTorch, and PyG's unsplit GraphSAGE for the GNN.
+Transformer LM under every layout of the issue and tries bad set-ups; the tests below
+check its results.  Every layout starts from the same weights (built here, sent to the
+workers as arrays) and sees the same global batches; the reference is a ``copy.deepcopy``
+of the model trained in this process with plain PyTorch.
 """
 
 from __future__ import annotations
@@ -138,41 +137,6 @@ def bad_setups():
     return errors
 
 
-# ---------------------------------------------------------------- GNN case
-
-
-def make_gnn(num_layers: int):
-    from torch_geometric.nn import GraphSAGE
-
-    torch.manual_seed(0)
-    model = GraphSAGE(6, 10, num_layers=num_layers, out_channels=3)
-    batches = []
-    for part in range(2):  # one batch per data-parallel group, of different sizes
-        g = torch.Generator().manual_seed(part)
-        n = 12 + part
-        batches.append((torch.randn(n, 6, generator=g), torch.randint(0, n, (2, 30), generator=g)))
-    return model, batches
-
-
-def gnn_tensor_parallel():
-    from gnnpar.nn.tensor_parallel import parallelize_gnn
-
-    out = {}
-    for num_layers in (2, 3):
-        config = ParallelConfig(dp=2, tp=2)
-        mesh = config.build_mesh()
-        model, batches = make_gnn(num_layers)
-        model = parallelize_gnn(model, config, mesh)
-        x, edge_index = batches[mesh["dp"].get_local_rank()]
-        stats = CommStats()
-        with CollectiveCounter(stats):
-            y = model(x, edge_index)
-        y.pow(2).mean().backward()
-        grads = {n: p.grad.full_tensor().numpy() for n, p in model.named_parameters()}
-        out[num_layers] = (y.detach().numpy(), grads, stats.counters["all_reduce"].calls)
-    return out
-
-
 # ---------------------------------------------------------------- the runs
 
 
@@ -181,7 +145,6 @@ def four_rank_worker(states):
     return {
         "train": train_layouts(LAYOUTS_4, states, "fsdp", "1f1b", True),
         "bad": bad_setups(),
-        "gnn": gnn_tensor_parallel(),
     }
 
 
@@ -247,28 +210,6 @@ def test_bad_setups_raise_config_error_on_every_rank(four_ranks):
         assert [field for field, _ in errors] == ["mesh", "loss_fn", "stage_units", "loss_fn"]
         assert "('pp', 'dp', 'tp') = (1, 4, 1)" in errors[0][1]
         assert "dp=2, tp=1, pp=2" in errors[1][1]
-
-
-@pytest.mark.parametrize("num_layers", [2, 3])
-def test_gnn_tensor_parallel_matches_unsplit_pyg(four_ranks, num_layers):
-    model, batches = make_gnn(num_layers)
-    ref = copy.deepcopy(model)
-    outs = [ref(x, edge_index) for x, edge_index in batches]
-    # Data parallel across the two groups: the gradient is the mean over their batches.
-    ((outs[0].pow(2).mean() + outs[1].pow(2).mean()) / 2).backward()
-    for rank, res in enumerate(four_ranks):
-        y, grads, _ = res["gnn"][num_layers]
-        dp_rank = rank // 2  # mesh (pp=1, dp=2, tp=2)
-        np.testing.assert_allclose(y, outs[dp_rank].detach().numpy(), rtol=1e-5, atol=1e-6)
-        assert sorted(grads) == sorted(n for n, _ in ref.named_parameters())
-        for name, p in ref.named_parameters():
-            np.testing.assert_allclose(grads[name], p.grad.numpy(), rtol=1e-5, atol=1e-6)
-
-
-def test_gnn_row_layer_sums_partials_with_one_all_reduce(four_ranks):
-    for res in four_ranks:
-        assert res["gnn"][2][2] == 1  # col layer: none; row layer (lin_l + lin_r): one
-        assert res["gnn"][3][2] == 1  # + a last col layer that gathers, no all-reduce
 
 
 def test_two_ranks_ddp_and_gpipe_match_single_process():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch import nn
 
 from gnnpar.errors import ConfigError
 from gnnpar.parallel import (
@@ -111,38 +110,3 @@ def test_plan_raises_when_nothing_fits():
     with pytest.raises(ConfigError, match="no layout of 4 ranks fits") as info:
         plan(lm(), 4, 1000, tokens())
     assert info.value.field == "memory_budget"
-
-
-# ---------------------------------------------------------------- GNN plans
-
-
-def test_gnn_plan_column_then_row_layers():
-    from torch_geometric.nn import GraphSAGE
-
-    from gnnpar.nn.tensor_parallel import gnn_tensor_parallel_plan
-
-    plan_ = gnn_tensor_parallel_plan(GraphSAGE(4, 8, num_layers=3, out_channels=2))
-    kinds = {k: type(v).__name__ for k, v in plan_.items()}
-    assert kinds == {
-        "convs.0.lin_l": "ColwiseParallel", "convs.0.lin_r": "ColwiseParallel",
-        "convs.1.lin_l": "RowwiseParallel", "convs.1.lin_r": "RowwiseParallel",
-        "convs.1": "PrepareModuleOutput",
-        "convs.2.lin_l": "ColwiseParallel", "convs.2.lin_r": "ColwiseParallel",
-    }
-
-
-@pytest.mark.parametrize("case", ["gcn", "project", "norm", "not_basic"])
-def test_gnn_plan_rejects_layers_that_mix_columns(case):
-    from torch_geometric.nn import GCN, GraphSAGE
-
-    from gnnpar.nn.tensor_parallel import gnn_tensor_parallel_plan
-
-    model: nn.Module = {
-        "gcn": lambda: GCN(4, 8, num_layers=2),
-        "project": lambda: GraphSAGE(4, 8, num_layers=2, project=True),
-        "norm": lambda: GraphSAGE(4, 8, num_layers=2, norm="batch_norm"),
-        "not_basic": lambda: nn.Linear(2, 2),
-    }[case]()
-    with pytest.raises(ConfigError) as info:
-        gnn_tensor_parallel_plan(model)
-    assert info.value.field == "model" and info.value.fix

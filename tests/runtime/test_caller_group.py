@@ -4,9 +4,9 @@ A user who already runs ``torch.distributed`` (an NCCL-only group on GPUs) calls
 ``gnnpar.init()`` after ``init_process_group``: gnnpar must describe that group, not make
 another, and send nothing but tensors on the group's device.  Here the caller's group is
 gloo restricted to the CPU (``"cpu:gloo"``, no CUDA backend behind it, as NCCL has no CPU
-one).  Both training modes and the feature-parallel layer run in it under the device
-shadow (:class:`gnnpar.testing.DeviceShadow`), which fails on a collective carrying a host
-tensor and records every collective with the thread that issued it.  On a GPU the same
+one).  Both training modes run in it under the device shadow
+(:class:`gnnpar.testing.DeviceShadow`), which fails on a collective carrying a host tensor
+and records every collective with the thread that issued it.  On a GPU the same
 worker runs in ``test_gpu.py`` against an NCCL-only group.
 """
 
@@ -24,18 +24,16 @@ from gnnpar.testing import run_multiproc
 
 
 def caller_group_worker(part_dir: str, out: str, backend: str) -> dict[str, Any]:
-    """Train both modes and run the feature-parallel layer in a caller-made group.
+    """Train both modes in a caller-made group.
 
     On the CPU under the device shadow (a host tensor in a collective fails the run); on
     CUDA (``backend="nccl"``) as it is, the collectives' real devices recorded.
     """
     from contextlib import nullcontext
 
-    import torch
     import torch.distributed as dist
 
     import gnnpar
-    from gnnpar.nn import FeatureParallelLinear, shard_columns
     from gnnpar.shadow import CollectiveLog
     from gnnpar.testing import DeviceShadow
     from gnnpar.train.cli import parse
@@ -57,12 +55,6 @@ def caller_group_worker(part_dir: str, out: str, backend: str) -> dict[str, Any]
             with log:
                 summary = gnnpar.Trainer(cfg, part_dir, ctx).fit()
             res[f"{mode}_acc"] = summary["test_acc"]
-        graph = gnnpar.DistGraph.load(part_dir, ctx)
-        lin = FeatureParallelLinear(graph.meta.feat_dim, 8, ctx).to(ctx.device)
-        x = graph.features().to(ctx.device, torch.float32)
-        ids = torch.arange(ctx.rank, graph.meta.num_nodes, 7, device=ctx.device)
-        with log:
-            lin(shard_columns(ctx, x), ids).sum().backward()
     res["collectives"] = [(n, list(d), t == main) for n, d, t in log.entries]
     dist.barrier()
     dist.destroy_process_group()
