@@ -64,15 +64,12 @@ import numpy as np
 
 from gnnpar.config import ArgumentParser
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "train")]  # real_graphs, _reference
-
 REAL = ("pyimports", "docrefs", "debian")
 GRAPHS = (*REAL, "synthetic")
 SPLIT = (0.85, 0.05, 0.1)
 HIDDEN = 128
 REF_LR = 0.005
-KS = (1, 10)  # _reference.LINK_KS
+KS = (1, 10)  # gnnpar.testing.reference.LINK_KS
 
 BASE: dict[str, str] = {"dropout": "0.0", "lr": "0.002", "fanouts": "10,10", "num-neg": "1",
                         "batch-size": "256", "exclude": "reverse"}
@@ -146,10 +143,11 @@ def reference(dataset: Path, encoder: str, seed: int, args: argparse.Namespace
               ) -> dict[str, Any]:
     """Full-batch PyG training of the issue's protocol, as long as validation improves.
 
-    ``_reference.converge_link_reference`` (the tests' reference, one thread): evaluated
-    every ``--ref-every`` epochs, stopped after ``--ref-patience`` evaluations without a
-    higher validation MRR, or by ``--ref-budget-s`` wall seconds (which the result says);
-    the best-valid evaluation is its figure, as OGB's protocol reports.
+    ``gnnpar.testing.reference.converge_link_reference`` (the tests' reference, one
+    thread): evaluated every ``--ref-every`` epochs, stopped after ``--ref-patience``
+    evaluations without a higher validation MRR, or by ``--ref-budget-s`` wall seconds
+    (which the result says); the best-valid evaluation is its figure, as OGB's protocol
+    reports.
 
     Args:
         dataset: Dataset directory with the link split.
@@ -162,9 +160,9 @@ def reference(dataset: Path, encoder: str, seed: int, args: argparse.Namespace
         settings (``"lr"``, ``"every"``, ``"patience"``, ``"budget_s"``).
     """
     import torch
-    from _reference import converge_link_reference
 
     from gnnpar.datasets.graph import GraphDataset
+    from gnnpar.testing.reference import converge_link_reference
 
     torch.set_num_threads(1)
     start = load_avg()

@@ -48,7 +48,6 @@ import numpy as np
 from gnnpar.config import ArgumentParser
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
 REAL = ("debian", "pyimports")
 SYNTHETIC = ("sbm", "rmat")

@@ -12,10 +12,10 @@ processes beside the wall time), next to its reference measured in the same run:
   trains by default (Adam, learning rate 0.01, 100 epochs): its last and best-valid epoch;
 * ``full``: ``gnnpar-train --nproc 2 --mode full``, every other flag at its default;
 * ``link``: the README's link command on the synthetic graph, beside full-batch PyG
-  GraphSAGE with a dot decoder (``tests/train/_reference.py``, ``test_link.py``'s
+  GraphSAGE with a dot decoder (``gnnpar/testing/reference.py``, ``test_link.py``'s
   settings): its last and best-valid epoch;
 * ``typed``: the README's typed command, beside single-process ``to_hetero`` GraphSAGE and
-  homogeneous GraphSAGE on the same graph (``tests/hetero/_typed_reference.py``, the
+  homogeneous GraphSAGE on the same graph (``gnnpar/testing/typed_reference.py``, the
   typed test's hyper-parameters);
 * ``refusals``: each refusal the README says answers in well under a second (``--help``
   too), ``--repeat`` times: median and slowest wall time, median CPU seconds;
@@ -52,7 +52,6 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path[:0] = [str(REPO / "tests" / "train"), str(REPO / "tests" / "hetero")]
 
 SECTIONS = ("main", "references", "full", "link", "typed", "refusals", "wheel", "tests")
 DEFAULT_SECTIONS = SECTIONS[:-1]
@@ -142,9 +141,8 @@ def main_job(report: Report, work: Path, _: argparse.Namespace) -> None:
 
 def references(report: Report, work: Path, _: argparse.Namespace) -> None:
     """The features-only MLP and full-batch PyG GraphSAGE on the main job's graph."""
-    import _reference
-
     import gnnpar
+    from gnnpar.testing import reference as _reference
 
     ds = gnnpar.load_dataset("synthetic:sbm")
     report.add("references", "features-only MLP, test accuracy",
@@ -179,9 +177,8 @@ def full_mode(report: Report, work: Path, _: argparse.Namespace) -> None:
 
 def link(report: Report, work: Path, _: argparse.Namespace) -> None:
     """The README's synthetic link command, and full-batch PyG on the same graph."""
-    import _reference
-
     import gnnpar
+    from gnnpar.testing import reference as _reference
 
     d = _empty(work, "link")
     res = timed([*TRAIN, *LINK], d)
@@ -204,10 +201,9 @@ def link(report: Report, work: Path, _: argparse.Namespace) -> None:
 
 def typed(report: Report, work: Path, _: argparse.Namespace) -> None:
     """The README's typed command, and the typed test's references on the same graph."""
-    import _typed_reference as R
-    from _typed_train import TYPED as T
-
     from gnnpar.datasets.synthetic import typed as typed_graph
+    from gnnpar.testing import typed_reference as R
+    from gnnpar.testing.typed_reference import TYPED as T
 
     d = _empty(work, "typed")
     res = timed([*TRAIN, *TYPED], d)

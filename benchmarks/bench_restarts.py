@@ -29,11 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "reliability"))
-from _procs import rank_pid, wait_for_epochs  # noqa: E402
-
-from gnnpar.train.cli import parse  # noqa: E402
-from gnnpar.train.prepare import resolve_partition  # noqa: E402
+from gnnpar.testing.procs import rank_pid, wait_for_epochs
+from gnnpar.train.cli import parse
+from gnnpar.train.prepare import resolve_partition
 
 GRAPH = "synthetic:sbm?nodes=20000&feat_dim=32&classes=8&seed=1&homophily=0.8"
 FLAGS = ["--mode", "sample", "--fanouts", "10,5", "--batch-size", "32", "--hidden", "32",

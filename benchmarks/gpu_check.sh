@@ -22,7 +22,7 @@
 #       predictions -> gnnpar-predict -> gnnpar-export, SIGKILL -> --resume), each
 #       command on CUDA beside the same command on the CPU with the same seeds, figures
 #       from their run records;
-#    b. the `gpu` tests (tests/runtime/test_gpu.py) with GNNPAR_FORCE_COLLECTIVES=1:
+#    b. the `gpu` tests (tests/test_gpu.py) with GNNPAR_FORCE_COLLECTIVES=1:
 #       CPU == CUDA samples, rows, link batches, halo and grid layers, every collective
 #       path through a one-rank NCCL group, the host-sync budgets as CUDA counts them
 #       (torch.cuda.set_sync_debug_mode); the training test is left to step 2a, which
@@ -148,7 +148,7 @@ PATHS_JOB=$!
 # From outside the tree, so that the installed gnnpar, not the source folder, is imported.
 (cd "$WORK" && GNNPAR_FORCE_COLLECTIVES=1 timeout -k 10 "$T_TESTS" "$PY" -m pytest -q -rA \
   -p no:cacheprovider -m gpu -k "not training_within_one_point" \
-  "$REPO/tests/runtime/test_gpu.py") > "$OUT/tests.log" 2>&1
+  "$REPO/tests/test_gpu.py") > "$OUT/tests.log" 2>&1
 rc_tests=$?
 [ "$rc_tests" -eq 0 ] || [ "$rc_tests" -eq 124 ] || tail -n 30 "$OUT/tests.log"
 echo "[tests] $(tail -n 1 "$OUT/tests.log")"

@@ -3,7 +3,7 @@
 Samplers run their torch kernels in the suite (``GNNPAR_SAMPLER=torch``, inherited by
 every spawned rank): the compiled CPU kernels (:mod:`gnnpar.sampling.compiled`) cost each
 process about a second of CPU to load, and their output equals the torch kernels'
-exactly (``tests/runtime/test_sampling_kernels.py``); the tests that run them say so
+exactly (``tests/sampling/test_sampling_kernels.py``); the tests that run them say so
 (``GNNPAR_SAMPLER=compiled``).
 
 Torch computes with one intra-op thread here, as every spawned rank does
@@ -26,6 +26,8 @@ os.environ.setdefault("GNNPAR_SAMPLER", "torch")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
+pytest_plugins = ["tests.helpers.typed_runs"]
+"""Fixtures shared by test folders: the typed runs of ``tests/loading`` and ``tests/train``."""
 
 HEAVY = (
     "tests/reliability/test_hang_bound.py", "tests/reliability/test_launch.py",
@@ -34,12 +36,11 @@ HEAVY = (
     "tests/train/test_gcn_norm.py", "tests/train/test_local_sgd.py",
     "tests/train/test_accuracy.py", "tests/train/test_failures.py",
     "tests/train/test_examples.py", "tests/train/test_example_ogbn.py",
-    "tests/runtime/test_dist_loader.py", "tests/runtime/test_memory.py",
-    "tests/runtime/test_caller_group.py", "tests/nn/test_dist_conv.py",
-    "tests/hetero/test_typed_runtime.py", "tests/link/test_loader.py",
+    "tests/loading/test_dist_loader.py", "tests/test_memory.py",
+    "tests/test_caller_group.py", "tests/nn/test_dist_conv.py",
+    "tests/loading/test_typed_runtime.py", "tests/loading/test_link_loader.py",
     "tests/parallel/test_parallel_multirank.py", "tests/test_gpu_check.py",
-    "tests/hetero/test_typed_training.py",
-    "tests/train/test_comm_bytes.py",
+    "tests/train/test_typed_training.py", "tests/train/test_comm_bytes.py",
 )
 """The long multi-process runs: marked ``heavy``, left out of the README's test command
 (``-m "not slow and not heavy"``, a few minutes) and run by CI right after it

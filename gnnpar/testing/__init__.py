@@ -14,6 +14,11 @@ Timeouts of tests are a generous base times :func:`slowdown`, the machine's load
 when the run starts (at least 1): a loaded machine makes the tests slower, not failed.
 The ranks see the same factor (``GNNPAR_TEST_SLOWDOWN``), so their own timeouts
 (:func:`scaled`) follow it.
+
+The tests and the benchmarks share the modules beside it: :mod:`gnnpar.testing.reference`
+and :mod:`gnnpar.testing.typed_reference` (single-process PyG references, no gnnpar
+runtime), :mod:`gnnpar.testing.procs` (a run's processes seen from outside) and
+:mod:`gnnpar.testing.conformance` (the commands' conformance harness).
 """
 
 from __future__ import annotations

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from _ogb_files import write_typed_layout
 from torch_geometric.data import HeteroData
 
 from gnnpar.datasets import (
@@ -25,9 +23,8 @@ from gnnpar.datasets import (
 )
 from gnnpar.datasets.config import DataConfig
 from gnnpar.errors import DatasetError
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "hetero"))
-import _typed_reference as R  # noqa: E402  (the PyG references of the typed tests)
+from gnnpar.testing import typed_reference as R  # the PyG references of the typed tests
+from tests.helpers.ogb_files import write_typed_layout
 
 # A hand-written typed graph; the target type is not the first type, so ids shift.
 NUM_NODES = {"author": 3, "paper": 4, "venue": 2}

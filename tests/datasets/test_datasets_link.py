@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from _ogb_files import csv_gz
 from torch_geometric.data import Data
 from torch_geometric.transforms import RandomLinkSplit
 from torch_geometric.utils import coalesce, to_undirected
@@ -26,6 +25,7 @@ from gnnpar.datasets.pyg import from_pyg_link
 from gnnpar.datasets.spec import parse_synthetic, synthetic_keys
 from gnnpar.datasets.splits import split_sizes
 from gnnpar.errors import DatasetError
+from tests.helpers.ogb_files import csv_gz
 
 N = 40
 NUM_CAND = 6  # citation2-like candidates per positive

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _ogb_files import csv_gz
 
 from gnnpar.datasets import load_dataset, load_ogb
 from gnnpar.errors import DatasetError
 from gnnpar.testing.conformance import lock_held
+from tests.helpers.ogb_files import csv_gz
 
 N = 7
 # Hand-written graph: edges as OGB stores them, one per row.

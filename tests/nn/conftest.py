@@ -10,22 +10,17 @@ on a graph of its own), and at 4 ranks the Trainer's 3D-parallel runs.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch.distributed as dist
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import _grid_cases as gc  # noqa: E402
-import _nn_cases as cases  # noqa: E402
-
-import gnnpar.distributed as gdist  # noqa: E402
-from gnnpar.datasets.synthetic import sbm  # noqa: E402
-from gnnpar.partition import PartitionConfig, partition_graph  # noqa: E402
-from gnnpar.testing import run_multiproc  # noqa: E402
+import gnnpar.distributed as gdist
+from gnnpar.datasets.synthetic import sbm
+from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.testing import run_multiproc
+from tests.helpers import grid_cases as gc
+from tests.helpers import nn_cases as cases
 
 TRAIN_EPOCHS = cases.TRAIN_EPOCHS
 TRAIN_CONFIGS, RESUME_EPOCHS = cases.TRAIN_CONFIGS, cases.RESUME_EPOCHS

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import _nn_cases as cases
 import numpy as np
 import pytest
 import torch
 
 from gnnpar.partition.format import PartitionMeta, load_partition
+from tests.helpers import nn_cases as cases
 
 GRAPHS = ("directed", "feedforward")
 

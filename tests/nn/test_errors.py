@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import _nn_cases as cases
 import numpy as np
 import pytest
 import torch
@@ -16,6 +15,7 @@ from gnnpar.nn import DistConv, HaloExchange, HaloGraph, HaloPlan
 from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.partition.format import load_partition
 from gnnpar.storage.graph import DistGraph
+from tests.helpers import nn_cases as cases
 
 CTX = DistContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"),
                   backend="gloo")

@@ -10,8 +10,6 @@ the uninterrupted one.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,20 +17,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import _grid_cases as gc  # noqa: E402
-
-from gnnpar.errors import ConfigError  # noqa: E402
-from gnnpar.nn.grid import check_grid, chunk_sizes, parse_grid  # noqa: E402
-from gnnpar.train.config import (  # noqa: E402
+from gnnpar.errors import ConfigError
+from gnnpar.nn.grid import check_grid, chunk_sizes, parse_grid
+from gnnpar.train.config import (
     Config,
     FullConfig,
     ModelConfig,
     RunConfig,
     TrainConfig,
 )
-from gnnpar.train.models import build_model  # noqa: E402
+from gnnpar.train.models import build_model
+from tests.helpers import grid_cases as gc
 
 GRIDS, EPOCHS = gc.GRIDS, gc.EPOCHS
 
@@ -42,7 +37,7 @@ def grid_runs(nn_runs: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """Each world size's ranks' results; the Trainer runs at 4 ranks.
 
     They are jobs of the grouped runs of ``conftest.nn_runs`` (one spawn per world size),
-    on a graph of 53 nodes, 3 classes, hidden 8 (``_grid_cases``): every split uneven;
+    on a graph of 53 nodes, 3 classes, hidden 8 (``grid_cases``): every split uneven;
     self-loops, a doubled one and isolated nodes (``cases.directed_graph``).
     """
     runs = {}

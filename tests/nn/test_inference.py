@@ -1,7 +1,7 @@
 """Layer-wise inference in chunks equals single-process PyG on the whole graph.
 
 Read from the grouped runs of ``conftest.nn_run`` (1, 2 and 4 ranks, two partitioned
-graphs): every model of ``_nn_cases.GNNS`` — each path of :mod:`gnnpar.nn.inference` —
+graphs): every model of ``nn_cases.GNNS`` — each path of :mod:`gnnpar.nn.inference` —
 under a budget of one row per chunk, a few rows, and the whole part, against PyG's own
 forward on the whole graph; one halo exchange per layer whatever the chunking.
 """
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import _nn_cases as cases
 import numpy as np
 import pytest
 import torch
+
+from tests.helpers import nn_cases as cases
 
 GRAPHS = ("directed", "feedforward")
 

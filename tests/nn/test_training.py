@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 import pytest
-from _nn_cases import RESUME_EPOCHS
 
 from gnnpar.artifacts.files import json_digest
+from tests.helpers.nn_cases import RESUME_EPOCHS
 
 WORLD2 = pytest.mark.parametrize("nn_run", [2], indirect=True, ids=["world2"])
 

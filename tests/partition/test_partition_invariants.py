@@ -2,7 +2,7 @@
 
 Graphs include isolated nodes, self-loops, duplicate edges, directed edges and several
 components; K ranges from 1 to N.  Each invariant is rechecked by brute force
-(``_partition_reference``) and by ``verify_partition``.
+(``partition_reference``) and by ``verify_partition``.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _partition_reference import check_partition
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.partition import PartitionConfig, load_partition, partition_graph, verify_partition
+from tests.helpers.partition_reference import check_partition
 
 
 @st.composite

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
-from _procs import descendants, rank_pid, start, wait_for_epochs
 
 from gnnpar.testing import scaled
+from gnnpar.testing.procs import descendants, rank_pid, start, wait_for_epochs
 from gnnpar.train.cli import parse
 from gnnpar.train.prepare import resolve_partition
 

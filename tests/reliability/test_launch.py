@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _procs import descendants, exe, listeners, rank_pid, start, wait_for_epochs
 
 from gnnpar.testing import scaled
+from gnnpar.testing.procs import descendants, exe, listeners, rank_pid, start, wait_for_epochs
 from gnnpar.train.cli import parse
 from gnnpar.train.prepare import resolve_partition
 

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from _procs import descendants, exe, rank_pid, start, wait_for_epochs
-from test_hang_bound import MODES as HANG_MODES
 
 from gnnpar.testing import scaled
+from gnnpar.testing.procs import descendants, exe, rank_pid, start, wait_for_epochs
 from gnnpar.train.checkpoint import read_model_state
 from gnnpar.train.cli import main, parse
 from gnnpar.train.prepare import resolve_partition
+from tests.reliability.test_hang_bound import MODES as HANG_MODES
 
 MODES = {mode: (spec, [*flags, "--checkpoint-steps", "3"] if mode != "full" else flags)
          for mode, (spec, flags) in HANG_MODES.items() if mode != "grid"}

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from _procs import descendants, exe, rank_pid, wait_for_epochs
 
+from gnnpar.testing.procs import descendants, exe, rank_pid, wait_for_epochs
 from gnnpar.train.checkpoint import read_model_state
 from gnnpar.train.cli import parse
 from gnnpar.train.prepare import resolve_partition

@@ -9,21 +9,17 @@ kind) share one spawned run,
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import _reference  # noqa: E402
-import _workers  # noqa: E402
-
-from gnnpar.datasets.graph import GraphDataset  # noqa: E402
-from gnnpar.datasets.synthetic import sbm  # noqa: E402
-from gnnpar.partition import partition_graph  # noqa: E402
-from gnnpar.testing import run_multiproc  # noqa: E402
+from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.synthetic import sbm
+from gnnpar.partition import partition_graph
+from gnnpar.testing import reference as _reference
+from gnnpar.testing import run_multiproc
+from tests.helpers import workers as _workers
 
 
 @pytest.fixture(scope="session")

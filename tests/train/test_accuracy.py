@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import _reference
-import _workers
 import numpy as np
 import pytest
 import torch
 
 from gnnpar.distributed import shutdown
+from gnnpar.testing import reference as _reference
 from gnnpar.train.config import ModelConfig
 from gnnpar.train.models import build_model
+from tests.helpers import workers as _workers
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _reference import exported_logits
 
 from gnnpar.datasets import load_dataset
 from gnnpar.distributed import shutdown
 from gnnpar.errors import ConfigError
+from gnnpar.testing.reference import exported_logits
 from gnnpar.train.best import BestValid, selection_metric
 from gnnpar.train.cli import main
 from gnnpar.train.export import main as export_main

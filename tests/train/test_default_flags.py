@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,9 +26,7 @@ from gnnpar.datasets.synthetic import sbm, typed
 from gnnpar.train.checkpoint import read_model_state
 from gnnpar.train.cli import build_parser, main
 from gnnpar.train.predict import main as predict_main
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "datasets"))
-from _ogb_files import write_typed_layout  # noqa: E402
+from tests.helpers.ogb_files import write_typed_layout
 
 WIDTH = 4  # every node type's features: the reference needs no learnt rows
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import _reference
 import torch
 
 import gnnpar
 from gnnpar.distributed import shutdown
+from gnnpar.testing import reference as _reference
 from gnnpar.train.cli import main
 
 GRAPH = "synthetic:sbm?nodes=4000"

@@ -79,8 +79,7 @@ def test_typed_example_on_an_ogb_typed_layout_with_nproc(tmp_path: Path) -> None
     # An ogbn-mag-like dataset in OGB's typed layout that stores its reverse relations
     # (rev_writes, and published_in's reverse under another name: found by its
     # endpoints), trained with default flags through the example's own --nproc.
-    sys.path.insert(0, str(Path(__file__).parents[1] / "datasets"))
-    from _ogb_files import write_typed_layout
+    from tests.helpers.ogb_files import write_typed_layout
 
     ds = typed(num_papers=1000, num_authors=500, num_venues=20, seed=3)
     stored_edges = {(et[0], "has_paper" if et[1] == "rev_published_in" else et[1], et[2]): v

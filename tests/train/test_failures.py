@@ -11,9 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import _workers
-
 from gnnpar.testing import run_multiproc
+from tests.helpers import workers as _workers
 
 
 def test_rank_raises_mid_epoch(small_parts: dict[int, str], tmp_path: Path) -> None:

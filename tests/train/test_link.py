@@ -20,16 +20,16 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from _reference import converge_link_reference, train_link_reference
-from _workers import Stop, _params, _tracer, configure, train  # noqa: F401 - a job
 
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import rmat, sbm
 from gnnpar.errors import ConfigError
 from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.testing import run_multiproc
+from gnnpar.testing.reference import converge_link_reference, train_link_reference
 from gnnpar.train.config import Config
 from gnnpar.train.record import EPOCH_FIELDS, SUMMARY_FIELDS
+from tests.helpers.workers import Stop, _params, _tracer, configure, train  # noqa: F401 - a job
 
 HIDDEN, LR, FANOUTS = 64, 0.01, (10, 10)
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _workers import _crc, configure, small_config
 
 from gnnpar.errors import ConfigError
 from gnnpar.testing import run_multiproc
 from gnnpar.train.config import Config
+from tests.helpers.workers import _crc, configure, small_config
 
 
 @pytest.fixture(scope="module")

@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from _reference import exported_logits
 from torch_geometric.nn.models import GraphSAGE
 
 import gnnpar
 from gnnpar.datasets import load_dataset
 from gnnpar.errors import ConfigError
+from gnnpar.testing.reference import exported_logits
 from gnnpar.train.cli import main
 from gnnpar.train.export import main as export_main
 from gnnpar.train.predict import main as predict_main

@@ -184,10 +184,9 @@ def _distributed_pass(graph: Any, model: nn.Module, x: torch.Tensor, orig: np.nd
 
 def worker(tasks: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
     """Run named tasks (``exact``, ``inference``, ``train``, ``resume``, and the 3D-parallel
-    ``grid_errors`` and ``grid_train`` of :mod:`_grid_cases`) in one process group."""
-    import _grid_cases
-
+    ``grid_errors`` and ``grid_train`` of :mod:`grid_cases`) in one process group."""
     import gnnpar.distributed as gdist
+    from tests.helpers import grid_cases as _grid_cases
 
     ctx = gdist.init()
     funcs = {"exact": _exact, "inference": _inference, "train": _train, "resume": _resume,

@@ -4,10 +4,3 @@ Each test acts as a user, a cluster or an attacker would — a signal to a rank,
 flipped byte, a crafted file, a second writer — and checks the exit status, that the
 message names the file, field or rank, and that nothing outside the output changed.
 """
-
-from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))

@@ -71,8 +71,11 @@ def reference_batches(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray
 
 
 def exported_logits(model_file: Path, spec_file: Path, ds: GraphDataset) -> np.ndarray:
-    """PyG's outputs of every node of ``ds`` (one process, whole graph) with the model that
-    ``gnnpar-export`` wrote: its class rebuilt from ``spec_file``, its weights loaded."""
+    """PyG's outputs of every node of ``ds`` (one process, whole graph).
+
+    The model is the one ``gnnpar-export`` wrote: its class rebuilt from ``spec_file``, its
+    weights loaded from ``model_file``.
+    """
     meta = json.loads(spec_file.read_text())
     model = getattr(pyg_models, meta["class"])(**meta["kwargs"])
     model.load_state_dict(torch.load(model_file, weights_only=True))
@@ -99,7 +102,7 @@ def train_reference(ds: GraphDataset, model: torch.nn.Module, fanouts: list[int]
                         num_sampled_edges_per_hop=b.num_sampled_edges)[:b.batch_size]
             loss = F.cross_entropy(out, y[b.n_id[:b.batch_size]])
             opt.zero_grad()
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             opt.step()
     model.eval()
     with torch.no_grad():
@@ -131,7 +134,7 @@ def full_batch_curve(ds: GraphDataset, hidden: int, epochs: int, lr: float,
         model.train()
         loss = F.cross_entropy(model(x, adj_t)[idx["train"]], y[idx["train"]])
         opt.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
         model.eval()
         with torch.no_grad():
@@ -158,7 +161,7 @@ def mlp_accuracy(ds: GraphDataset, hidden: int, epochs: int = 200, seed: int = 0
         mlp.train()
         loss = F.cross_entropy(mlp(x[train]), y[train])
         opt.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
     mlp.eval()
     with torch.no_grad():
@@ -252,7 +255,7 @@ def link_reference_steps(ds: GraphDataset, hidden: int = 128, lr: float = 0.005,
         label = torch.cat([torch.ones(train.shape[1]), torch.zeros(neg.shape[1])])
         loss = F.binary_cross_entropy_with_logits((h[pairs[0]] * h[pairs[1]]).sum(-1), label)
         opt.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
         yield float(loss.detach()), evaluate
 
@@ -260,10 +263,16 @@ def link_reference_steps(ds: GraphDataset, hidden: int = 128, lr: float = 0.005,
 def train_link_reference(ds: GraphDataset, epochs: int, hidden: int = 128, lr: float = 0.005,
                          encoder: str = "sage", seed: int = 0,
                          negative_seed: int | None = None, every: int = 0) -> dict[str, Any]:
-    """:func:`link_reference_steps` for ``epochs`` epochs (its arguments).
+    """:func:`link_reference_steps` for ``epochs`` epochs.
 
     Args:
+        ds: A link dataset (``neg_kind="per_edge"``).
         epochs: Gradient steps.
+        hidden: Width of both layers.
+        lr: Adam's learning rate.
+        encoder: ``"sage"`` or ``"mlp"``.
+        seed: Seed of the initial weights (and of the negatives, unless ``negative_seed``).
+        negative_seed: Reseed before the first negative draw.
         every: Also evaluate every this many epochs (0: after the last only).
 
     Returns:

@@ -19,6 +19,10 @@ from torch_geometric.nn import SAGEConv, to_hetero
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.hetero import HeteroGraphDataset
 
+TYPED = {"epochs": 8, "batch_size": 128, "fanouts": (10, 5), "lr": 0.01, "hidden": 32,
+         "eval": "sampled", "sparse_lr": 0.05}
+"""Hyper-parameters of the typed accuracy comparison: gnnpar's runs and these references."""
+
 
 class SAGE(torch.nn.Module):
     """Two lazy mean ``SAGEConv`` layers with a ReLU between (``to_hetero``-able)."""
@@ -30,13 +34,15 @@ class SAGE(torch.nn.Module):
         self.dropout = torch.nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        """Logits of every node of ``x`` (``[N, out]``)."""
         h = self.dropout(F.relu(self.conv1(x, edge_index)))
-        return self.conv2(h, edge_index)
+        out: torch.Tensor = self.conv2(h, edge_index)
+        return out
 
 
 def fit(params: list[torch.nn.Parameter], forward: Callable[[], torch.Tensor],
         y: torch.Tensor, masks: tuple[torch.Tensor, ...], epochs: int, lr: float,
-        sparse: list[torch.nn.Parameter] | None = None, sparse_lr: float = 0.01) -> float:
+        sparse: list[torch.Tensor] | None = None, sparse_lr: float = 0.01) -> float:
     """Full-batch Adam (and SparseAdam on ``sparse``) for ``epochs``; test accuracy."""
     opts: list[torch.optim.Optimizer] = [torch.optim.Adam(params, lr=lr)]
     if sparse:
@@ -44,7 +50,7 @@ def fit(params: list[torch.nn.Parameter], forward: Callable[[], torch.Tensor],
     for _ in range(epochs):
         for opt in opts:
             opt.zero_grad()
-        F.cross_entropy(forward()[masks[0]], y[masks[0]]).backward()
+        F.cross_entropy(forward()[masks[0]], y[masks[0]]).backward()  # type: ignore[no-untyped-call]
         for opt in opts:
             opt.step()
     with torch.no_grad():
@@ -64,7 +70,7 @@ def typed_accuracy(ds: HeteroGraphDataset, hidden: int = 32, epochs: int = 80,
     if not embed:
         for table in tables.values():
             torch.nn.init.zeros_(table.weight)
-    model = to_hetero(SAGE(hidden, ds.num_classes, dropout), data.metadata(), aggr="sum")
+    model = to_hetero(SAGE(hidden, int(ds.num_classes or 0), dropout), data.metadata(), aggr="sum")
 
     def forward(train: bool = True) -> torch.Tensor:
         model.train(train)
@@ -91,7 +97,7 @@ def homogeneous_accuracy(ds: HeteroGraphDataset, hidden: int = 32, epochs: int =
         if name in ds.x:
             x[lay.node_offsets[t]:lay.node_offsets[t + 1], : ds.x[name].shape[1]] = \
                 torch.from_numpy(ds.x[name][:])
-    model = SAGE(hidden, ds.num_classes)
+    model = SAGE(hidden, int(ds.num_classes or 0))
 
     def forward(train: bool = True) -> torch.Tensor:
         model.train(train)
@@ -110,7 +116,7 @@ def featureless_accuracy(ds: GraphDataset, hidden: int = 32, epochs: int = 100,
     torch.manual_seed(seed)
     data = ds.to_pyg()
     table = torch.nn.Embedding(ds.num_nodes, hidden, sparse=True)
-    model = SAGE(hidden, ds.num_classes)
+    model = SAGE(hidden, int(ds.num_classes or 0))
     every = torch.arange(ds.num_nodes)
 
     def forward(train: bool = True) -> torch.Tensor:

@@ -9,13 +9,13 @@ where every in-edge was sampled, and equal on average over many samples elsewher
 
 from __future__ import annotations
 
-import _reference
 import numpy as np
 import pytest
 import torch
 from torch_geometric.nn import GCNConv
 
 from gnnpar.datasets.synthetic import sbm
+from gnnpar.testing import reference as _reference
 from gnnpar.train.config import ModelConfig
 from gnnpar.train.models import SampledGNN, build_model, forward_batch, global_gcn
 

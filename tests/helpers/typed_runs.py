@@ -8,24 +8,19 @@ one, 1 and 2 ranks) are jobs of the same spawned ranks: :func:`typed_runs`.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import _typed_train as T  # noqa: E402
-import _typed_workers as W  # noqa: E402
-
-from gnnpar.datasets.graph import GraphDataset  # noqa: E402
-from gnnpar.datasets.hetero import HeteroGraphDataset  # noqa: E402
-from gnnpar.datasets.synthetic import sbm, typed  # noqa: E402
-from gnnpar.partition.writer import partition_graph  # noqa: E402
-from gnnpar.testing import run_multiproc  # noqa: E402
+from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.hetero import HeteroGraphDataset
+from gnnpar.datasets.synthetic import sbm, typed
+from gnnpar.partition.writer import partition_graph
+from gnnpar.testing import run_multiproc
+from tests.helpers import typed_train as T
+from tests.helpers import typed_workers as W
 
 RUNTIME_WORLDS = (1, 2, 4)
 """World sizes of the sampling and embedding checks."""
@@ -66,7 +61,7 @@ def typed_runs(runtime_graph: HeteroGraphDataset,
                training_graph: HeteroGraphDataset, featureless_graph: GraphDataset,
                tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
     """Per world size: ``runtime``, the runtime graph's partition directory, and ``ranks``,
-    every rank's ``{job: result}``: ``runtime`` (``_typed_workers.sample_and_embed``) at
+    every rank's ``{job: result}``: ``runtime`` (``typed_workers.sample_and_embed``) at
     every size; ``one`` (``train_typed``) at 1 rank; ``two``, ``resume`` and
     ``featureless`` (``train_typed``, ``resume_typed``, ``train_featureless``) at 2."""
     root = tmp_path_factory.mktemp("typed")

@@ -1,7 +1,7 @@
 """Per-rank memory scales with the part, not with the whole graph (``docs/memory.md``).
 
 One spawned 2-rank run measures rank 0 on two graphs whose part 0 is the same (nodes,
-edges, halo, features, splits) and whose node count differs 4x (``_memory.scaled_graph``:
+edges, halo, features, splits) and whose node count differs 4x (``memory.scaled_graph``:
 the other part grows with isolated nodes).  Two measures, taken after a warm-up run:
 
 * ``held``: bytes of the tensor storages that the trainer's runtime objects (``DistGraph``,
@@ -20,18 +20,14 @@ formulas of ``docs/memory.md``.
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import _memory as m  # noqa: E402
-
-from gnnpar.partition import partition_graph  # noqa: E402
-from gnnpar.testing import run_multiproc  # noqa: E402
+from gnnpar.partition import partition_graph
+from gnnpar.testing import run_multiproc
+from tests.helpers import memory as m
 
 SIZES = (4 * m.OWNED, 16 * m.OWNED)
 RUNTIME_BYTES = 8 << 20

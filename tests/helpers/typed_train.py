@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
-
-from _workers import Stop, _params, configure, small_config  # noqa: E402
-
-TYPED = {"epochs": 8, "batch_size": 128, "fanouts": (10, 5), "lr": 0.01, "hidden": 32,
-         "eval": "sampled", "sparse_lr": 0.05}
-"""Hyper-parameters of the typed accuracy comparison."""
+from gnnpar.testing.typed_reference import TYPED
+from tests.helpers.workers import Stop, _params, configure, small_config
 
 
 def _state(trainer: Any) -> dict[str, np.ndarray]:
@@ -76,11 +69,11 @@ def train_featureless(part_dir: str, out: str) -> dict[str, Any]:
 
 def jobs(todo: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
     """Run several rank functions one after another on the same ranks (starting ranks
-    costs most): this module's and ``_typed_workers.sample_and_embed``.
+    costs most): this module's and ``typed_workers.sample_and_embed``.
 
     Each calls ``init()``, which joins the process group once.
     """
-    from _typed_workers import sample_and_embed
+    from tests.helpers.typed_workers import sample_and_embed
 
     funcs = {"sample_and_embed": sample_and_embed, "train_typed": train_typed,
              "resume_typed": resume_typed, "train_featureless": train_featureless}

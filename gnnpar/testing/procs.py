@@ -93,8 +93,10 @@ def _default_interrupt() -> None:
 
 
 def start(*args: str, cwd: Path) -> subprocess.Popen[str]:
-    """Start ``gnnpar-train ARGS`` in a session of its own (signals reach all of it), with
-    SIGINT's default action whatever this process inherited."""
+    """Start ``gnnpar-train ARGS`` in a session of its own (signals reach all of it).
+
+    SIGINT takes its default action, whatever this process inherited.
+    """
     return subprocess.Popen([*exe(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=cwd, start_new_session=True,
                             preexec_fn=_default_interrupt)

@@ -202,13 +202,10 @@ def _windows(shadow: Any) -> tuple[Any, list[tuple[int, int, int, list[Any]]]]:
 def _train(shadow: Any, ctx: Any, part_dir: str, out: str, settings: dict[str, Any]
            ) -> dict[str, Any]:
     """Train under the shadow: steady steps' reads, epoch windows, collectives' threads."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
-    from _workers import configure, small_config
 
     from gnnpar.train.config import Config, ModelConfig
     from gnnpar.train.trainer import Trainer
+    from tests.helpers.workers import configure, small_config
 
     # No log line inside a measured step: its one read per interval is outside the step's
     # budget (gnnpar.train.trainer.STEP_HOST_SYNCS).

@@ -11,20 +11,14 @@ beat homogeneous GraphSAGE on the homogeneous view by far.  The ranks are those 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import _typed_reference as R  # noqa: E402
-import _typed_train as T  # noqa: E402
-
-from gnnpar.datasets.graph import GraphDataset  # noqa: E402
-from gnnpar.datasets.hetero import HeteroGraphDataset  # noqa: E402
+from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.hetero import HeteroGraphDataset
+from gnnpar.testing import typed_reference as R
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +41,7 @@ def runs(typed_runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_two_ranks_match_one_rank_and_pyg(graph: HeteroGraphDataset, runs: Any) -> None:
-    t = T.TYPED
+    t = R.TYPED
     pyg = R.typed_accuracy(graph, hidden=t["hidden"], epochs=100, lr=t["lr"],
                            sparse_lr=t["sparse_lr"])
     homogeneous = R.homogeneous_accuracy(graph, hidden=t["hidden"], epochs=100, lr=t["lr"])
@@ -81,8 +75,8 @@ def test_featureless_graph_learns_embeddings(featureless: GraphDataset, runs: An
     GraphSAGE on ``nn.Embedding`` rows (full batch, SparseAdam) learns them."""
     ds, ranks = featureless, runs["featureless"]
     summary = ranks[0]["summary"]
-    pyg = R.featureless_accuracy(ds, hidden=T.TYPED["hidden"], lr=T.TYPED["lr"],
-                                 sparse_lr=T.TYPED["sparse_lr"])
+    pyg = R.featureless_accuracy(ds, hidden=R.TYPED["hidden"], lr=R.TYPED["lr"],
+                                 sparse_lr=R.TYPED["sparse_lr"])
     print(f"gnnpar 2 ranks {summary['test_acc']:.4f} (full-neighbour), PyG {pyg:.4f}")
     assert summary["eval"] == "full" and summary["test_acc"] >= pyg - 0.01
     assert sum(r["rows"] for r in ranks) == ds.num_nodes  # each row held by one rank

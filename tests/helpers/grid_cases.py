@@ -2,7 +2,8 @@
 
 The reference is PyG's own model (``GCN`` / ``GraphSAGE`` with the same initial weights)
 on the whole graph in one process; every rank checks its own blocks against it.  The
-workers run as tasks of ``_nn_cases.worker``, in the grouped runs of ``conftest.nn_runs``.
+workers run as tasks of ``nn_cases.worker``, in the grouped runs of ``nn_runs``
+(``tests/nn/conftest.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ TRAIN_GRID = "2,1,2"
 EPOCHS = 6
 """Epochs of the Trainer's runs."""
 NUM_NODES = 53
-"""Nodes of the grid tests' graph (``_nn_cases.directed_graph``): every split uneven."""
+"""Nodes of the grid tests' graph (``nn_cases.directed_graph``): every split uneven."""
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -7,12 +7,11 @@ node has ``min(fan-out, in-degree)`` edges of every relation, features and label
 source's, the seeds cover the training set once.  The sharded embeddings are compared
 with ``torch.nn.Embedding(sparse=True)`` under ``torch.optim.SparseAdam`` / ``Adagrad``
 on the same batches; the relation-wise model with PyG's ``to_hetero(GraphSAGE)``.
-The ranks are those of ``conftest.typed_runs`` (shared with ``test_typed_training``).
+The ranks are those of ``tests.helpers.typed_runs`` (shared with ``test_typed_training``).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,12 @@ import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import _typed_workers as W  # noqa: E402
-
-from gnnpar.datasets.hetero import HeteroGraphDataset  # noqa: E402
-from gnnpar.errors import PartitionError  # noqa: E402
-from gnnpar.partition.format import PartitionMeta, load_partition  # noqa: E402
-from gnnpar.partition.typed import check_typed_part  # noqa: E402
-from gnnpar.partition.verify import verify_partition  # noqa: E402
+from gnnpar.datasets.hetero import HeteroGraphDataset
+from gnnpar.errors import PartitionError
+from gnnpar.partition.format import PartitionMeta, load_partition
+from gnnpar.partition.typed import check_typed_part
+from gnnpar.partition.verify import verify_partition
+from tests.helpers import typed_workers as W
 
 WORLDS = (1, 2, 4)
 
@@ -47,7 +43,7 @@ def steps(runtime_steps: list[tuple[np.ndarray, np.ndarray]]
 
 @pytest.fixture(scope="module")
 def runs(typed_runs: dict[int, dict[str, Any]]) -> dict[int, tuple[str, list[Any]]]:
-    """Per world size: the partition, and each rank's ``_typed_workers.sample_and_embed``."""
+    """Per world size: the partition, and each rank's ``typed_workers.sample_and_embed``."""
     return {k: (typed_runs[k]["runtime"], [r["runtime"] for r in typed_runs[k]["ranks"]])
             for k in WORLDS}
 

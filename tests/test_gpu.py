@@ -217,7 +217,7 @@ def test_cuda_grid_layers_equal_cpu(parts: dict[int, str], world: int) -> None:
 @pytest.mark.parametrize("world", WORLDS)
 def test_nccl_only_group_gets_only_device_tensors(parts: dict[int, str], tmp_path: Path,
                                                   world: int) -> None:
-    from test_caller_group import caller_group_worker
+    from tests.test_caller_group import caller_group_worker
 
     ranks = run_multiproc(caller_group_worker, world, parts[world], str(tmp_path), "nccl",
                           device="cuda")
