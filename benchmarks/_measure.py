@@ -96,9 +96,9 @@ def budget_worker(part_dir: str, fanouts: list[int], batch_size: int,
     from torch.nn.parallel import DistributedDataParallel
 
     import gnnpar
+    from gnnpar.models.node import SampledGNN, build_model, forward_batch
     from gnnpar.testing import DeviceShadow
     from gnnpar.train.config import ModelConfig
-    from gnnpar.train.models import SampledGNN, build_model, forward_batch
 
     sums = dict.fromkeys(("load_syncs", "load_collectives", "step_syncs",
                           "step_collectives"), 0.0)

@@ -39,7 +39,8 @@ from torch_geometric.nn.models import GCN
 from gnnpar.config import ArgumentParser
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 
 HALO_KINDS = ("halo", "halo_grad")
@@ -146,7 +147,7 @@ def rank_feature_parallel(part_dirs: dict[str, str], hidden: int, steps: int,
     """Bytes per minibatch step: fetch the sampled nodes' rows vs feature-parallel layer."""
     import gnnpar.distributed as gdist
     from gnnpar.comm import CommStats
-    from gnnpar.nn import FeatureParallelLinear, shard_columns
+    from gnnpar.nn.feature_parallel import FeatureParallelLinear, shard_columns
     from gnnpar.sampling.neighbor import DistNeighborSampler
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph

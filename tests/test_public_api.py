@@ -14,7 +14,7 @@ PUBLIC = {
     "DistEmbedding", "DistFeatureStore", "DistGraph", "DistHeteroNeighborLoader",
     "DistHeteroNeighborSampler", "DistLinkNeighborLoader", "DistNegativeSampler",
     "DistNeighborLoader", "DistNeighborSampler", "DistributedError", "GnnparError",
-    "GraphDataset", "HaloExchange", "HaloGraph", "HeteroGraphDataset", "PartitionConfig",
+    "GraphDataset", "HaloExchange", "HaloGraph", "TypedGraphDataset", "PartitionConfig",
     "PartitionError", "SamplerOutput", "SparseAdagrad", "SparseAdam", "Trainer", "__version__",
     "distribute_convs", "from_pyg", "from_pyg_link", "init", "load_dataset", "load_partition",
     "load_predictions", "negative_destinations", "partition_graph", "ranking_metrics",

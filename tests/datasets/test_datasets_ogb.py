@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from _ogb_files import csv_gz
 
-from gnnpar.datasets import load_dataset, load_ogb
+from gnnpar.datasets.ogb import load_ogb
+from gnnpar.datasets.spec import load_dataset
 from gnnpar.errors import DatasetError
 from gnnpar.testing.conformance import lock_held
 

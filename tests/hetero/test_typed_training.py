@@ -24,11 +24,11 @@ import _typed_reference as R  # noqa: E402
 import _typed_train as T  # noqa: E402
 
 from gnnpar.datasets.graph import GraphDataset  # noqa: E402
-from gnnpar.datasets.hetero import HeteroGraphDataset  # noqa: E402
+from gnnpar.datasets.typed import TypedGraphDataset  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def graph(training_graph: HeteroGraphDataset) -> HeteroGraphDataset:
+def graph(training_graph: TypedGraphDataset) -> TypedGraphDataset:
     return training_graph
 
 
@@ -46,7 +46,7 @@ def runs(typed_runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
             **{job: [r[job] for r in two] for job in ("two", "resume", "featureless")}}
 
 
-def test_two_ranks_match_one_rank_and_pyg(graph: HeteroGraphDataset, runs: Any) -> None:
+def test_two_ranks_match_one_rank_and_pyg(graph: TypedGraphDataset, runs: Any) -> None:
     t = T.TYPED
     pyg = R.typed_accuracy(graph, hidden=t["hidden"], epochs=100, lr=t["lr"],
                            sparse_lr=t["sparse_lr"])

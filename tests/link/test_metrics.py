@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from gnnpar.errors import ConfigError
-from gnnpar.link.metrics import ranking_metrics, shared_negative_hits
+from gnnpar.evaluation.ranking import ranking_metrics, shared_negative_hits
 from gnnpar.testing import DeviceShadow, run_multiproc
 
 KS = (1, 3, 10, 50)

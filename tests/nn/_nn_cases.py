@@ -173,7 +173,7 @@ def _distributed_pass(graph: Any, model: nn.Module, x: torch.Tensor, orig: np.nd
     """
     from torch.nn.parallel import DistributedDataParallel
 
-    from gnnpar.nn import distribute_convs
+    from gnnpar.nn.dist_conv import distribute_convs
 
     model = distribute_convs(model, graph)
     ddp = DistributedDataParallel(model)
@@ -201,7 +201,7 @@ def _exact(ctx: Any, part_dirs: dict[str, str], weights: dict[str, np.ndarray],
            fp_seed: int) -> dict[str, Any]:
     """Every model x dtype on every partition; BNS p=1; feature-parallel layer."""
     from gnnpar.comm import CommStats
-    from gnnpar.nn import HaloGraph
+    from gnnpar.nn.dist_conv import HaloGraph
     from gnnpar.storage.graph import DistGraph
 
     result: dict[str, Any] = {}
@@ -261,7 +261,7 @@ def fp_weights(num_nodes: int, width: int, seed: int) -> np.ndarray:
 
 def _feature_parallel(ctx: Any, part_dir: str, seed: int) -> dict[str, Any]:
     from gnnpar.comm import CommStats
-    from gnnpar.nn import FeatureParallelLinear, shard_columns
+    from gnnpar.nn.feature_parallel import FeatureParallelLinear, shard_columns
     from gnnpar.storage.graph import DistGraph
 
     g = DistGraph.load(part_dir, ctx)

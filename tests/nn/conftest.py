@@ -24,7 +24,8 @@ import _nn_cases as cases  # noqa: E402
 
 import gnnpar.distributed as gdist  # noqa: E402
 from gnnpar.datasets.synthetic import sbm  # noqa: E402
-from gnnpar.partition import PartitionConfig, partition_graph  # noqa: E402
+from gnnpar.partition.config import PartitionConfig  # noqa: E402
+from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc  # noqa: E402
 
 FP_SEED, TRAIN_EPOCHS = cases.FP_SEED, cases.TRAIN_EPOCHS

@@ -13,16 +13,12 @@ from torch_geometric.nn import ChebConv, GCNConv, SAGEConv
 
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.nn import (
-    DistConv,
-    FeatureParallelLinear,
-    HaloExchange,
-    HaloGraph,
-    HaloPlan,
-    shard_columns,
-)
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.nn.dist_conv import DistConv, HaloGraph
+from gnnpar.nn.feature_parallel import FeatureParallelLinear, shard_columns
+from gnnpar.nn.halo import HaloExchange, HaloPlan
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import load_partition
+from gnnpar.partition.writer import partition_graph
 from gnnpar.storage.graph import DistGraph
 
 CTX = DistContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"),

@@ -10,7 +10,7 @@ import torch
 from _nn_cases import FP_SEED
 from torch import nn
 
-from gnnpar.nn import column_ranges
+from gnnpar.nn.feature_parallel import column_ranges
 from gnnpar.partition.format import load_partition
 
 

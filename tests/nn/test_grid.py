@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _grid_cases as gc  # noqa: E402
 
 from gnnpar.errors import ConfigError  # noqa: E402
+from gnnpar.models.node import build_model  # noqa: E402
 from gnnpar.nn.grid import check_grid, chunk_sizes, parse_grid  # noqa: E402
 from gnnpar.train.config import (  # noqa: E402
     Config,
@@ -32,7 +33,6 @@ from gnnpar.train.config import (  # noqa: E402
     RunConfig,
     TrainConfig,
 )
-from gnnpar.train.models import build_model  # noqa: E402
 
 GRIDS, EPOCHS = gc.GRIDS, gc.EPOCHS
 

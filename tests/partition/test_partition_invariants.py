@@ -17,7 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gnnpar.datasets.graph import GraphDataset
-from gnnpar.partition import PartitionConfig, load_partition, partition_graph, verify_partition
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.format import load_partition
+from gnnpar.partition.verify import verify_partition
+from gnnpar.partition.writer import partition_graph
 
 
 @st.composite

@@ -35,7 +35,7 @@ def caller_group_worker(part_dir: str, out: str, backend: str) -> dict[str, Any]
     import torch.distributed as dist
 
     import gnnpar
-    from gnnpar.nn import FeatureParallelLinear, shard_columns
+    from gnnpar.nn.feature_parallel import FeatureParallelLinear, shard_columns
     from gnnpar.shadow import CollectiveLog
     from gnnpar.testing import DeviceShadow
     from gnnpar.train.cli import parse

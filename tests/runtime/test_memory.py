@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _memory as m  # noqa: E402
 
-from gnnpar.partition import partition_graph  # noqa: E402
+from gnnpar.partition.writer import partition_graph  # noqa: E402
 from gnnpar.testing import run_multiproc  # noqa: E402
 
 SIZES = (4 * m.OWNED, 16 * m.OWNED)

@@ -22,7 +22,7 @@ import _workers  # noqa: E402
 
 from gnnpar.datasets.graph import GraphDataset  # noqa: E402
 from gnnpar.datasets.synthetic import sbm  # noqa: E402
-from gnnpar.partition import partition_graph  # noqa: E402
+from gnnpar.partition.writer import partition_graph  # noqa: E402
 from gnnpar.testing import run_multiproc  # noqa: E402
 
 

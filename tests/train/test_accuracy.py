@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from gnnpar.distributed import shutdown
+from gnnpar.models.node import build_model
 from gnnpar.train.config import ModelConfig
-from gnnpar.train.models import build_model
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from _reference import exported_logits
 
-from gnnpar.datasets import load_dataset
+from gnnpar.datasets.spec import load_dataset
 from gnnpar.distributed import shutdown
 from gnnpar.errors import ConfigError
 from gnnpar.train.best import BestValid, selection_metric

@@ -16,8 +16,8 @@ import torch
 from torch_geometric.nn import GCNConv
 
 from gnnpar.datasets.synthetic import sbm
+from gnnpar.models.node import SampledGNN, build_model, forward_batch, global_gcn
 from gnnpar.train.config import ModelConfig
-from gnnpar.train.models import SampledGNN, build_model, forward_batch, global_gcn
 
 
 @pytest.mark.parametrize("name", ["sage", "gcn", "gat"])

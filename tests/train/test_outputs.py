@@ -19,7 +19,7 @@ from _reference import exported_logits
 from torch_geometric.nn.models import GraphSAGE
 
 import gnnpar
-from gnnpar.datasets import load_dataset
+from gnnpar.datasets.spec import load_dataset
 from gnnpar.errors import ConfigError
 from gnnpar.train.cli import main
 from gnnpar.train.export import main as export_main
