@@ -22,8 +22,9 @@ from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import PartitionMeta, load_partition
 from gnnpar.partition.writer import partition_graph
 from gnnpar.sampling.negative import DistNegativeSampler, negative_destinations
+from gnnpar.shadow import DeviceShadow
 from gnnpar.storage.graph import DistGraph
-from gnnpar.testing import DeviceShadow, run_multiproc
+from gnnpar.testing import run_multiproc
 
 B, K, SEED = 200, 5, 7
 

@@ -5,7 +5,7 @@ A user who already runs ``torch.distributed`` (an NCCL-only group on GPUs) calls
 another, and send nothing but tensors on the group's device.  Here the caller's group is
 gloo restricted to the CPU (``"cpu:gloo"``, no CUDA backend behind it, as NCCL has no CPU
 one).  Both training modes and the feature-parallel layer run in it under the device
-shadow (:class:`gnnpar.testing.DeviceShadow`), which fails on a collective carrying a host
+shadow (:class:`gnnpar.shadow.DeviceShadow`), which fails on a collective carrying a host
 tensor and records every collective with the thread that issued it.  On a GPU the same
 worker runs in ``test_gpu.py`` against an NCCL-only group.
 """
@@ -36,8 +36,7 @@ def caller_group_worker(part_dir: str, out: str, backend: str) -> dict[str, Any]
 
     import gnnpar
     from gnnpar.nn.feature_parallel import FeatureParallelLinear, shard_columns
-    from gnnpar.shadow import CollectiveLog
-    from gnnpar.testing import DeviceShadow
+    from gnnpar.shadow import CollectiveLog, DeviceShadow
     from gnnpar.train.cli import parse
 
     dist.init_process_group(backend)  # the caller's group, from the torchrun environment
