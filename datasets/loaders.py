@@ -30,8 +30,9 @@ import numpy as np
 from gnnpar.artifacts.arrays import load_npy
 from gnnpar.datasets.graph import SPLITS, GraphDataset
 from gnnpar.datasets.link_split import EDGE_SPLITS, NEG_KINDS, NEG_SPLITS
-from gnnpar.datasets.typed import EdgeType, TypedGraphDataset, edge_type_field
+from gnnpar.datasets.typed import TypedGraphDataset, edge_type_field
 from gnnpar.errors import DatasetError
+from gnnpar.typed import EdgeType
 
 EDGE_LIST_SUFFIXES = (".csv", ".tsv", ".txt", ".edges", ".csv.gz", ".tsv.gz", ".txt.gz")
 _COMMENTS = ("#", "%")
@@ -61,8 +62,8 @@ LINK_NPZ_NAMES = ("train_edges / val_edges / test_edges [M, 2] with val_neg / te
                   "(ogbl-collab), or SPLIT_edge_index [2, M]")
 """The link-prediction members a ``.npz`` may hold (named in the README and errors)."""
 # Prefixes of a typed .npz's members (from_typed_npz), joined to names by "__".
-HETERO_NPZ_SEP = "__"
-_HETERO_PREFIXES = ("num_nodes", "x", "edge_index")
+TYPED_NPZ_SEP = "__"
+_TYPED_PREFIXES = ("num_nodes", "x", "edge_index")
 Where = str | os.PathLike[str]
 log = logging.getLogger("gnnpar.datasets")
 
@@ -230,7 +231,7 @@ def from_npz(path: Where, name: str | None = None) -> GraphDataset | TypedGraphD
     valid = sorted({*_NPZ_GRAPH_KEYS, *sum(FIELD_NAMES.values(), ()), *_NPZ_LINK_KEYS,
                     *(f"{s}_{n}" for s in ("train", "valid", "test") for n in _OGB_LINK_NAMES)})
     members, arrays = _read_npz(p, _npz_members)
-    if any(k.startswith(f"edge_index{HETERO_NPZ_SEP}") for k in members):
+    if any(k.startswith(f"edge_index{TYPED_NPZ_SEP}") for k in members):
         return from_typed_npz(p, name)
     _warn_ignored(p, members, arrays, valid)
     link = _npz_link(arrays, p)
@@ -297,11 +298,11 @@ def _warn_ignored(p: Path, members: Sequence[str], arrays: Mapping[str, Any],
                     f"; misspelt? {', '.join(hints)}" if hints else "")
 
 
-def _hetero_npz_members(members: Sequence[str]) -> list[str]:
+def _typed_npz_members(members: Sequence[str]) -> list[str]:
     """The members :func:`from_typed_npz` reads."""
     fixed = ("y", "target", *SPLITS)
-    return [k for k in members if k in fixed or k.partition(HETERO_NPZ_SEP)[0]
-            in _HETERO_PREFIXES and HETERO_NPZ_SEP in k]
+    return [k for k in members if k in fixed or k.partition(TYPED_NPZ_SEP)[0]
+            in _TYPED_PREFIXES and TYPED_NPZ_SEP in k]
 
 
 def _npz_int(a: np.ndarray, path: Path, key: str) -> int:
@@ -349,8 +350,8 @@ def from_typed_npz(path: Where, name: str | None = None) -> TypedGraphDataset:
         ds = gnnpar.from_npz("g.npz")  # a TypedGraphDataset
     """
     p = Path(path)
-    members, arrays = _read_npz(p, _hetero_npz_members)
-    sep = HETERO_NPZ_SEP
+    members, arrays = _read_npz(p, _typed_npz_members)
+    sep = TYPED_NPZ_SEP
     _warn_ignored(p, members, arrays, [f"num_nodes{sep}TYPE", f"x{sep}TYPE",
                                        f"edge_index{sep}SRC{sep}REL{sep}DST", "target", "y",
                                        *SPLITS])
@@ -404,16 +405,16 @@ def from_typed_npz(path: Where, name: str | None = None) -> TypedGraphDataset:
     try:
         return ds.validate(p)
     except DatasetError as exc:  # name the member, not the dataset field
-        member = _hetero_npz_member(exc.field, edges)
+        member = _typed_npz_member(exc.field, edges)
         if member is None:
             raise
         raise DatasetError(exc.message, path=p, field=member, fix=exc.fix) from None
 
 
-def _hetero_npz_member(fld: str | None,
+def _typed_npz_member(fld: str | None,
                        edges: Mapping[EdgeType, tuple[np.ndarray, np.ndarray]]) -> str | None:
     """The ``.npz`` member behind a TypedGraphDataset error field, if it differs."""
-    sep = HETERO_NPZ_SEP
+    sep = TYPED_NPZ_SEP
     for et in edges:
         if fld in (edge_type_field(et, "src"), edge_type_field(et, "dst")):
             return f"edge_index{sep}{sep.join(et)} ({fld.rsplit('.', 1)[1]} row)"

@@ -10,8 +10,8 @@ keeps gnnpar's own cache next to them::
       raw/ split/<split>/     as downloaded from OGB
       gnnpar-v1/              GraphDataset.save directory, memory-mapped on later loads
 
-A heterogeneous node dataset (``"is hetero": "True"``, e.g. ogbn-mag) is read the same
-way, with ``ogb``'s typed readers (``read_csv_heterograph_raw`` /
+A typed node dataset (OGB's "heterogeneous": ``"is hetero": "True"``, e.g. ogbn-mag) is
+read the same way, with ``ogb``'s typed readers (``read_csv_heterograph_raw`` /
 ``read_binary_heterograph_raw``, ``read_node_label_hetero``,
 ``read_nodesplitidx_split_hetero``), into a
 :class:`~gnnpar.datasets.typed.TypedGraphDataset` cached in the same place.
@@ -57,8 +57,9 @@ from gnnpar.datasets.loaders import (
     labels_to_int,
     split_to_idx,
 )
-from gnnpar.datasets.typed import EdgeType, TypedGraphDataset
+from gnnpar.datasets.typed import TypedGraphDataset
 from gnnpar.errors import DatasetError
+from gnnpar.typed import EdgeType
 
 CACHE_DIR = "gnnpar-v1"
 # ogb's split file names -> GraphDataset fields.
@@ -140,9 +141,9 @@ def _is_inside(base: Path, value: str) -> bool:
     return target == root or root in target.parents
 
 
-def _has_raw(raw: Path, binary: bool, hetero: bool = False) -> bool:
+def _has_raw(raw: Path, binary: bool, typed: bool = False) -> bool:
     """Whether ``raw`` holds the file ``NodePropPredDataset.pre_process`` looks for."""
-    if hetero:
+    if typed:
         return (raw / ("edge_index_dict.npz" if binary else "triplet-type-list.csv.gz")).is_file()
     return (raw / ("data.npz" if binary else "edge.csv.gz")).is_file()
 
@@ -285,7 +286,7 @@ def _read_raw(
     ).validate(dataset_dir)
 
 
-def _read_hetero_raw(meta: dict[str, str], dataset_dir: Path, name: str) -> TypedGraphDataset:
+def _read_typed_raw(meta: dict[str, str], dataset_dir: Path, name: str) -> TypedGraphDataset:
     """A typed node dataset through ogb's typed readers, as ``pre_process`` reads it.
 
     Node types and relations come in ogb's (sorted) order; the target is the one node
@@ -568,7 +569,7 @@ def load_ogb(
     (ogbn-arxiv and ogbn-papers100M are directed; call ``to_undirected()``), with the
     reverse of every edge added where the meta's ``add_inverse_edge`` says so.
 
-    A heterogeneous node dataset (``"is hetero": "True"``: ogbn-mag, or any meta_dict
+    A typed node dataset (``"is hetero": "True"``: ogbn-mag, or any meta_dict
     saying so) gives a :class:`~gnnpar.datasets.typed.TypedGraphDataset`: node types
     and relations in ogb's order, the features of the types that have them, labels and
     splits of the one labelled type (ogbn-mag: 4 node types, ``paper`` the target with
@@ -624,10 +625,10 @@ def load_ogb(
         mag = gnnpar.load_ogb("ogbn-mag", root="data")    # TypedGraphDataset, 7 relations
     """
     meta, dataset_dir, source = _meta_info(name, Path(root), meta_dict)
-    hetero = meta["is hetero"] == "True"
-    if hetero and (name.startswith("ogbl-")
+    typed = meta["is hetero"] == "True"
+    if typed and (name.startswith("ogbl-")
                    or meta.get("task type") in (*_LINK_TASK_TYPES, "KG completion")):
-        raise DatasetError(f"{name} is a heterogeneous link dataset; gnnpar's link task is "
+        raise DatasetError(f"{name} is a typed link dataset; gnnpar's link task is "
                            "homogeneous.", path=source, field="is hetero",
                            fix="convert it to one node type first (e.g. PyG's "
                                "HeteroData.to_homogeneous) and use from_pyg_link.")
@@ -641,15 +642,15 @@ def load_ogb(
                            "class label per node.", path=source, field="num tasks",
                            fix="pick one task and build the dataset with from_pyg / from_npz.")
     cls: type[GraphDataset] | type[TypedGraphDataset] = (
-        TypedGraphDataset if hetero else GraphDataset)
+        TypedGraphDataset if typed else GraphDataset)
     cache = _cache_dir(dataset_dir, Path(root))
     read: list[GraphDataset | TypedGraphDataset] = []
 
     def make() -> None:  # under the cache's lock: a concurrent load waits, then reads it
-        if not _has_raw(dataset_dir / "raw", meta["binary"] == "True", hetero):
+        if not _has_raw(dataset_dir / "raw", meta["binary"] == "True", typed):
             _download(meta, dataset_dir, name)
-        if hetero:
-            ds: GraphDataset | TypedGraphDataset = _read_hetero_raw(meta, dataset_dir, name)
+        if typed:
+            ds: GraphDataset | TypedGraphDataset = _read_typed_raw(meta, dataset_dir, name)
         elif _is_link(name, meta, dataset_dir / "split" / meta["split"]):
             ds = _read_link_raw(meta, dataset_dir, name)
         else:

@@ -29,8 +29,9 @@ from gnnpar.datasets.loaders import (
     split_to_idx,
     to_numpy,
 )
-from gnnpar.datasets.typed import EdgeType, TypedGraphDataset, edge_type_field
+from gnnpar.datasets.typed import TypedGraphDataset, edge_type_field
 from gnnpar.errors import DatasetError
+from gnnpar.typed import EdgeType
 
 log = logging.getLogger("gnnpar.datasets")
 _COALESCE_FIX = ("remove duplicate edges before splitting (data.coalesce(), or "
@@ -49,7 +50,7 @@ def _edge_index(data: Any, name: str, fix: str) -> np.ndarray:
     return edge_index
 
 
-def _is_hetero(data: Any) -> bool:
+def _is_typed(data: Any) -> bool:
     from torch_geometric.data import HeteroData
 
     return isinstance(data, HeteroData)
@@ -80,7 +81,7 @@ def from_pyg(data: Any, name: str = "pyg") -> GraphDataset | TypedGraphDataset:
         ds = gnnpar.from_pyg(Planetoid("data", "Cora")[0], name="cora")
         gnnpar.partition_graph(ds, 2, "parts/cora-2")
     """
-    if _is_hetero(data):
+    if _is_typed(data):
         return from_pyg_typed(data, name=name)
     edge_index = _edge_index(data, name, "give a Data with edge_index [2, E].")
     fields = {k: to_numpy(data[k]) for k in data.keys()}
@@ -310,7 +311,7 @@ def from_dgl(graph: Any, name: str = "dgl") -> GraphDataset:
         name: Dataset name.
 
     Raises:
-        DatasetError: DGL is not installed, or the graph is heterogeneous.
+        DatasetError: DGL is not installed, or the graph is typed.
     """
     try:
         import dgl  # noqa: F401
@@ -319,7 +320,7 @@ def from_dgl(graph: Any, name: str = "dgl") -> GraphDataset:
                            fix="pip install 'gnnpar[dgl]' (DGL pins older torch releases), or "
                                "export the graph with from_pyg / a .npz instead.") from exc
     if len(graph.ntypes) != 1 or len(graph.etypes) != 1:
-        raise DatasetError(f"is heterogeneous (node types {graph.ntypes}, edge types "
+        raise DatasetError(f"is typed (node types {graph.ntypes}, edge types "
                            f"{graph.etypes}).", path=name, field="ntypes",
                            fix="convert it with dgl.to_homogeneous first.")
     src, dst = graph.edges()

@@ -50,7 +50,7 @@ from gnnpar.datasets.loaders import (
 from gnnpar.datasets.ogb import load_ogb
 from gnnpar.datasets.splits import check_split_fractions
 from gnnpar.datasets.synthetic import rmat, sbm, typed
-from gnnpar.datasets.typed import KIND as HETERO_KIND
+from gnnpar.datasets.typed import KIND as TYPED_KIND
 from gnnpar.datasets.typed import TypedGraphDataset
 from gnnpar.errors import DatasetError
 
@@ -301,7 +301,7 @@ def load_saved(path: Where) -> GraphDataset | TypedGraphDataset:
     ``dataset.json``'s ``kind`` (absent: homogeneous) picks the class.
     """
     meta = read_json(Path(path) / "dataset.json", DatasetError)
-    if isinstance(meta, dict) and meta.get("kind") == HETERO_KIND:
+    if isinstance(meta, dict) and meta.get("kind") == TYPED_KIND:
         return TypedGraphDataset.load(path)
     return GraphDataset.load(path)
 

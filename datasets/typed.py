@@ -11,11 +11,12 @@ homogeneous view, the partitioner's ``etype.npy``).
 :meth:`TypedGraphDataset.to_homogeneous` is the id mapping every other stage uses (as
 DistDGL's): node type ``t`` holds homogeneous ids ``node_offsets[t] .. node_offsets[t+1]``
 (per-type id ``i`` is ``node_offsets[t] + i``), relation ``r`` holds homogeneous edge ids
-``edge_offsets[r] .. edge_offsets[r+1]``, in its own order; :class:`TypedLayout` is that
-mapping, with the type names and feature widths, as a small JSON-able value.
+``edge_offsets[r] .. edge_offsets[r+1]``, in its own order; that mapping, with the type
+names and feature widths, is a small JSON-able value, :class:`~gnnpar.typed.TypedLayout`.
 
-On disk (``dataset.json`` format ``gnnpar-dataset`` version 3, kind ``hetero``; version 3
-is the first to say a ``kind``, and homogeneous datasets are still written as version 2)::
+On disk (``dataset.json`` format ``gnnpar-dataset`` version 3, kind ``hetero``: the name
+that existing dataset directories carry; version 3 is the first to say a ``kind``, and
+homogeneous datasets are still written as version 2)::
 
     DIR/
       dataset.json      format, format_version, kind, name, node_types, num_nodes,
@@ -67,6 +68,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gnnpar.datasets")
 KIND = "hetero"
+"""``dataset.json``'s ``kind`` of a typed dataset (the name on disk, kept for the
+directories written so far)."""
 FORMAT_VERSION = 4
 READABLE_VERSIONS = (3, 4)
 """Version 4 added the size and SHA-256 of every array (``files``) and its own digest."""
@@ -125,7 +128,7 @@ class TypedGraphDataset:
     train_idx: np.ndarray = field(default_factory=_empty_idx)
     val_idx: np.ndarray = field(default_factory=_empty_idx)
     test_idx: np.ndarray = field(default_factory=_empty_idx)
-    name: str = "hetero"
+    name: str = "typed"
     num_classes: int | None = None
 
     def __post_init__(self) -> None:
