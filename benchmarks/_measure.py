@@ -87,7 +87,7 @@ def budget_worker(part_dir: str, fanouts: list[int], batch_size: int,
                   batches: int) -> dict[str, float]:
     """Host synchronisations and collectives per loader batch and per training step.
 
-    A rank of :func:`gnnpar.testing.run_multiproc` under :class:`gnnpar.testing.DeviceShadow`
+    A rank of :func:`gnnpar.testing.run_multiproc` under :class:`gnnpar.shadow.DeviceShadow`
     (what would make a CUDA host wait; collectives): a prefetching loader as the trainer
     builds it, and a GraphSAGE step (forward, backward with DDP) per batch, each counted
     in its own window.
@@ -96,9 +96,9 @@ def budget_worker(part_dir: str, fanouts: list[int], batch_size: int,
     from torch.nn.parallel import DistributedDataParallel
 
     import gnnpar
-    from gnnpar.testing import DeviceShadow
+    from gnnpar.models.node import SampledGNN, build_model, forward_batch
+    from gnnpar.shadow import DeviceShadow
     from gnnpar.train.config import ModelConfig
-    from gnnpar.train.models import SampledGNN, build_model, forward_batch
 
     sums = dict.fromkeys(("load_syncs", "load_collectives", "step_syncs",
                           "step_collectives"), 0.0)

@@ -28,8 +28,9 @@ from _measure import train_record
 
 from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import PartitionConfig, partition_graph
-from gnnpar.train.models import native_bf16
+from gnnpar.models.node import native_bf16
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.writer import partition_graph
 
 FLAGS = ["--nproc", "2", "--model", "sage", "--hidden", "256", "--layers", "2", "--fanouts",
          "15,10", "--batch-size", "1024", "--lr", "0.003", "--dropout", "0.5", "--threads",

@@ -61,7 +61,8 @@ def _pass_over(arrays: dict[str, np.ndarray]) -> float:
 
 def _stage(args: argparse.Namespace) -> dict[str, Any]:
     """Child process: run one stage, return its figures."""
-    from gnnpar.datasets import GraphDataset, rmat, sbm
+    from gnnpar.datasets.graph import GraphDataset
+    from gnnpar.datasets.synthetic import rmat, sbm
 
     base = _status_kib("VmRSS")
     out = Path(args.workdir) / args.gen

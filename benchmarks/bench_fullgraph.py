@@ -36,7 +36,8 @@ from torch_geometric.nn.models import GCN
 from gnnpar.config import ArgumentParser
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 
 HALO_KINDS = ("halo", "halo_grad")

@@ -51,7 +51,8 @@ from _measure import command, run_bounded, stop_on_sigterm  # benchmarks/ is the
 from gnnpar.artifacts.kinds import RECORD_FILE
 from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.writer import partition_graph
 from gnnpar.train.record import RunRecord
 
 MARK = ("<!-- gpu-check -->", "<!-- /gpu-check -->")

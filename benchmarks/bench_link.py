@@ -58,7 +58,7 @@ def _loader_worker(part_dir: str, num_batches: int, warmup: int) -> dict[str, An
 
     from gnnpar import distributed
     from gnnpar.comm import CommStats
-    from gnnpar.link import DistLinkNeighborLoader
+    from gnnpar.loading.link import DistLinkNeighborLoader
     from gnnpar.loading.node import DistNeighborLoader
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph

@@ -31,7 +31,8 @@ import torch
 
 from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.writer import partition_graph
 
 
 def _rss() -> int:

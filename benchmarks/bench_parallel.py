@@ -7,9 +7,9 @@ and 4 gloo processes, every layout of each world size (plus DDP for dp = 4), fro
 same weights on the same batches.  Per layout it measures, on each rank: parameter +
 optimiser-state bytes held, peak saved activations, the median step time (steps after
 the first two, uninstrumented) and the bytes one steady-state step sent (by collective,
-with :class:`~gnnpar.parallel.CollectiveCounter`).  The single-process run of the same
+with :class:`~gnnpar.parallel.measure.CollectiveCounter`).  The single-process run of the same
 script is the reference every ratio is taken against, and the planner's estimates
-(:func:`gnnpar.parallel.estimate`) sit next to what was measured.
+(:func:`gnnpar.parallel.planner.estimate`) sit next to what was measured.
 
 Goals (issue 6): parameter + optimiser memory per rank at tp = 2 <= 0.55x and at FSDP
 dp = 4 <= 0.3x the single process.
@@ -30,22 +30,15 @@ from _measure import SavedActivationMeter  # benchmarks/ is the script directory
 from gnnpar.comm import CommStats
 from gnnpar.config import ArgumentParser
 from gnnpar.distributed import init
-from gnnpar.parallel import (
-    CollectiveCounter,
-    ParallelConfig,
-    TransformerConfig,
-    TransformerLM,
-    default_plan,
-    estimate,
-    lm_loss,
-    mlp,
-    optimizer_state_bytes,
-    parallelize,
-    parameter_bytes,
-    profile_model,
-    shard_batch,
-)
+from gnnpar.parallel.config import ParallelConfig
+from gnnpar.parallel.data_parallel import shard_batch
+from gnnpar.parallel.measure import CollectiveCounter, optimizer_state_bytes, parameter_bytes
+from gnnpar.parallel.models import TransformerConfig, TransformerLM, lm_loss, mlp
+from gnnpar.parallel.parallelize import parallelize
 from gnnpar.parallel.pipeline_parallel import stage_units_of, units_or_empty
+from gnnpar.parallel.planner import estimate
+from gnnpar.parallel.profile import profile_model
+from gnnpar.parallel.tensor_parallel import default_plan
 from gnnpar.testing import run_multiproc
 
 KINDS = ("mlp", "transformer")

@@ -51,8 +51,9 @@ import torch
 from gnnpar.artifacts.files import sha256_file, write_digested_json
 from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm, typed
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import PartitionMeta
+from gnnpar.partition.writer import partition_graph
 from gnnpar.train.engine import SUMS
 
 TRAIN = ["--hidden", "8", "--epochs", "1", "--no-progress", "--timeout-s", "30"]

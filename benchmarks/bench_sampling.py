@@ -35,7 +35,8 @@ from _measure import sync_budget
 
 from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 
 FANOUTS = [15, 10]

@@ -79,7 +79,7 @@ def _measure(cmd: list[str]) -> tuple[float, float, int, str]:
 
 
 def _dataset(workdir: Path, nodes: int, degree: float, feat_dim: int) -> Path:
-    from gnnpar.datasets import sbm
+    from gnnpar.datasets.synthetic import sbm
 
     data = workdir / f"sbm-{nodes}-{degree:g}-{feat_dim}"
     if not (data / "dataset.json").is_file():
@@ -92,7 +92,7 @@ def _dataset(workdir: Path, nodes: int, degree: float, feat_dim: int) -> Path:
 
 def _undirected(data: Path) -> Path:
     """The undirected graph and weights the graph methods read, precomputed on disk."""
-    from gnnpar.datasets import GraphDataset
+    from gnnpar.datasets.graph import GraphDataset
     from gnnpar.partition.adjacency import group_in_edges, metis_graph
     from gnnpar.partition.assign import DEFAULT_BALANCE, balance_weights
 

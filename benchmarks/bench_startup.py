@@ -30,7 +30,7 @@ import numpy as np
 
 from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import (
     PartitionMeta,
     check_part,
@@ -39,6 +39,7 @@ from gnnpar.partition.format import (
     part_dir_name,
     verify_checksums,
 )
+from gnnpar.partition.writer import partition_graph
 
 
 def _evict(part: Path) -> None:

@@ -8,9 +8,9 @@ Adam) on exactly those batches, one thread, in a process of its own: DGL's
 ``dgl.nn.SAGEConv`` on the equivalent blocks in DGL's virtual environment
 (``_distdgl_worker.py step``; ``bench_vs_distdgl.py`` builds it), and on gnnpar's side
 
-* the trainer's model (:class:`gnnpar.train.models.SampledGNN` over PyG's ``GraphSAGE``),
+* the trainer's model (:class:`gnnpar.models.node.SampledGNN` over PyG's ``GraphSAGE``),
 * a user's plain PyG ``GraphSAGE`` called with ``trim_to_layer``, on the batch's
-  ``EdgeIndex``, as PyG runs it and after :func:`gnnpar.nn.fuse_aggregation`.
+  ``EdgeIndex``, as PyG runs it and after :func:`gnnpar.nn.fused.fuse_aggregation`.
 
 Rounds alternate DGL, gnnpar (``--rounds``, each over every batch ``--passes`` times
 after one warm-up pass). Reported per step: forward, backward (zero_grad + backward),
@@ -48,7 +48,8 @@ VARIANTS = ("SampledGNN (trainer)", "PyG GraphSAGE", "PyG GraphSAGE + fuse_aggre
 def prepare(name: str, work: Path, nodes: int, batches: int) -> Path:
     """The graph's 2-part partition and ``batches`` of rank 0 as ``.npz`` (cached)."""
     from gnnpar.datasets import synthetic
-    from gnnpar.partition import PartitionConfig, partition_graph
+    from gnnpar.partition.config import PartitionConfig
+    from gnnpar.partition.writer import partition_graph
     from gnnpar.testing import run_multiproc
 
     root = work / f"{name}-{nodes}"
@@ -98,9 +99,9 @@ def gnnpar_step(path: str, rounds: int, seed: int) -> dict[str, dict[str, float]
     from torch_geometric import EdgeIndex
     from torch_geometric.nn import GraphSAGE
 
-    from gnnpar.nn import fuse_aggregation
+    from gnnpar.models.node import SampledGNN, build_model
+    from gnnpar.nn.fused import fuse_aggregation
     from gnnpar.train.config import ModelConfig
-    from gnnpar.train.models import SampledGNN, build_model
 
     torch.set_num_threads(1)
     with np.load(path, allow_pickle=False) as f:

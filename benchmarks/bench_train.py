@@ -34,7 +34,7 @@ from _measure import sync_budget
 
 from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import partition_graph
+from gnnpar.partition.writer import partition_graph
 from gnnpar.train.cli import launch
 from gnnpar.train.config import (
     Config,

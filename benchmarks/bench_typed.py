@@ -50,8 +50,9 @@ import numpy as np
 
 from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import typed
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import load_partition
+from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 
 FANOUTS = [10, 5]
@@ -210,11 +211,11 @@ def _whole_graph_worker(dataset_dir: str) -> dict[str, int]:
     import torch
     import torch_geometric  # noqa: F401
 
-    from gnnpar.datasets.hetero import HeteroGraphDataset
+    from gnnpar.datasets.typed import TypedGraphDataset
     from gnnpar.sizes import peak_rss_bytes, rss_bytes
 
     base = rss_bytes()
-    data = HeteroGraphDataset.load(dataset_dir, mmap=False).to_pyg()
+    data = TypedGraphDataset.load(dataset_dir, mmap=False).to_pyg()
     for et in data.edge_types:  # a single-machine sampler's CSC per relation
         ei = data[et].edge_index
         data[et].csc = ei[0][torch.argsort(ei[1])]

@@ -1,40 +1,12 @@
-"""Datasets stage: turn any graph a user has into a :class:`GraphDataset`.
+"""Datasets stage: turn any graph a user has into a :class:`~gnnpar.datasets.graph.GraphDataset`.
 
 Typed graphs (node types and relations: ogbn-mag, PyG ``HeteroData``, a typed ``.npz``,
-``synthetic:typed``) become a :class:`HeteroGraphDataset`, whose :class:`HeteroLayout`
-maps them onto one homogeneous id space. Loaders for OGB, PyG, DGL, ``.npz`` and edge
-lists, three synthetic generators, and the
-dataset spec strings every gnnpar CLI accepts (:func:`load_dataset`, with ``features=``,
-``labels=`` and ``split=`` for graphs that bring only edges; :func:`parse_split` reads
-``--split``).
+``synthetic:typed``) become a :class:`~gnnpar.datasets.typed.TypedGraphDataset`, whose
+:class:`~gnnpar.typed.TypedLayout` maps them onto one homogeneous id space. Loaders for
+OGB, PyG, DGL, ``.npz`` and edge lists (:mod:`~gnnpar.datasets.loaders`,
+:mod:`~gnnpar.datasets.ogb`, :mod:`~gnnpar.datasets.pyg`), three synthetic generators
+(:mod:`~gnnpar.datasets.synthetic`), and the dataset spec strings every gnnpar CLI accepts
+(:func:`~gnnpar.datasets.spec.load_dataset`, with ``features=``, ``labels=`` and
+``split=`` for graphs that bring only edges; :func:`~gnnpar.datasets.spec.parse_split`
+reads ``--split``).  Import each name from its module; this package re-exports nothing.
 """
-
-from gnnpar.datasets.graph import GraphDataset
-from gnnpar.datasets.hetero import HeteroGraphDataset, HeteroLayout
-from gnnpar.datasets.loaders import from_edge_list, from_hetero_npz, from_npz
-from gnnpar.datasets.ogb import load_ogb
-from gnnpar.datasets.pyg import from_dgl, from_pyg, from_pyg_hetero, from_pyg_link
-from gnnpar.datasets.spec import DEFAULT_SPEC, load_dataset, parse_split
-from gnnpar.datasets.splits import split_sizes
-from gnnpar.datasets.synthetic import rmat, sbm, typed
-
-__all__ = [
-    "DEFAULT_SPEC",
-    "GraphDataset",
-    "HeteroGraphDataset",
-    "HeteroLayout",
-    "from_dgl",
-    "from_edge_list",
-    "from_hetero_npz",
-    "from_npz",
-    "from_pyg",
-    "from_pyg_hetero",
-    "from_pyg_link",
-    "load_dataset",
-    "load_ogb",
-    "parse_split",
-    "rmat",
-    "sbm",
-    "split_sizes",
-    "typed",
-]

@@ -16,9 +16,9 @@ import numpy as np
 
 from gnnpar.config import check_choice, check_int, option
 from gnnpar.datasets.graph import SPLITS, GraphDataset
-from gnnpar.datasets.hetero import REVERSE_MODES, HeteroGraphDataset
 from gnnpar.datasets.spec import DEFAULT_SPEC
 from gnnpar.datasets.splits import LINK_SPLIT, NODE_SPLIT
+from gnnpar.datasets.typed import REVERSE_MODES, TypedGraphDataset
 from gnnpar.errors import ConfigError, DatasetError
 
 log = logging.getLogger("gnnpar")
@@ -110,17 +110,17 @@ class DataConfig:
                 command that reads typed graphs calls :meth:`load_any`).
         """
         dataset = self.load_any()
-        if isinstance(dataset, HeteroGraphDataset):
+        if isinstance(dataset, TypedGraphDataset):
             raise DatasetError(
                 f"is a typed graph ({len(dataset.node_types)} node types, "
                 f"{len(dataset.edge_types)} relations); this command reads homogeneous "
                 "graphs.", path=self.dataset, field="data.dataset",
                 fix="pass a homogeneous dataset, or convert it in Python with "
-                    "HeteroGraphDataset.to_homogeneous() and save that.")
+                    "TypedGraphDataset.to_homogeneous() and save that.")
         return dataset
 
-    def load_any(self) -> GraphDataset | HeteroGraphDataset:
-        """:meth:`load`, and a typed graph as a :class:`HeteroGraphDataset`.
+    def load_any(self) -> GraphDataset | TypedGraphDataset:
+        """:meth:`load`, and a typed graph as a :class:`TypedGraphDataset`.
 
         A typed graph takes neither ``task="link"`` nor ``undirected`` (its reverse
         relations come with it).
@@ -134,7 +134,7 @@ class DataConfig:
             split=None if link else split, split_seed=self.split_seed, reverse=self.reverse)
         if split is None and not link:
             dataset = self._default_node_split(dataset)
-        if isinstance(dataset, HeteroGraphDataset):
+        if isinstance(dataset, TypedGraphDataset):
             for on, flag, what in ((link, "--task link", "a typed link task"),
                                    (self.undirected, "--undirected", "symmetrising")):
                 if on:
@@ -165,8 +165,8 @@ class DataConfig:
             dataset.require_link_task(self.dataset)
         return dataset
 
-    def _default_node_split(self, dataset: GraphDataset | HeteroGraphDataset
-                            ) -> GraphDataset | HeteroGraphDataset:
+    def _default_node_split(self, dataset: GraphDataset | TypedGraphDataset
+                            ) -> GraphDataset | TypedGraphDataset:
         """``dataset``, or, when it has labels but no split, :data:`NODE_SPLIT` of them."""
         labelled = 0 if dataset.y is None else int((np.asarray(dataset.y) >= 0).sum())
         if not labelled or any(len(getattr(dataset, s)) for s in SPLITS):

@@ -20,7 +20,7 @@ On disk a dataset is a directory of ``.npy`` files plus ``dataset.json``::
       val_neg.npy test_neg.npy   int64 [M, C] or [M', 2] as dataset.json's neg_kind says
 
 Loading memory-maps every array (``mmap_mode="r"``) and never unpickles. A typed graph
-(:class:`~gnnpar.datasets.hetero.HeteroGraphDataset`) is saved in the same format with
+(:class:`~gnnpar.datasets.typed.TypedGraphDataset`) is saved in the same format with
 ``"kind": "hetero"`` (version 3); :meth:`GraphDataset.load` refuses it, naming the loader
 to use (absent ``kind`` means homogeneous).
 
@@ -61,7 +61,7 @@ from gnnpar.sizes import NODE_BYTES, check_fits
 if TYPE_CHECKING:
     from torch_geometric.data import Data
 
-    from gnnpar.datasets.hetero import HeteroGraphDataset
+    from gnnpar.datasets.typed import TypedGraphDataset
 
 FORMAT = "gnnpar-dataset"
 FORMAT_VERSION = 3
@@ -69,7 +69,7 @@ READABLE_VERSIONS = (1, 2, 3)
 """Version 2 added edge features and link supervision (absent from version 1 files);
 version 3 the size and SHA-256 of every array (``files``) and the file's own digest."""
 META_FILE = "dataset.json"
-KIND_LOADERS = {"homogeneous": "GraphDataset.load", "hetero": "HeteroGraphDataset.load"}
+KIND_LOADERS = {"homogeneous": "GraphDataset.load", "hetero": "TypedGraphDataset.load"}
 """``dataset.json``'s ``kind`` (absent: homogeneous) -> the class method that reads it."""
 SPLITS = ("train_idx", "val_idx", "test_idx")
 FEW_CLASSES = 1 << 10
@@ -683,7 +683,7 @@ class GraphDataset:
         return ds.validate(d) if validate else ds
 
 
-def class_count(dataset: GraphDataset | HeteroGraphDataset) -> int:
+def class_count(dataset: GraphDataset | TypedGraphDataset) -> int:
     """``dataset.num_classes``, which the constructor makes an int (0 without labels).
 
     Raises:

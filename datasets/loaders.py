@@ -6,7 +6,7 @@ undirected graph. Labels may be ``[N]`` or ``[N, 1]``, integer (``-1`` = unlabel
 float with NaN for unlabelled nodes (as in ogbn-papers100M). Splits are id arrays or
 boolean masks ``[N]``; link-prediction splits come from a ``.npz``'s link members
 (:func:`from_npz`); a typed ``.npz`` (node types, relations) gives a
-:class:`~gnnpar.datasets.hetero.HeteroGraphDataset` (:func:`from_hetero_npz`). In-memory
+:class:`~gnnpar.datasets.typed.TypedGraphDataset` (:func:`from_typed_npz`). In-memory
 PyG and DGL graphs: :mod:`gnnpar.datasets.pyg`, through the same field names and checks
 (:data:`FIELD_NAMES`, :func:`build_dataset`). Errors name the file, the line or field, and
 the fix; what a loader skips (arrays of a ``.npz`` it does
@@ -29,9 +29,10 @@ import numpy as np
 
 from gnnpar.artifacts.arrays import load_npy
 from gnnpar.datasets.graph import SPLITS, GraphDataset
-from gnnpar.datasets.hetero import EdgeType, HeteroGraphDataset, edge_type_field
 from gnnpar.datasets.link_split import EDGE_SPLITS, NEG_KINDS, NEG_SPLITS
+from gnnpar.datasets.typed import TypedGraphDataset, edge_type_field
 from gnnpar.errors import DatasetError
+from gnnpar.typed import EdgeType
 
 EDGE_LIST_SUFFIXES = (".csv", ".tsv", ".txt", ".edges", ".csv.gz", ".tsv.gz", ".txt.gz")
 _COMMENTS = ("#", "%")
@@ -60,9 +61,9 @@ LINK_NPZ_NAMES = ("train_edges / val_edges / test_edges [M, 2] with val_neg / te
                   "[M, C] (ogbl-citation2), SPLIT_edge [M, 2] with SPLIT_edge_neg [M', 2] "
                   "(ogbl-collab), or SPLIT_edge_index [2, M]")
 """The link-prediction members a ``.npz`` may hold (named in the README and errors)."""
-# Prefixes of a typed .npz's members (from_hetero_npz), joined to names by "__".
-HETERO_NPZ_SEP = "__"
-_HETERO_PREFIXES = ("num_nodes", "x", "edge_index")
+# Prefixes of a typed .npz's members (from_typed_npz), joined to names by "__".
+TYPED_NPZ_SEP = "__"
+_TYPED_PREFIXES = ("num_nodes", "x", "edge_index")
 Where = str | os.PathLike[str]
 log = logging.getLogger("gnnpar.datasets")
 
@@ -201,12 +202,12 @@ def to_numpy(t: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- .npz
-def from_npz(path: Where, name: str | None = None) -> GraphDataset | HeteroGraphDataset:
+def from_npz(path: Where, name: str | None = None) -> GraphDataset | TypedGraphDataset:
     """Read a ``.npz`` graph (never unpickling).
 
     A typed ``.npz`` -- one with a member whose name starts with ``edge_index__`` -- is
-    read by :func:`from_hetero_npz` and gives a
-    :class:`~gnnpar.datasets.hetero.HeteroGraphDataset`; the rest of this docstring is
+    read by :func:`from_typed_npz` and gives a
+    :class:`~gnnpar.datasets.typed.TypedGraphDataset`; the rest of this docstring is
     about homogeneous ones.
 
     Keys: ``edge_index`` ``[2, E]`` or ``src`` and ``dst``; optional ``num_nodes`` (scalar;
@@ -230,8 +231,8 @@ def from_npz(path: Where, name: str | None = None) -> GraphDataset | HeteroGraph
     valid = sorted({*_NPZ_GRAPH_KEYS, *sum(FIELD_NAMES.values(), ()), *_NPZ_LINK_KEYS,
                     *(f"{s}_{n}" for s in ("train", "valid", "test") for n in _OGB_LINK_NAMES)})
     members, arrays = _read_npz(p, _npz_members)
-    if any(k.startswith(f"edge_index{HETERO_NPZ_SEP}") for k in members):
-        return from_hetero_npz(p, name)
+    if any(k.startswith(f"edge_index{TYPED_NPZ_SEP}") for k in members):
+        return from_typed_npz(p, name)
     _warn_ignored(p, members, arrays, valid)
     link = _npz_link(arrays, p)
     if "edge_index" in arrays:
@@ -297,11 +298,11 @@ def _warn_ignored(p: Path, members: Sequence[str], arrays: Mapping[str, Any],
                     f"; misspelt? {', '.join(hints)}" if hints else "")
 
 
-def _hetero_npz_members(members: Sequence[str]) -> list[str]:
-    """The members :func:`from_hetero_npz` reads."""
+def _typed_npz_members(members: Sequence[str]) -> list[str]:
+    """The members :func:`from_typed_npz` reads."""
     fixed = ("y", "target", *SPLITS)
-    return [k for k in members if k in fixed or k.partition(HETERO_NPZ_SEP)[0]
-            in _HETERO_PREFIXES and HETERO_NPZ_SEP in k]
+    return [k for k in members if k in fixed or k.partition(TYPED_NPZ_SEP)[0]
+            in _TYPED_PREFIXES and TYPED_NPZ_SEP in k]
 
 
 def _npz_int(a: np.ndarray, path: Path, key: str) -> int:
@@ -313,7 +314,7 @@ def _npz_int(a: np.ndarray, path: Path, key: str) -> int:
     return int(value)
 
 
-def from_hetero_npz(path: Where, name: str | None = None) -> HeteroGraphDataset:
+def from_typed_npz(path: Where, name: str | None = None) -> TypedGraphDataset:
     """Read a typed ``.npz`` graph (never unpickling); :func:`from_npz` hands these here.
 
     Members (``__`` joins a prefix to type and relation names, which therefore must not
@@ -346,11 +347,11 @@ def from_hetero_npz(path: Where, name: str | None = None) -> HeteroGraphDataset:
 
         np.savez("g.npz", num_nodes__paper=3, num_nodes__author=2, x__paper=x,
                  edge_index__author__writes__paper=[[0, 1], [2, 2]], target="paper", y=y)
-        ds = gnnpar.from_npz("g.npz")  # a HeteroGraphDataset
+        ds = gnnpar.from_npz("g.npz")  # a TypedGraphDataset
     """
     p = Path(path)
-    members, arrays = _read_npz(p, _hetero_npz_members)
-    sep = HETERO_NPZ_SEP
+    members, arrays = _read_npz(p, _typed_npz_members)
+    sep = TYPED_NPZ_SEP
     _warn_ignored(p, members, arrays, [f"num_nodes{sep}TYPE", f"x{sep}TYPE",
                                        f"edge_index{sep}SRC{sep}REL{sep}DST", "target", "y",
                                        *SPLITS])
@@ -397,23 +398,23 @@ def from_hetero_npz(path: Where, name: str | None = None) -> HeteroGraphDataset:
     n = num_nodes[target]
     splits: dict[str, Any] = {fld: split_to_idx(arrays[fld], n, p, fld) for fld in SPLITS
                               if fld in arrays}
-    ds = HeteroGraphDataset(
+    ds = TypedGraphDataset(
         num_nodes=num_nodes, edges=edges, x=x, target=target,
         y=labels_to_int(arrays["y"], n, p, "y") if "y" in arrays else None,
         name=name or p.stem, **splits)
     try:
         return ds.validate(p)
     except DatasetError as exc:  # name the member, not the dataset field
-        member = _hetero_npz_member(exc.field, edges)
+        member = _typed_npz_member(exc.field, edges)
         if member is None:
             raise
         raise DatasetError(exc.message, path=p, field=member, fix=exc.fix) from None
 
 
-def _hetero_npz_member(fld: str | None,
+def _typed_npz_member(fld: str | None,
                        edges: Mapping[EdgeType, tuple[np.ndarray, np.ndarray]]) -> str | None:
-    """The ``.npz`` member behind a HeteroGraphDataset error field, if it differs."""
-    sep = HETERO_NPZ_SEP
+    """The ``.npz`` member behind a TypedGraphDataset error field, if it differs."""
+    sep = TYPED_NPZ_SEP
     for et in edges:
         if fld in (edge_type_field(et, "src"), edge_type_field(et, "dst")):
             return f"edge_index{sep}{sep.join(et)} ({fld.rsplit('.', 1)[1]} row)"
@@ -657,11 +658,11 @@ def _read_table(path: Where, field: str, dtype: type) -> np.ndarray:
 
 
 def with_split_files(
-    dataset: GraphDataset | HeteroGraphDataset, files: Sequence[Where],
-) -> GraphDataset | HeteroGraphDataset:
+    dataset: GraphDataset | TypedGraphDataset, files: Sequence[Where],
+) -> GraphDataset | TypedGraphDataset:
     """``dataset`` with its train/val/test replaced by the node ids in three files.
 
-    For a :class:`~gnnpar.datasets.hetero.HeteroGraphDataset` the ids are of its target
+    For a :class:`~gnnpar.datasets.typed.TypedGraphDataset` the ids are of its target
     type.
 
     Each file is a ``.npy`` (ids, or a boolean ``[N]`` mask) or text with one id per line;
@@ -680,7 +681,7 @@ def with_split_files(
                            path=dataset.name, field="split",
                            fix="give TRAIN,VAL,TEST files of node ids.")
     paths = dict(zip(SPLITS, files, strict=True))
-    n = (dataset.num_nodes[dataset.target] if isinstance(dataset, HeteroGraphDataset)
+    n = (dataset.num_nodes[dataset.target] if isinstance(dataset, TypedGraphDataset)
          else dataset.num_nodes)
     train, val, test = (split_to_idx(_read_table(f, fld, np.int64), n, f, fld)
                         for fld, f in paths.items())

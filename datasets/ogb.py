@@ -10,11 +10,11 @@ keeps gnnpar's own cache next to them::
       raw/ split/<split>/     as downloaded from OGB
       gnnpar-v1/              GraphDataset.save directory, memory-mapped on later loads
 
-A heterogeneous node dataset (``"is hetero": "True"``, e.g. ogbn-mag) is read the same
-way, with ``ogb``'s typed readers (``read_csv_heterograph_raw`` /
+A typed node dataset (OGB's "heterogeneous": ``"is hetero": "True"``, e.g. ogbn-mag) is
+read the same way, with ``ogb``'s typed readers (``read_csv_heterograph_raw`` /
 ``read_binary_heterograph_raw``, ``read_node_label_hetero``,
 ``read_nodesplitidx_split_hetero``), into a
-:class:`~gnnpar.datasets.hetero.HeteroGraphDataset` cached in the same place.
+:class:`~gnnpar.datasets.typed.TypedGraphDataset` cached in the same place.
 
 It never goes through ``NodePropPredDataset.pre_process`` (or the link one): ``ogb`` 1.3.6
 caches with ``torch.save`` and then fails to reload that pickle under torch >= 2.6's
@@ -50,7 +50,6 @@ from gnnpar.artifacts.documents import read_json
 from gnnpar.artifacts.files import sha256_file
 from gnnpar.artifacts.lock import fill_cache
 from gnnpar.datasets.graph import GraphDataset
-from gnnpar.datasets.hetero import EdgeType, HeteroGraphDataset
 from gnnpar.datasets.link_split import EDGE_SPLITS, NEG_SPLITS
 from gnnpar.datasets.loaders import (
     edge_features_to_float,
@@ -58,7 +57,9 @@ from gnnpar.datasets.loaders import (
     labels_to_int,
     split_to_idx,
 )
+from gnnpar.datasets.typed import TypedGraphDataset
 from gnnpar.errors import DatasetError
+from gnnpar.typed import EdgeType
 
 CACHE_DIR = "gnnpar-v1"
 # ogb's split file names -> GraphDataset fields.
@@ -140,9 +141,9 @@ def _is_inside(base: Path, value: str) -> bool:
     return target == root or root in target.parents
 
 
-def _has_raw(raw: Path, binary: bool, hetero: bool = False) -> bool:
+def _has_raw(raw: Path, binary: bool, typed: bool = False) -> bool:
     """Whether ``raw`` holds the file ``NodePropPredDataset.pre_process`` looks for."""
-    if hetero:
+    if typed:
         return (raw / ("edge_index_dict.npz" if binary else "triplet-type-list.csv.gz")).is_file()
     return (raw / ("data.npz" if binary else "edge.csv.gz")).is_file()
 
@@ -285,7 +286,7 @@ def _read_raw(
     ).validate(dataset_dir)
 
 
-def _read_hetero_raw(meta: dict[str, str], dataset_dir: Path, name: str) -> HeteroGraphDataset:
+def _read_typed_raw(meta: dict[str, str], dataset_dir: Path, name: str) -> TypedGraphDataset:
     """A typed node dataset through ogb's typed readers, as ``pre_process`` reads it.
 
     Node types and relations come in ogb's (sorted) order; the target is the one node
@@ -340,7 +341,7 @@ def _read_hetero_raw(meta: dict[str, str], dataset_dir: Path, name: str) -> Hete
     num_classes = meta.get("num classes")
     idx: dict[str, Any] = {fld: split_to_idx(part[target], n, split_dir / target, fld)
                            for fld, part in zip(_SPLIT_FILES.values(), parts, strict=True)}
-    return HeteroGraphDataset(
+    return TypedGraphDataset(
         num_nodes=num_nodes, edges=edges,
         x={t: features_to_float(f, num_nodes[t], raw / "node-feat" / t, "node_feat")
            for t, f in feats.items()},
@@ -558,7 +559,7 @@ def load_ogb(
     root: str | os.PathLike[str] = "data",
     meta_dict: dict[str, Any] | str | os.PathLike[str] | None = None,
     add_reverse: bool | str = "auto",
-) -> GraphDataset | HeteroGraphDataset:
+) -> GraphDataset | TypedGraphDataset:
     """Load an OGB node- or link-property dataset as a GraphDataset (typed: see below).
 
     The first load reads ``raw/`` and ``split/`` with ``ogb``'s readers (downloading them
@@ -568,8 +569,8 @@ def load_ogb(
     (ogbn-arxiv and ogbn-papers100M are directed; call ``to_undirected()``), with the
     reverse of every edge added where the meta's ``add_inverse_edge`` says so.
 
-    A heterogeneous node dataset (``"is hetero": "True"``: ogbn-mag, or any meta_dict
-    saying so) gives a :class:`~gnnpar.datasets.hetero.HeteroGraphDataset`: node types
+    A typed node dataset (``"is hetero": "True"``: ogbn-mag, or any meta_dict
+    saying so) gives a :class:`~gnnpar.datasets.typed.TypedGraphDataset`: node types
     and relations in ogb's order, the features of the types that have them, labels and
     splits of the one labelled type (ogbn-mag: 4 node types, ``paper`` the target with
     its 128 features and 349 classes, the others featureless). OGB stores directed
@@ -577,7 +578,7 @@ def load_ogb(
     field_of_study, author-affiliated_with-institution); ``add_reverse`` (``--reverse``)
     decides their reverses: ``"auto"`` (the default) gives every relation ``(s, r, d)``
     with ``s != d`` a ``(d, "rev_" + r, s)`` unless the graph stores its reverse already
-    (by name or endpoints: :meth:`~gnnpar.datasets.hetero.HeteroGraphDataset.stored_reverse`)
+    (by name or endpoints: :meth:`~gnnpar.datasets.typed.TypedGraphDataset.stored_reverse`)
     and symmetrises a same-type one (paper-cites-paper), as PyG's ``ToUndirected`` and the
     PyG / DGL ogbn-mag examples do; ``"add"`` (or ``True``) adds every reverse and refuses
     a name that is taken; ``"none"`` (or ``False``) keeps the relations as stored. The
@@ -621,13 +622,13 @@ def load_ogb(
     Example::
 
         ds = gnnpar.load_ogb("ogbl-collab", root="data")  # ds.val_edges, ds.val_neg
-        mag = gnnpar.load_ogb("ogbn-mag", root="data")    # HeteroGraphDataset, 7 relations
+        mag = gnnpar.load_ogb("ogbn-mag", root="data")    # TypedGraphDataset, 7 relations
     """
     meta, dataset_dir, source = _meta_info(name, Path(root), meta_dict)
-    hetero = meta["is hetero"] == "True"
-    if hetero and (name.startswith("ogbl-")
+    typed = meta["is hetero"] == "True"
+    if typed and (name.startswith("ogbl-")
                    or meta.get("task type") in (*_LINK_TASK_TYPES, "KG completion")):
-        raise DatasetError(f"{name} is a heterogeneous link dataset; gnnpar's link task is "
+        raise DatasetError(f"{name} is a typed link dataset; gnnpar's link task is "
                            "homogeneous.", path=source, field="is hetero",
                            fix="convert it to one node type first (e.g. PyG's "
                                "HeteroData.to_homogeneous) and use from_pyg_link.")
@@ -640,16 +641,16 @@ def load_ogb(
         raise DatasetError(f"{name} has {meta['num tasks']} prediction tasks; gnnpar needs one "
                            "class label per node.", path=source, field="num tasks",
                            fix="pick one task and build the dataset with from_pyg / from_npz.")
-    cls: type[GraphDataset] | type[HeteroGraphDataset] = (
-        HeteroGraphDataset if hetero else GraphDataset)
+    cls: type[GraphDataset] | type[TypedGraphDataset] = (
+        TypedGraphDataset if typed else GraphDataset)
     cache = _cache_dir(dataset_dir, Path(root))
-    read: list[GraphDataset | HeteroGraphDataset] = []
+    read: list[GraphDataset | TypedGraphDataset] = []
 
     def make() -> None:  # under the cache's lock: a concurrent load waits, then reads it
-        if not _has_raw(dataset_dir / "raw", meta["binary"] == "True", hetero):
+        if not _has_raw(dataset_dir / "raw", meta["binary"] == "True", typed):
             _download(meta, dataset_dir, name)
-        if hetero:
-            ds: GraphDataset | HeteroGraphDataset = _read_hetero_raw(meta, dataset_dir, name)
+        if typed:
+            ds: GraphDataset | TypedGraphDataset = _read_typed_raw(meta, dataset_dir, name)
         elif _is_link(name, meta, dataset_dir / "split" / meta["split"]):
             ds = _read_link_raw(meta, dataset_dir, name)
         else:
@@ -688,10 +689,10 @@ def _cache_dir(dataset_dir: Path, root: Path) -> Path:
     return aside
 
 
-def _with_reverse(ds: GraphDataset | HeteroGraphDataset,
-                  add_reverse: bool | str) -> GraphDataset | HeteroGraphDataset:
+def _with_reverse(ds: GraphDataset | TypedGraphDataset,
+                  add_reverse: bool | str) -> GraphDataset | TypedGraphDataset:
     """A typed dataset with its reverse relations as ``add_reverse`` says; others as they are."""
-    if not isinstance(ds, HeteroGraphDataset):
+    if not isinstance(ds, TypedGraphDataset):
         return ds
     modes: dict[bool | str, str] = {True: "add", False: "none"}
     return ds.with_reverse(modes.get(add_reverse, str(add_reverse)))

@@ -4,9 +4,9 @@
 and checks of the file loaders (:data:`~gnnpar.datasets.loaders.FIELD_NAMES`,
 :func:`~gnnpar.datasets.loaders.build_dataset`); :func:`from_pyg_link` reads PyG's
 ``RandomLinkSplit`` output (training, validation and test ``Data``) as a link task;
-:func:`from_pyg_hetero` reads a typed ``HeteroData`` (which :func:`from_pyg` hands it).
+:func:`from_pyg_typed` reads a typed ``HeteroData`` (which :func:`from_pyg` hands it).
 Every converter returns a validated :class:`GraphDataset` (or
-:class:`~gnnpar.datasets.hetero.HeteroGraphDataset`).
+:class:`~gnnpar.datasets.typed.TypedGraphDataset`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from gnnpar.datasets.graph import SPLITS, TRAIN_SPLIT_FIX, GraphDataset
-from gnnpar.datasets.hetero import EdgeType, HeteroGraphDataset, edge_type_field
 from gnnpar.datasets.link_split import empty_pairs
 from gnnpar.datasets.loaders import (
     FIELD_NAMES,
@@ -30,7 +29,9 @@ from gnnpar.datasets.loaders import (
     split_to_idx,
     to_numpy,
 )
+from gnnpar.datasets.typed import TypedGraphDataset, edge_type_field
 from gnnpar.errors import DatasetError
+from gnnpar.typed import EdgeType
 
 log = logging.getLogger("gnnpar.datasets")
 _COALESCE_FIX = ("remove duplicate edges before splitting (data.coalesce(), or "
@@ -49,17 +50,17 @@ def _edge_index(data: Any, name: str, fix: str) -> np.ndarray:
     return edge_index
 
 
-def _is_hetero(data: Any) -> bool:
+def _is_typed(data: Any) -> bool:
     from torch_geometric.data import HeteroData
 
     return isinstance(data, HeteroData)
 
 
-def from_pyg(data: Any, name: str = "pyg") -> GraphDataset | HeteroGraphDataset:
+def from_pyg(data: Any, name: str = "pyg") -> GraphDataset | TypedGraphDataset:
     """Convert a PyG ``Data`` (``x``, ``edge_index``, ``y``, masks or ``*_idx``).
 
-    A ``HeteroData`` is handed to :func:`from_pyg_hetero` (target: the one node type with
-    ``y``) and gives a :class:`~gnnpar.datasets.hetero.HeteroGraphDataset`.
+    A ``HeteroData`` is handed to :func:`from_pyg_typed` (target: the one node type with
+    ``y``) and gives a :class:`~gnnpar.datasets.typed.TypedGraphDataset`.
 
     Args:
         data: A ``torch_geometric.data.Data``; ``y`` may be ``[N]`` or ``[N, 1]`` with -1
@@ -80,8 +81,8 @@ def from_pyg(data: Any, name: str = "pyg") -> GraphDataset | HeteroGraphDataset:
         ds = gnnpar.from_pyg(Planetoid("data", "Cora")[0], name="cora")
         gnnpar.partition_graph(ds, 2, "parts/cora-2")
     """
-    if _is_hetero(data):
-        return from_pyg_hetero(data, name=name)
+    if _is_typed(data):
+        return from_pyg_typed(data, name=name)
     edge_index = _edge_index(data, name, "give a Data with edge_index [2, E].")
     fields = {k: to_numpy(data[k]) for k in data.keys()}
     if "edge_label_index" in fields or "pos_edge_label_index" in fields:
@@ -94,8 +95,8 @@ def from_pyg(data: Any, name: str = "pyg") -> GraphDataset | HeteroGraphDataset:
     return build_dataset(int(data.num_nodes), edge_index[0], edge_index[1], fields, name, name)
 
 
-def from_pyg_hetero(data: Any, target: str | None = None,
-                    name: str = "pyg") -> HeteroGraphDataset:
+def from_pyg_typed(data: Any, target: str | None = None,
+                    name: str = "pyg") -> TypedGraphDataset:
     """Convert a PyG ``HeteroData`` into a typed dataset.
 
     Node types and relations keep ``data.node_types`` / ``data.edge_types`` order. Per
@@ -120,7 +121,7 @@ def from_pyg_hetero(data: Any, target: str | None = None,
     Example::
 
         from torch_geometric.datasets import OGB_MAG
-        ds = gnnpar.from_pyg_hetero(OGB_MAG("data")[0], name="mag")  # target "paper"
+        ds = gnnpar.from_pyg_typed(OGB_MAG("data")[0], name="mag")  # target "paper"
     """
     node_types: list[str] = list(data.node_types)
     if target is None:
@@ -170,7 +171,7 @@ def from_pyg_hetero(data: Any, target: str | None = None,
     if not splits:
         log.warning("%s: the target type %r has no train/val/test split; the dataset has "
                     "empty splits. Fix: %s", name, target, TRAIN_SPLIT_FIX)
-    return HeteroGraphDataset(
+    return TypedGraphDataset(
         num_nodes=num_nodes, edges=edges, x=x, target=target,
         y=None if y is None else labels_to_int(y, n, name, yk or "y"), name=name, **splits,
     ).validate(name)
@@ -310,7 +311,7 @@ def from_dgl(graph: Any, name: str = "dgl") -> GraphDataset:
         name: Dataset name.
 
     Raises:
-        DatasetError: DGL is not installed, or the graph is heterogeneous.
+        DatasetError: DGL is not installed, or the graph is typed.
     """
     try:
         import dgl  # noqa: F401
@@ -319,7 +320,7 @@ def from_dgl(graph: Any, name: str = "dgl") -> GraphDataset:
                            fix="pip install 'gnnpar[dgl]' (DGL pins older torch releases), or "
                                "export the graph with from_pyg / a .npz instead.") from exc
     if len(graph.ntypes) != 1 or len(graph.etypes) != 1:
-        raise DatasetError(f"is heterogeneous (node types {graph.ntypes}, edge types "
+        raise DatasetError(f"is typed (node types {graph.ntypes}, edge types "
                            f"{graph.etypes}).", path=name, field="ntypes",
                            fix="convert it with dgl.to_homogeneous first.")
     src, dst = graph.edges()

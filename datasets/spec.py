@@ -6,12 +6,12 @@ Accepted forms (tried in this order)::
     synthetic:sbm?nodes=100000&avg_degree=15&classes=16&feat_dim=128&seed=1
     synthetic:sbm?task=link                           the SBM as a link-prediction task
     synthetic:rmat?nodes=1000000&avg_degree=10&a=0.6
-    synthetic:typed?papers=2000&authors=1000&venues=40   a typed graph (HeteroGraphDataset)
+    synthetic:typed?papers=2000&authors=1000&venues=40   a typed graph (TypedGraphDataset)
     ogbn-arxiv | ogbn-products | ogbn-papers100M      an OGB dataset under ROOT
     ogbl-citation2 | ogbl-collab | ogbl-ppa           an OGB link dataset under ROOT
     ogbn-mag                                          a typed OGB dataset (reverse relations added)
     path/to/saved-dataset/                            a GraphDataset.save directory (or a
-                                                      HeteroGraphDataset.save one)
+                                                      TypedGraphDataset.save one)
     path/to/meta_dict.json                            an OGB-layout dataset described by JSON
     path/to/graph.npz                                 see from_npz
     path/to/edges.csv | .tsv | .txt (optionally .gz)  see from_edge_list
@@ -23,7 +23,7 @@ of the labelled nodes, seeded by ``split_seed``) or three files of node ids;
 ``--split TRAIN,VAL,TEST``).
 
 Typed graphs (``synthetic:typed``, ogbn-mag, a typed ``.npz`` or saved directory) load as
-a :class:`~gnnpar.datasets.hetero.HeteroGraphDataset`; there ``split`` applies to the
+a :class:`~gnnpar.datasets.typed.TypedGraphDataset`; there ``split`` applies to the
 target node type (fractions of its labelled nodes, or files of its ids).
 """
 
@@ -41,8 +41,6 @@ from urllib.parse import parse_qsl
 
 from gnnpar.artifacts.documents import read_json
 from gnnpar.datasets.graph import FORMAT, GraphDataset
-from gnnpar.datasets.hetero import KIND as HETERO_KIND
-from gnnpar.datasets.hetero import HeteroGraphDataset
 from gnnpar.datasets.loaders import (
     EDGE_LIST_SUFFIXES,
     from_edge_list,
@@ -52,11 +50,13 @@ from gnnpar.datasets.loaders import (
 from gnnpar.datasets.ogb import load_ogb
 from gnnpar.datasets.splits import check_split_fractions
 from gnnpar.datasets.synthetic import rmat, sbm, typed
+from gnnpar.datasets.typed import KIND as TYPED_KIND
+from gnnpar.datasets.typed import TypedGraphDataset
 from gnnpar.errors import DatasetError
 
 DEFAULT_SPEC = "synthetic:sbm"
 SYNTHETIC_PREFIX = "synthetic:"
-GENERATORS: dict[str, Callable[..., GraphDataset | HeteroGraphDataset]] = {
+GENERATORS: dict[str, Callable[..., GraphDataset | TypedGraphDataset]] = {
     "sbm": sbm, "rmat": rmat, "typed": typed}
 # Short spec keys for the generators' keyword names; the long names work too.
 KEY_ALIASES = {"nodes": "num_nodes", "classes": "num_classes", "papers": "num_papers",
@@ -221,10 +221,10 @@ def load_dataset(
     split: Sequence[float] | Sequence[Where] | str | None = None,
     split_seed: int = 0,
     reverse: str = "auto",
-) -> GraphDataset | HeteroGraphDataset:
+) -> GraphDataset | TypedGraphDataset:
     """Turn a dataset spec string into a :class:`GraphDataset` (see the module docstring).
 
-    A typed spec gives a :class:`~gnnpar.datasets.hetero.HeteroGraphDataset`, whose
+    A typed spec gives a :class:`~gnnpar.datasets.typed.TypedGraphDataset`, whose
     target type ``split`` applies to.
 
     Args:
@@ -240,7 +240,7 @@ def load_dataset(
             :func:`parse_split`. Either replaces an existing split (logged at INFO).
         split_seed: Seed of a random split.
         reverse: A typed graph's reverse relations, ``"auto"``, ``"add"`` or ``"none"``
-            (:meth:`HeteroGraphDataset.with_reverse`; in OGB's layout,
+            (:meth:`TypedGraphDataset.with_reverse`; in OGB's layout,
             :func:`~gnnpar.datasets.ogb.load_ogb`'s ``add_reverse``).
 
     Returns:
@@ -275,8 +275,8 @@ def load_dataset(
     return ds
 
 
-def _log_replaced(old: GraphDataset | HeteroGraphDataset, spec: str, what: str,
-                  new: GraphDataset | HeteroGraphDataset | None = None,
+def _log_replaced(old: GraphDataset | TypedGraphDataset, spec: str, what: str,
+                  new: GraphDataset | TypedGraphDataset | None = None,
                   always: bool = False) -> None:
     """Log at INFO the split now in use, and the one it replaced, if any."""
     sizes = [len(getattr(old, f)) for f in ("train_idx", "val_idx", "test_idx")]
@@ -289,27 +289,27 @@ def _log_replaced(old: GraphDataset | HeteroGraphDataset, spec: str, what: str,
         log.info("%s: %s%s.", spec, what, now)
 
 
-def _relations(ds: GraphDataset | HeteroGraphDataset, reverse: str
-               ) -> GraphDataset | HeteroGraphDataset:
+def _relations(ds: GraphDataset | TypedGraphDataset, reverse: str
+               ) -> GraphDataset | TypedGraphDataset:
     """A typed dataset's relations as ``reverse`` says (OGB's loader applies it itself)."""
-    return ds.with_reverse(reverse) if isinstance(ds, HeteroGraphDataset) else ds
+    return ds.with_reverse(reverse) if isinstance(ds, TypedGraphDataset) else ds
 
 
-def load_saved(path: Where) -> GraphDataset | HeteroGraphDataset:
-    """A directory written by :meth:`GraphDataset.save` or :meth:`HeteroGraphDataset.save`.
+def load_saved(path: Where) -> GraphDataset | TypedGraphDataset:
+    """A directory written by :meth:`GraphDataset.save` or :meth:`TypedGraphDataset.save`.
 
     ``dataset.json``'s ``kind`` (absent: homogeneous) picks the class.
     """
     meta = read_json(Path(path) / "dataset.json", DatasetError)
-    if isinstance(meta, dict) and meta.get("kind") == HETERO_KIND:
-        return HeteroGraphDataset.load(path)
+    if isinstance(meta, dict) and meta.get("kind") == TYPED_KIND:
+        return TypedGraphDataset.load(path)
     return GraphDataset.load(path)
 
 
 def _open(
     spec: str, root: str | os.PathLike[str], features: Where | None, labels: Where | None,
     split_files: tuple[Where, Where, Where] | None, reverse: str = "auto",
-) -> tuple[GraphDataset | HeteroGraphDataset, bool]:
+) -> tuple[GraphDataset | TypedGraphDataset, bool]:
     """Load the validated dataset ``spec`` names; ``(dataset, whether it is an edge list)``."""
 
     def not_an_edge_list(form: str) -> None:

@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from gnnpar.datasets.graph import GraphDataset, symmetrise, unique_sorted
-from gnnpar.datasets.hetero import HeteroGraphDataset
 from gnnpar.datasets.link_split import random_link_split
 from gnnpar.datasets.splits import LINK_SPLIT
+from gnnpar.datasets.typed import TypedGraphDataset
 from gnnpar.errors import DatasetError
 from gnnpar.sizes import NODE_BYTES, check_fits
 
@@ -375,7 +375,7 @@ def typed(
     cite_homophily: float = 0.1,
     feature_noise: float = 5.0,
     split: Sequence[float] = (0.6, 0.2, 0.2),
-) -> HeteroGraphDataset:
+) -> TypedGraphDataset:
     """A typed citation graph whose labels are readable through one relation type.
 
     Node types ``paper`` (features, labels: the target), ``author`` and ``venue``
@@ -391,7 +391,7 @@ def typed(
       ``cite_homophily`` of the same class, else any (mostly noise), self-loops dropped,
       then symmetrised (both directions, duplicates dropped);
     - ``(paper, rev_writes, author)`` and ``(venue, rev_published_in, paper)``: the
-      reverses (:meth:`~gnnpar.datasets.hetero.HeteroGraphDataset.add_reverse`).
+      reverses (:meth:`~gnnpar.datasets.typed.TypedGraphDataset.add_reverse`).
 
     Paper features are the class centre plus Gaussian noise as in :func:`sbm`
     (``feature_noise``); the split is ``random_split(split, seed)`` of the papers.
@@ -425,7 +425,7 @@ def typed(
         split: ``(train, val, test)`` fractions of the papers.
 
     Returns:
-        A :class:`~gnnpar.datasets.hetero.HeteroGraphDataset` named ``"typed"``.
+        A :class:`~gnnpar.datasets.typed.TypedGraphDataset` named ``"typed"``.
 
     Example::
 
@@ -456,7 +456,7 @@ def typed(
     citing = np.repeat(np.arange(num_papers, dtype=np.int64), citations)
     cited = _pick(rng, y[citing], cite_homophily, *papers, num_papers)
     keep = citing != cited
-    ds = HeteroGraphDataset(
+    ds = TypedGraphDataset(
         num_nodes={"paper": num_papers, "author": num_authors, "venue": num_venues},
         edges={
             ("author", "writes", "paper"): (key // num_papers, key % num_papers),

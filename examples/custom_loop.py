@@ -9,7 +9,7 @@ What differs from PyG's single-GPU loop is the setup (join the process group, lo
 rank's part, serve its feature rows, a loader over all parts), ``batch.loss(out)``
 (the seeds' cross-entropy weighted so that DDP's average is the mean over every rank's
 seeds, also when a rank's batch is empty) and ``gnnpar.nn.inference`` /
-``gnnpar.nn.accuracy`` for the exact full-neighbour evaluation over all ranks.
+``gnnpar.evaluation.node.accuracy`` for the exact full-neighbour evaluation over all ranks.
 """
 
 import torch
@@ -18,6 +18,8 @@ from torch_geometric.nn.models import GraphSAGE
 
 import gnnpar
 from gnnpar.config import ArgumentParser
+from gnnpar.evaluation.node import accuracy
+from gnnpar.nn.inference import inference
 
 parser = ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("part_dir", help="partition directory (gnnpar-partition --out)")
@@ -45,8 +47,8 @@ for epoch in range(args.epochs):
         loss.backward()
         optimizer.step()
         total += loss.detach()
-    logits = gnnpar.nn.inference(model, graph, features)  # exact, every node this rank owns
-    acc = gnnpar.nn.accuracy(logits, graph, ctx, "test")  # over all ranks
+    logits = inference(model, graph, features)  # exact, every node this rank owns
+    acc = accuracy(logits, graph, ctx, "test")  # over all ranks
     if ctx.is_main:
         print(f"epoch {epoch + 1}: loss {float(total) / len(loader):.4f}, test accuracy {acc:.4f}")
 

@@ -3,7 +3,7 @@
     torchrun --standalone --nproc-per-node 4 examples/dnn_hybrid_parallel.py --dp 2 --tp 2
 
 Any ``dp * tp * pp`` equal to the number of processes works (``--dp 1 --tp 2 --pp 2``,
-``--dp 4``, ...); ``--plan`` lets :func:`gnnpar.parallel.plan` choose the layout for a
+``--dp 4``, ...); ``--plan`` lets :func:`gnnpar.parallel.planner.plan` choose the layout for a
 memory budget instead.  Without torchrun it runs on one process.  The data are synthetic
 and learnable: the MLP regresses a fixed random teacher network, the LM reads sequences
 ``t[i+1] = (5 * t[i] + 3) mod vocab`` from random starts.  The device is picked like
@@ -30,20 +30,17 @@ from gnnpar.artifacts.kinds import RECORD_FILE
 from gnnpar.comm import CommStats, all_gather_ints, broadcast_text, comm_totals, per_rank
 from gnnpar.config import ArgumentParser, add_config_arguments, option, parse_config, to_dict
 from gnnpar.distributed import init, shutdown
-from gnnpar.parallel import (
+from gnnpar.parallel.config import ParallelConfig
+from gnnpar.parallel.data_parallel import shard_batch
+from gnnpar.parallel.measure import (
     CollectiveCounter,
-    ParallelConfig,
-    TransformerConfig,
-    TransformerLM,
     gradient_bytes,
-    lm_loss,
-    mlp,
     optimizer_state_bytes,
-    parallelize,
     parameter_bytes,
-    plan,
-    shard_batch,
 )
+from gnnpar.parallel.models import TransformerConfig, TransformerLM, lm_loss, mlp
+from gnnpar.parallel.parallelize import parallelize
+from gnnpar.parallel.planner import plan
 from gnnpar.sizes import peak_rss_bytes
 from gnnpar.train.record import RunRecord
 from gnnpar.train.rundir import prepare_run_dir

@@ -25,8 +25,8 @@ from torch_geometric.nn.models import GraphSAGE
 
 import gnnpar
 from gnnpar.config import ArgumentParser
-from gnnpar.link import LinkDecoder, embeddings, link_metrics
-from gnnpar.link.model import bce_sum
+from gnnpar.evaluation.link import embeddings, link_metrics
+from gnnpar.models.link import LinkDecoder, bce_sum
 
 parser = ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("part_dir", help="partition directory (gnnpar-partition --out)")

@@ -11,7 +11,7 @@ or, under torchrun (several machines), partition first and train on the director
 The dataset is ``synthetic:typed`` (the default: papers labelled through their venue and
 authors, no download), ``ogbn-mag`` (under ``--root``; OGB's four relations with their
 reverses added, ``cites`` made symmetric), the path of an OGB ``meta_dict`` JSON with
-``"is hetero": "True"``, a typed ``.npz`` or a saved ``HeteroGraphDataset``.  This is
+``"is hetero": "True"``, a typed ``.npz`` or a saved ``TypedGraphDataset``.  This is
 ``gnnpar-train`` with the defaults usual for such graphs: METIS on the homogeneous view,
 balancing every node type and the training papers, one part per process; per step a rank
 samples ``--fanouts`` in-edges of every relation (``--relation-fanouts`` for some,

@@ -31,7 +31,7 @@ name                                what it is
 :class:`DistLinkNeighborLoader`     link prediction: edge-seeded PyG-layout minibatches
 :class:`DistNegativeSampler`        link prediction: negatives, strict across parts
 :func:`ranking_metrics`             MRR / Hits@K across ranks, as OGB's Evaluator
-:class:`HeteroGraphDataset`         a typed graph (node and edge types, per-type features)
+:class:`TypedGraphDataset`          a typed graph (node and edge types, per-type features)
 :class:`DistHeteroNeighborLoader`   typed graphs: ``HeteroData`` minibatches, fan-outs per
                                     relation (:class:`DistHeteroNeighborSampler`)
 :class:`DistEmbedding`              learnable rows of featureless nodes, sharded by owner,
@@ -47,71 +47,63 @@ from typing import TYPE_CHECKING, Any
 from gnnpar.errors import ConfigError, DatasetError, DistributedError, GnnparError, PartitionError
 from gnnpar.version import __version__
 
-_LAZY = {
+_LAZY = {  # each name -> the one module that defines it
     "CommStats": "gnnpar.comm",
     "Config": "gnnpar.train.config",
-    "DistConv": "gnnpar.nn",
-    "DistEmbedding": "gnnpar.hetero",
-    "DistHeteroNeighborLoader": "gnnpar.hetero",
-    "DistHeteroNeighborSampler": "gnnpar.hetero",
     "DistContext": "gnnpar.distributed",
+    "DistConv": "gnnpar.nn.dist_conv",
+    "DistEmbedding": "gnnpar.storage.embedding",
     "DistFeatureStore": "gnnpar.storage.features",
     "DistGraph": "gnnpar.storage.graph",
-    "DistLinkNeighborLoader": "gnnpar.link",
-    "DistNegativeSampler": "gnnpar.link",
+    "DistHeteroNeighborLoader": "gnnpar.loading.typed",
+    "DistHeteroNeighborSampler": "gnnpar.sampling.typed",
+    "DistLinkNeighborLoader": "gnnpar.loading.link",
+    "DistNegativeSampler": "gnnpar.sampling.negative",
     "DistNeighborLoader": "gnnpar.loading.node",
     "DistNeighborSampler": "gnnpar.sampling.neighbor",
-    "GraphDataset": "gnnpar.datasets",
-    "HaloExchange": "gnnpar.nn",
-    "HaloGraph": "gnnpar.nn",
-    "HeteroGraphDataset": "gnnpar.datasets",
-    "PartitionConfig": "gnnpar.partition",
-    "SparseAdagrad": "gnnpar.hetero",
-    "SparseAdam": "gnnpar.hetero",
+    "GraphDataset": "gnnpar.datasets.graph",
+    "HaloExchange": "gnnpar.nn.halo",
+    "HaloGraph": "gnnpar.nn.dist_conv",
+    "PartitionConfig": "gnnpar.partition.config",
     "SamplerOutput": "gnnpar.sampling.neighbor",
+    "SparseAdagrad": "gnnpar.storage.embedding",
+    "SparseAdam": "gnnpar.storage.embedding",
     "Trainer": "gnnpar.train.trainer",
-    "distribute_convs": "gnnpar.nn",
-    "from_pyg": "gnnpar.datasets",
-    "from_pyg_link": "gnnpar.datasets",
+    "TypedGraphDataset": "gnnpar.datasets.typed",
+    "distribute_convs": "gnnpar.nn.dist_conv",
+    "from_pyg": "gnnpar.datasets.pyg",
+    "from_pyg_link": "gnnpar.datasets.pyg",
     "init": "gnnpar.distributed",
-    "load_dataset": "gnnpar.datasets",
-    "load_partition": "gnnpar.partition",
+    "load_dataset": "gnnpar.datasets.spec",
+    "load_partition": "gnnpar.partition.format",
     "load_predictions": "gnnpar.train.predictions",
-    "negative_destinations": "gnnpar.link",
-    "partition_graph": "gnnpar.partition",
-    "ranking_metrics": "gnnpar.link",
-    "shared_negative_hits": "gnnpar.link",
+    "negative_destinations": "gnnpar.sampling.negative",
+    "partition_graph": "gnnpar.partition.writer",
+    "ranking_metrics": "gnnpar.evaluation.ranking",
+    "shared_negative_hits": "gnnpar.evaluation.ranking",
     "shutdown": "gnnpar.distributed",
 }
 
 if TYPE_CHECKING:
     from gnnpar.comm import CommStats
-    from gnnpar.datasets import (
-        GraphDataset,
-        HeteroGraphDataset,
-        from_pyg,
-        from_pyg_link,
-        load_dataset,
-    )
+    from gnnpar.datasets.graph import GraphDataset
+    from gnnpar.datasets.pyg import from_pyg, from_pyg_link
+    from gnnpar.datasets.spec import load_dataset
+    from gnnpar.datasets.typed import TypedGraphDataset
     from gnnpar.distributed import DistContext, init, shutdown
-    from gnnpar.hetero import (
-        DistEmbedding,
-        DistHeteroNeighborLoader,
-        DistHeteroNeighborSampler,
-        SparseAdagrad,
-        SparseAdam,
-    )
-    from gnnpar.link import (
-        DistLinkNeighborLoader,
-        DistNegativeSampler,
-        negative_destinations,
-        ranking_metrics,
-        shared_negative_hits,
-    )
+    from gnnpar.evaluation.ranking import ranking_metrics, shared_negative_hits
+    from gnnpar.loading.link import DistLinkNeighborLoader
     from gnnpar.loading.node import DistNeighborLoader
-    from gnnpar.nn import DistConv, HaloExchange, HaloGraph, distribute_convs
-    from gnnpar.partition import PartitionConfig, load_partition, partition_graph
+    from gnnpar.loading.typed import DistHeteroNeighborLoader
+    from gnnpar.nn.dist_conv import DistConv, HaloGraph, distribute_convs
+    from gnnpar.nn.halo import HaloExchange
+    from gnnpar.partition.config import PartitionConfig
+    from gnnpar.partition.format import load_partition
+    from gnnpar.partition.writer import partition_graph
+    from gnnpar.sampling.negative import DistNegativeSampler, negative_destinations
     from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput
+    from gnnpar.sampling.typed import DistHeteroNeighborSampler
+    from gnnpar.storage.embedding import DistEmbedding, SparseAdagrad, SparseAdam
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
     from gnnpar.train.config import Config
@@ -120,9 +112,7 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    """Import a public name's module on first use (PEP 562); ``gnnpar.nn`` too."""
-    if name == "nn":
-        return importlib.import_module("gnnpar.nn")
+    """Import a public name's module on first use (PEP 562)."""
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
@@ -155,7 +145,7 @@ __all__ = [
     "GraphDataset",
     "HaloExchange",
     "HaloGraph",
-    "HeteroGraphDataset",
+    "TypedGraphDataset",
     "PartitionConfig",
     "PartitionError",
     "SamplerOutput",

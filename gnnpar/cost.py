@@ -1,7 +1,7 @@
 """How both planners cost their candidates and choose one.
 
 ``gnnpar-train --plan`` (:mod:`gnnpar.train.plan`: the sampled, full-graph 1D and 3D
-strategies of a GNN on a partitioned graph) and :func:`gnnpar.parallel.plan` (the
+strategies of a GNN on a partitioned graph) and :func:`gnnpar.parallel.planner.plan` (the
 ``dp x tp x pp`` layouts of a DNN) enumerate different candidates and cost them the same
 way: multiply-adds and bytes sent through one :class:`HardwareModel` (no overlap: a
 ranking, not a forecast).  Of the candidates within the memory budget, :func:`choose`

@@ -21,7 +21,7 @@ module is the one place that knows what "the device" is:
   the CPU it is a no-op; the same code path runs.
 
 **The device shadow.**  CPU tests run the CUDA code path through
-:class:`gnnpar.testing.DeviceShadow`: the rank's device is then :data:`SHADOW_DEVICE`
+:class:`gnnpar.shadow.DeviceShadow`: the rank's device is then :data:`SHADOW_DEVICE`
 (``cpu:0``, host memory that gnnpar treats as an accelerator's), the shadow tags every
 tensor placed there and everything computed from it, and fails a test on what CUDA would
 refuse or wait for (mixed devices, host tensors in collectives, host reads of device
@@ -53,7 +53,7 @@ LOAD_CHUNK_BYTES = 64 * 2**20
 
 
 class Shadow(Protocol):
-    """What the device shadow provides to this module (:class:`gnnpar.testing.DeviceShadow`)."""
+    """What the device shadow provides to this module (:class:`gnnpar.shadow.DeviceShadow`)."""
 
     device: torch.device
     memory_bytes: int

@@ -51,7 +51,7 @@ from gnnpar.partition.writer import partition_graph
 
 if TYPE_CHECKING:
     from gnnpar.datasets.graph import GraphDataset
-    from gnnpar.datasets.hetero import HeteroGraphDataset
+    from gnnpar.datasets.typed import TypedGraphDataset as HeteroGraphDataset
 
 PROG = "gnnpar-partition"
 _PARTITION_FLAGS = ("--num-parts", "--out", "-o")

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from gnnpar.datasets.hetero import HeteroLayout
 from gnnpar.errors import DatasetError, PartitionError
+from gnnpar.typed import TypedLayout as HeteroLayout
 
 ETYPE_DTYPE = np.int16
 MAX_RELATIONS = int(np.iinfo(ETYPE_DTYPE).max)

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gnnpar.datasets.graph import SPLITS, GraphDataset
-from gnnpar.datasets.hetero import HeteroGraphDataset
+from gnnpar.datasets.typed import TypedGraphDataset as HeteroGraphDataset
 from gnnpar.errors import PartitionError
 from gnnpar.partition.format import (
     Partition,

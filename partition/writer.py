@@ -72,7 +72,7 @@ from gnnpar.artifacts.files import write_digested_json
 from gnnpar.artifacts.kinds import PARTITION
 from gnnpar.console import bars_off
 from gnnpar.datasets.graph import SPLITS, GraphDataset, class_count
-from gnnpar.datasets.hetero import HeteroGraphDataset, HeteroLayout
+from gnnpar.datasets.typed import TypedGraphDataset as HeteroGraphDataset
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.partition.adjacency import InEdges, group_in_edges
 from gnnpar.partition.assign import assign_parts, check_num_parts
@@ -91,6 +91,7 @@ from gnnpar.partition.local_graph import LocalGraph, Renumbering, build_local_gr
 from gnnpar.partition.quality import PartStats, quality_report
 from gnnpar.partition.stages import StageMeter
 from gnnpar.partition.typed import TypeBook, sort_by_relation, type_feat_name
+from gnnpar.typed import TypedLayout as HeteroLayout
 
 _BLOCK_BYTES = 1 << 24  # feature rows gathered per block
 

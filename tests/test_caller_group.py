@@ -34,8 +34,7 @@ def caller_group_worker(part_dir: str, out: str, backend: str) -> dict[str, Any]
     import torch.distributed as dist
 
     import gnnpar
-    from gnnpar.shadow import CollectiveLog
-    from gnnpar.testing import DeviceShadow
+    from gnnpar.shadow import CollectiveLog, DeviceShadow
     from gnnpar.train.cli import parse
 
     dist.init_process_group(backend)  # the caller's group, from the torchrun environment

@@ -1,6 +1,6 @@
 """The device shadow: CUDA's rules on the CPU, and every hot path held to its host-read budget.
 
-:class:`gnnpar.testing.DeviceShadow` runs gnnpar's device code path on the CPU and fails on
+:class:`gnnpar.shadow.DeviceShadow` runs gnnpar's device code path on the CPU and fails on
 what CUDA would refuse (mixed devices, a host tensor in a collective, a side-stream tensor
 used before its hand-over) or wait for (host reads of device values).  The first tests show
 it catching each on small hand-made cases, including the pattern that broke every sampled
@@ -36,7 +36,8 @@ import torch
 
 from gnnpar.datasets.synthetic import sbm, typed
 from gnnpar.partition.writer import partition_graph
-from gnnpar.testing import DeviceShadow, DeviceShadowError, run_multiproc
+from gnnpar.shadow import DeviceShadow, DeviceShadowError
+from gnnpar.testing import run_multiproc
 
 FANOUTS = [10, 5]
 

@@ -31,7 +31,8 @@ import numpy as np
 import pytest
 
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 
 pytestmark = pytest.mark.gpu
@@ -74,7 +75,7 @@ def _halo_worker(part_dir: str) -> dict[str, Any]:
     from torch_geometric.nn.models import GCN, GraphSAGE
 
     import gnnpar
-    from gnnpar.nn import HaloGraph, distribute_convs
+    from gnnpar.nn.dist_conv import HaloGraph, distribute_convs
 
     ctx = gnnpar.init()
     graph = gnnpar.DistGraph.load(part_dir, ctx)
@@ -95,10 +96,10 @@ def _grid_worker(part_dir: str) -> dict[str, Any]:
     import torch
 
     import gnnpar
+    from gnnpar.models.node import build_model
     from gnnpar.nn.grid import ProcessGrid
     from gnnpar.nn.grid_gnn import GridGNN, GridGraph, model_kind
     from gnnpar.train.config import ModelConfig
-    from gnnpar.train.models import build_model
 
     ctx = gnnpar.init()
     graph = gnnpar.DistGraph.load(part_dir, ctx)
@@ -239,10 +240,10 @@ def _budget_worker(parts: dict[str, str]) -> dict[str, Any]:
 
     import gnnpar
     from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
+    from gnnpar.models.node import SampledGNN, build_model, forward_batch
     from gnnpar.shadow import CollectiveLog
     from gnnpar.storage.embedding import DistEmbedding, SparseAdam
     from gnnpar.train.config import ModelConfig
-    from gnnpar.train.models import SampledGNN, build_model, forward_batch
 
     ctx = gnnpar.init()
     out: dict[str, Any] = {"device": str(ctx.device)}
@@ -361,12 +362,12 @@ def _collectives_worker(part_dir: str) -> dict[str, Any]:
 
     import gnnpar
     from gnnpar.comm import all_gather_counts, start_all_to_all_v
-    from gnnpar.nn import HaloGraph, distribute_convs
+    from gnnpar.models.node import build_model
+    from gnnpar.nn.dist_conv import HaloGraph, distribute_convs
     from gnnpar.nn.grid import ProcessGrid
     from gnnpar.nn.grid_gnn import GridGNN, GridGraph, model_kind
     from gnnpar.shadow import CollectiveLog
     from gnnpar.train.config import ModelConfig
-    from gnnpar.train.models import build_model
 
     ctx = gnnpar.init()
     graph = gnnpar.DistGraph.load(part_dir, ctx)
@@ -449,9 +450,10 @@ def _link_worker(part_dir: str, n_batches: int) -> dict[str, Any]:
     import torch
 
     import gnnpar
-    from gnnpar.link import LinkDecoder, embeddings, link_metrics
+    from gnnpar.evaluation.link import embeddings, link_metrics
+    from gnnpar.models.link import LinkDecoder
+    from gnnpar.models.node import build_model
     from gnnpar.train.config import ModelConfig
-    from gnnpar.train.models import build_model
 
     ctx = gnnpar.init()
     graph = gnnpar.DistGraph.load(part_dir, ctx)

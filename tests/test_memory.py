@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from gnnpar.partition import partition_graph
+from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 from tests.helpers import memory as m
 

@@ -14,8 +14,8 @@ import pytest
 
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.partition import partition_graph
 from gnnpar.partition.format import EDGE_DTYPES
+from gnnpar.partition.writer import partition_graph
 from gnnpar.plot import (
     DPI,
     PARTITION_FIGSIZE,

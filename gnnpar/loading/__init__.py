@@ -8,14 +8,3 @@
 Each samples with :mod:`gnnpar.sampling`, gathers rows from :mod:`gnnpar.storage` and
 prepares the next batch while the current one trains.
 """
-
-from gnnpar.loading.link import DistLinkNeighborLoader
-from gnnpar.loading.node import DistNeighborLoader
-from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
-
-__all__ = [
-    "DistHeteroNeighborLoader",
-    "DistLinkNeighborLoader",
-    "DistNeighborLoader",
-    "typed_feature_stores",
-]

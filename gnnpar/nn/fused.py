@@ -10,7 +10,7 @@ as one sparse product, forward and backward (:class:`~gnnpar.nn.sparse.SparseAdj
 torch's row-parallel kernel on a CPU, cuSPARSE on CUDA), without changing the model's
 code or parameters::
 
-    model = gnnpar.nn.fuse_aggregation(GraphSAGE(100, 256, num_layers=2, out_channels=16))
+    model = fuse_aggregation(GraphSAGE(100, 256, num_layers=2, out_channels=16))
     for batch in loader:
         out = model(batch.x, batch.edge_index,
                     num_sampled_nodes_per_hop=batch.num_sampled_nodes,
@@ -19,7 +19,7 @@ code or parameters::
 Any other input (a plain edge tensor, a sparse tensor) runs PyG's own path.  ``GCNConv``
 is left alone: its fused path takes no edge weights, so it cannot carry the
 normalisation (gnnpar's trainer computes GCN with the graph's degrees through the same
-sparse product instead: :func:`gnnpar.train.models.global_gcn`).
+sparse product instead: :func:`gnnpar.models.node.global_gcn`).
 """
 
 from __future__ import annotations

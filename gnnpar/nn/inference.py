@@ -3,7 +3,7 @@
 PyG's ``BasicGNN.inference`` pattern on a partitioned graph.  Each layer runs for every
 owned node before the next one starts.  Its input rows are extended with the halo rows
 once (one exchange per layer, ``F_in`` numbers per row; ``GCNConv`` exchanges
-``lin(x)``, ``F_out`` numbers, as :class:`~gnnpar.nn.DistConv` does), and its output is
+``lin(x)``, ``F_out`` numbers, as :class:`~gnnpar.nn.dist_conv.DistConv` does), and its output is
 computed in chunks of consecutive owned nodes, whose in-edges the part's CSC stores
 contiguously.  Each chunk's per-edge and per-row tensors are estimated
 (:func:`chunk_costs`) and kept within ``budget_bytes``; a node with more in-edges than
@@ -30,14 +30,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from torch_geometric.nn import GCNConv, MessagePassing
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-from gnnpar.comm import CommStats, all_reduce_sum
+from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.nn.dist_conv import _BIPARTITE, DistConv, check_conv
@@ -215,7 +214,7 @@ class _Layerwise:
         """``deg^-1/2`` of every local node as ``GCNConv`` normalises (collective once).
 
         ``deg`` counts in-edges (without self-loops, plus one, with ``add_self_loops``),
-        as :meth:`~gnnpar.nn.HaloGraph.gcn_adjacency` does; the halo nodes' come from
+        as :meth:`~gnnpar.nn.dist_conv.HaloGraph.gcn_adjacency` does; the halo nodes' come from
         their owners.  Computed in at least float32 (a bfloat16 degree above 256 would be
         rounded).
         """
@@ -270,7 +269,7 @@ def layerwise_inference(gnn: BasicGNN, graph: DistGraph, ctx: DistContext, x: Te
     if gnn.jk_mode is not None or gnn.supports_norm_batch or gnn.act_first:
         raise ConfigError("layer-wise inference runs models without jumping knowledge, "
                           "batch-wise norms or act_first.", field="gnn",
-                          fix="build the model with gnnpar.train.models.build_model.")
+                          fix="build the model with gnnpar.models.node.build_model.")
     if budget_bytes < 1:
         raise ConfigError(f"budget_bytes={budget_bytes}; need at least 1.",
                           field="budget_bytes", fix="pass e.g. 256 * 2**20.")
@@ -315,8 +314,8 @@ def inference(model: nn.Module, graph: DistGraph, features: DistFeatureStore,
 
     Example::
 
-        logits = gnnpar.nn.inference(model, graph, features)
-        acc = gnnpar.nn.accuracy(logits, graph, features.ctx, "test")
+        logits = inference(model, graph, features)
+        acc = accuracy(logits, graph, features.ctx, "test")  # gnnpar.evaluation.node
     """
     gnn = model.module if isinstance(model, DistributedDataParallel) else model
     if not isinstance(gnn, BasicGNN):
@@ -327,25 +326,3 @@ def inference(model: nn.Module, graph: DistGraph, features: DistFeatureStore,
                             + graph.first_gid)
     return layerwise_inference(gnn, graph, features.ctx, x.float(), int(budget_mb * 2**20),
                                stats)
-
-
-def accuracy(logits: Tensor, graph: DistGraph, ctx: DistContext, split: str = "test") -> float:
-    """Accuracy of ``logits`` on a split over all ranks' nodes (collective: one all-reduce).
-
-    Args:
-        logits: ``[num_owned, C]`` outputs of the owned nodes (e.g. :func:`inference`'s).
-        graph: This rank's part (its labels and split).
-        ctx: Distributed context.
-        split: ``"train"``, ``"val"`` or ``"test"``.
-
-    Returns:
-        Correct predictions over the split's labelled nodes of all ranks (``nan`` when
-        the split is empty everywhere).
-    """
-    idx = torch.from_numpy(np.asarray(getattr(graph.part, f"{split}_idx"), dtype=np.int64))
-    y = torch.from_numpy(np.asarray(graph.part.label[idx.numpy()], dtype=np.int64))
-    pred = logits.argmax(-1).index_select(0, idx.to(logits.device)).cpu()
-    counts = torch.tensor([float((pred == y).sum()), float(idx.numel())], dtype=torch.float64,
-                          device=ctx.device)
-    right, total = all_reduce_sum(ctx, counts).tolist()
-    return right / total if total else float("nan")

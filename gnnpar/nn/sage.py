@@ -4,8 +4,8 @@ PyG's ``SAGEConv`` with mean aggregation gathers a message per edge (``x[src]``,
 ``[E, F]``) and scatter-averages it; :func:`sage_mean` computes the same layer as one
 product with the row-normalised adjacency (:func:`mean_adjacency`, built once per graph)
 and one matrix product for both linear maps.  It serves the sampled batches of
-:class:`~gnnpar.train.models.SampledGNN` and the halo-exchange layers of
-:class:`~gnnpar.nn.DistConv`; on a 100k-node part the full-graph layer no longer holds
+:class:`~gnnpar.models.node.SampledGNN` and the halo-exchange layers of
+:class:`~gnnpar.nn.dist_conv.DistConv`; on a 100k-node part the full-graph layer no longer holds
 an ``[E, hidden]`` message tensor (about 0.5 GB at 500k edges and 256 features).
 """
 

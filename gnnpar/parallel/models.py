@@ -1,6 +1,6 @@
 """Reference DNNs for the parallel runtime: an MLP and a small decoder-only Transformer LM.
 
-Both are plain single-device modules; :func:`gnnpar.parallel.parallelize` makes them
+Both are plain single-device modules; :func:`gnnpar.parallel.parallelize.parallelize` makes them
 tensor, data and pipeline parallel.  Two choices make that possible without special
 cases:
 

@@ -10,15 +10,3 @@
   numbering of new nodes), without distributed state;
 - :mod:`~gnnpar.sampling.compiled` — the CPU kernels compiled with numba (optional).
 """
-
-from gnnpar.sampling.negative import DistNegativeSampler, negative_destinations
-from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput
-from gnnpar.sampling.typed import DistHeteroNeighborSampler
-
-__all__ = [
-    "DistHeteroNeighborSampler",
-    "DistNegativeSampler",
-    "DistNeighborSampler",
-    "SamplerOutput",
-    "negative_destinations",
-]

@@ -31,22 +31,18 @@ import torch
 from torch import Tensor
 
 from gnnpar.comm import CommStats
-from gnnpar.datasets.hetero import EdgeType, HeteroLayout
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.keys import C1, mix, signed
 from gnnpar.sampling.kernels import sample_in_ranges
 from gnnpar.sampling.neighbor import DistNeighborSampler, check_fanouts
 from gnnpar.storage.graph import DistGraph
+from gnnpar.typed import EdgeType, relation_key
+from gnnpar.typed import TypedLayout as HeteroLayout
 
 RelationFanouts = Sequence[int] | Mapping[EdgeType | str, Sequence[int]]
 """One list of fan-outs per hop for every relation, or a list per relation (keyed by
 ``(src, rel, dst)``, ``"src__rel__dst"`` or, when unique, the relation's name)."""
-
-
-def relation_key(edge_type: EdgeType) -> str:
-    """``"src__rel__dst"``: an edge type as one string (configs, CLI, records)."""
-    return "__".join(edge_type)
 
 
 def resolve_relation(key: EdgeType | str, layout: HeteroLayout) -> EdgeType:

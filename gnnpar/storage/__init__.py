@@ -11,11 +11,3 @@
 - :mod:`~gnnpar.storage.embedding` — :class:`DistEmbedding` and its sparse optimisers,
   learnable rows sharded by owner.
 """
-
-from gnnpar.storage.embedding import DistEmbedding, SparseAdagrad, SparseAdam
-from gnnpar.storage.features import DistFeatureStore
-from gnnpar.storage.graph import DistGraph
-from gnnpar.storage.placement import LocalRows, place_rows
-
-__all__ = ["DistEmbedding", "DistFeatureStore", "DistGraph", "LocalRows", "SparseAdagrad",
-           "SparseAdam", "place_rows"]

@@ -1,7 +1,7 @@
 """Run a function on N real processes over gloo on loopback, for tests and examples.
 
-Also exports :class:`~gnnpar.shadow.DeviceShadow`, which runs gnnpar's device code path
-on the CPU under CUDA's rules (see :mod:`gnnpar.shadow`).
+Beside it, :class:`~gnnpar.shadow.DeviceShadow` runs gnnpar's device code path on the CPU
+under CUDA's rules (see :mod:`gnnpar.shadow`).
 
 :func:`run_multiproc` is what every multi-rank test uses: the parent hosts the
 rendezvous store on a free loopback port and starts ``world_size`` spawned processes with
@@ -39,10 +39,9 @@ import torch.multiprocessing as mp
 from torch.utils._pytree import tree_map
 
 from gnnpar.errors import DistributedError
-from gnnpar.shadow import DeviceShadow, DeviceShadowError
 from gnnpar.train.launch import loopback_store, worker_env
 
-__all__ = ["DeviceShadow", "DeviceShadowError", "run_multiproc"]
+__all__ = ["run_multiproc"]
 
 
 class _ByValue:

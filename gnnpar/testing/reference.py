@@ -3,7 +3,7 @@
 :func:`reference_batches` is a plain numpy neighbour sampler (uniform without replacement
 over in-edges, ``rng.choice`` per node) that lays batches out the way PyG's
 ``NeighborLoader`` does: seeds first, then each hop's new nodes, edges hop by hop.
-:func:`train_reference` trains the same PyG model as ``gnnpar.train.models.build_model`` on it,
+:func:`train_reference` trains the same PyG model as ``gnnpar.models.node.build_model`` on it,
 in one process, and evaluates on the whole graph; :func:`mlp_accuracy` is the
 features-only baseline that a GNN must beat on the test graph.  :func:`train_link_reference`
 is full-batch link prediction as PyG users write it (issue 27's protocol), with a GraphSAGE

@@ -1,7 +1,7 @@
 """Single-process PyG references on a whole typed graph: full batch, no gnnpar code.
 
 :func:`typed_accuracy` trains ``to_hetero`` GraphSAGE (``aggr="sum"``) on
-``HeteroGraphDataset.to_pyg()``; featureless node types get learnable
+``TypedGraphDataset.to_pyg()``; featureless node types get learnable
 ``torch.nn.Embedding(sparse=True)`` rows (``torch.optim.SparseAdam``) or zeros.
 :func:`homogeneous_accuracy` trains GraphSAGE on ``to_homogeneous()``, the featureless
 nodes' features all zero; :func:`featureless_accuracy` GraphSAGE on a learnable row per
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch_geometric.nn import SAGEConv, to_hetero
 
 from gnnpar.datasets.graph import GraphDataset
-from gnnpar.datasets.hetero import HeteroGraphDataset
+from gnnpar.datasets.typed import TypedGraphDataset
 
 TYPED = {"epochs": 8, "batch_size": 128, "fanouts": (10, 5), "lr": 0.01, "hidden": 32,
          "eval": "sampled", "sparse_lr": 0.05}
@@ -58,7 +58,7 @@ def fit(params: list[torch.nn.Parameter], forward: Callable[[], torch.Tensor],
     return float((pred[masks[2]] == y[masks[2]]).float().mean())
 
 
-def typed_accuracy(ds: HeteroGraphDataset, hidden: int = 32, epochs: int = 80,
+def typed_accuracy(ds: TypedGraphDataset, hidden: int = 32, epochs: int = 80,
                    lr: float = 0.01, embed: bool = True, sparse_lr: float = 0.05,
                    dropout: float = 0.0, seed: int = 0) -> float:
     """Test accuracy of full-batch ``to_hetero`` GraphSAGE on the whole typed graph."""
@@ -86,7 +86,7 @@ def typed_accuracy(ds: HeteroGraphDataset, hidden: int = 32, epochs: int = 80,
                epochs, lr, [t.weight for t in tables.values()] if embed else None, sparse_lr)
 
 
-def homogeneous_accuracy(ds: HeteroGraphDataset, hidden: int = 32, epochs: int = 80,
+def homogeneous_accuracy(ds: TypedGraphDataset, hidden: int = 32, epochs: int = 80,
                          lr: float = 0.01, seed: int = 0) -> float:
     """Test accuracy of full-batch GraphSAGE on the homogeneous view (zero features)."""
     torch.manual_seed(seed)

@@ -2,15 +2,5 @@
 
 The runtime primitives (graph, feature store, sampler, loader, communication, layers,
 parallelism) live in ``gnnpar`` itself; this package composes them into ``gnnpar-train``.
+Import each name from its module; this package re-exports nothing.
 """
-
-from gnnpar.train.config import (
-    Config,
-    FullConfig,
-    ModelConfig,
-    RunConfig,
-    SampleConfig,
-    TrainConfig,
-)
-
-__all__ = ["Config", "FullConfig", "ModelConfig", "RunConfig", "SampleConfig", "TrainConfig"]

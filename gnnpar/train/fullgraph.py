@@ -20,36 +20,24 @@ same figures layer by layer in chunks of owned nodes under a memory budget
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-from gnnpar.comm import CommStats, all_reduce_sum
+from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
-from gnnpar.nn import HaloGraph, HaloPlan, distribute_convs
-from gnnpar.nn.inference import layerwise_inference
-from gnnpar.storage.graph import SPLITS, DistGraph
+from gnnpar.evaluation.node import labels_and_splits, split_accuracy
+from gnnpar.models.node import COMPUTE_DTYPES, autocast
+from gnnpar.nn.dist_conv import HaloGraph, distribute_convs
+from gnnpar.storage.graph import DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.engine import WholeGraphEngine
-from gnnpar.train.models import COMPUTE_DTYPES, autocast
 from gnnpar.train.parallel_dims import ParallelDims
 
 EPOCH_HOST_SYNCS = 2
 """Host reads of a full-graph epoch (its one step): the loss and the correct count."""
-
-
-def labels_and_splits(graph: DistGraph, device: torch.device
-                      ) -> tuple[Tensor, dict[str, Tensor]]:
-    """This rank's labels ``[num_owned]`` and split ids (local), read onto ``device``."""
-    part = graph.part
-    splits = {s: torch.from_numpy(np.array(getattr(part, f"{s}_idx"))).to(device)
-              for s in SPLITS}
-    return torch.from_numpy(np.array(part.label)).to(device), splits
 
 
 @dataclass(frozen=True)
@@ -78,19 +66,6 @@ class NodeData:
                    num_global=num_global)
 
 
-def split_accuracy(pred: Tensor, y: Tensor, splits: dict[str, Tensor],
-                   num_global: dict[str, int], ctx: DistContext) -> dict[str, float]:
-    """Accuracy of each split over all ranks (collective: one all-reduce).
-
-    Returns:
-        ``{"train_acc", "val_acc", "test_acc"}``; a split empty everywhere gives ``nan``.
-    """
-    correct = torch.stack([(pred[i] == y[i]).sum() for i in splits.values()])
-    correct = all_reduce_sum(ctx, correct).cpu()
-    return {f"{s}_acc": float(c) / num_global[s] if num_global[s] else float("nan")
-            for s, c in zip(SPLITS, correct.tolist(), strict=True)}
-
-
 @torch.no_grad()
 def exact_accuracy(model: nn.Module, halo: HaloGraph, data: NodeData, ctx: DistContext,
                    precision: str = "fp32") -> dict[str, float]:
@@ -110,37 +85,6 @@ def exact_accuracy(model: nn.Module, halo: HaloGraph, data: NodeData, ctx: DistC
     with autocast(ctx.device, precision):
         pred = model(data.x, halo.edge_index).argmax(-1)
     return split_accuracy(pred, data.y, data.splits, data.num_global, ctx)
-
-
-def full_neighbour_logits(model: BasicGNN, graph: DistGraph, ctx: DistContext,
-                          stats: CommStats | None = None, precision: str = "fp32",
-                          budget_bytes: int = 256 * 2**20, plan: HaloPlan | None = None,
-                          x: Tensor | None = None,
-                          emit: Callable[[int, Tensor], None] | None = None) -> Tensor:
-    """``[num_owned, C]`` outputs of a trained replicated model on the whole partitioned graph.
-
-    Layer by layer, each layer in chunks of owned nodes of at most ``budget_bytes``
-    (:func:`~gnnpar.nn.inference.layerwise_inference`), so the result equals the PyG
-    model on the whole graph while no ``[E, F]`` tensor over the part's edges exists.
-    The features are read from the partition where they are stored (no copy when stored
-    in the compute dtype on a CPU), unless ``x`` gives the owned nodes' input rows
-    (learnable embeddings); ``plan``: the halo routing, if already built; ``emit``: gets
-    every layer's output rows (``layerwise_inference``'s).
-    """
-    x = (graph.features() if x is None else x).to(ctx.device, COMPUTE_DTYPES[precision])
-    with autocast(ctx.device, precision):
-        return layerwise_inference(model, graph, ctx, x, budget_bytes, stats, plan, emit)
-
-
-def full_neighbour_accuracy(model: BasicGNN, graph: DistGraph, ctx: DistContext,
-                            num_global: dict[str, int], stats: CommStats | None = None,
-                            precision: str = "fp32", budget_bytes: int = 256 * 2**20,
-                            plan: HaloPlan | None = None,
-                            x: Tensor | None = None) -> dict[str, float]:
-    """Exact accuracy of each split from :func:`full_neighbour_logits` (collective)."""
-    logits = full_neighbour_logits(model, graph, ctx, stats, precision, budget_bytes, plan, x)
-    return split_accuracy(logits.argmax(-1), *labels_and_splits(graph, ctx.device),
-                          num_global, ctx)
 
 
 class FullGraphEngine(WholeGraphEngine):

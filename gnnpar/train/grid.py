@@ -17,11 +17,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gnnpar.comm import CommStats
+from gnnpar.evaluation.node import split_accuracy
 from gnnpar.nn.grid_gnn import SPLIT_CODES, GridGNN, GridGraph, model_kind
 from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.engine import WholeGraphEngine
-from gnnpar.train.fullgraph import split_accuracy
 from gnnpar.train.parallel_dims import ParallelDims
 
 

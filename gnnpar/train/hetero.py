@@ -20,18 +20,18 @@ from torch import Tensor, nn
 from torch_geometric.data import HeteroData
 
 from gnnpar.comm import CommStats, all_gather_ints
-from gnnpar.datasets.hetero import EdgeType
 from gnnpar.errors import ConfigError
-from gnnpar.hetero.model import HeteroSAGE
 from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
+from gnnpar.models.node import COMPUTE_DTYPES, autocast
+from gnnpar.models.typed import TypedSAGE as HeteroSAGE
 from gnnpar.sampling.typed import RelationFanouts, resolve_relation
 from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config, ModelConfig
 from gnnpar.train.minibatch import MinibatchEngine
-from gnnpar.train.models import COMPUTE_DTYPES, autocast
 from gnnpar.train.parallel_dims import ParallelDims
+from gnnpar.typed import EdgeType
 
 
 def build_hetero_model(cfg: ModelConfig, graph: DistGraph, out_channels: int) -> HeteroSAGE:

@@ -23,14 +23,14 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from gnnpar.comm import CommStats
-from gnnpar.link.evaluate import KS, embeddings, link_metrics
-from gnnpar.link.model import LinkDecoder, LinkPredictor, bce_sum
+from gnnpar.evaluation.link import KS, embeddings, link_metrics
 from gnnpar.loading.link import DistLinkNeighborLoader
+from gnnpar.models.link import LinkDecoder, LinkPredictor, bce_sum
+from gnnpar.models.node import COMPUTE_DTYPES, SampledGNN, autocast
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.minibatch import MinibatchEngine, degree_arrays
-from gnnpar.train.models import COMPUTE_DTYPES, SampledGNN, autocast
 from gnnpar.train.parallel_dims import ParallelDims
 
 

@@ -23,6 +23,7 @@ from torch_geometric.data import Data
 
 from gnnpar.comm import CommStats, all_reduce_sum
 from gnnpar.loading.node import DistNeighborLoader, SeedSchedule
+from gnnpar.models.node import SampledGNN, autocast, forward_batch, sampled_precision
 from gnnpar.nn.halo import HaloPlan
 from gnnpar.ops import from_mmap
 from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
@@ -30,7 +31,6 @@ from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.engine import Step
-from gnnpar.train.models import SampledGNN, autocast, forward_batch, sampled_precision
 from gnnpar.train.parallel_dims import ParallelDims
 
 

@@ -28,10 +28,10 @@ from gnnpar.artifacts.kinds import PREDICTIONS_DIR
 from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
+from gnnpar.evaluation.node import full_neighbour_logits, labels_and_splits, split_accuracy
 from gnnpar.nn.halo import HaloPlan
 from gnnpar.storage.graph import DistGraph, global_split_sizes
 from gnnpar.train.config import Config
-from gnnpar.train.fullgraph import full_neighbour_logits, labels_and_splits, split_accuracy
 from gnnpar.train.predictions import PredictionWriter
 
 

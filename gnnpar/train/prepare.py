@@ -35,9 +35,9 @@ from gnnpar.train.config import Config
 from gnnpar.train.rundir import check_resume, dataset_slug, prepare_run_dir
 
 if TYPE_CHECKING:
-    from gnnpar.datasets.hetero import HeteroLayout
     from gnnpar.partition.config import PartitionConfig
     from gnnpar.partition.format import PartitionMeta
+    from gnnpar.typed import TypedLayout as HeteroLayout
 
 META_FILE = "meta.json"
 log = logging.getLogger("gnnpar")
@@ -439,7 +439,7 @@ def _partition_spec(cfg: Config, world_size: int, out: Path, progress: bool,
     t0 = time.time()
     dataset = cfg.data.load_any()  # a link task is checked there
     from gnnpar.datasets.graph import class_count
-    from gnnpar.datasets.hetero import HeteroGraphDataset
+    from gnnpar.datasets.typed import TypedGraphDataset as HeteroGraphDataset
     from gnnpar.partition.writer import partition_graph
 
     took = time.time() - t0

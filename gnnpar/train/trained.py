@@ -176,7 +176,7 @@ def load_trained(run_dir: str | os.PathLike[str], best: bool = False
                  ) -> tuple[TrainedRun, dict[str, Any], Any, dict[str, Any]]:
     """``(run, spec, PyG model with the trained weights, decoder state)`` of a run.
 
-    The model is built as the trainer builds it (:func:`~gnnpar.train.models.build_model`)
+    The model is built as the trainer builds it (:func:`~gnnpar.models.node.build_model`)
     and given the checkpoint's weights (``best``: the best-valid model's), once every
     name and shape matches.
 
@@ -184,8 +184,8 @@ def load_trained(run_dir: str | os.PathLike[str], best: bool = False
         ConfigError: What :func:`read_run` and :func:`model_spec` raise, or weights that
             do not fit the model (one line naming the first parameter that differs).
     """
+    from gnnpar.models.node import build_model
     from gnnpar.train.checkpoint import read_model_state
-    from gnnpar.train.models import build_model
 
     run = read_run(run_dir, best)
     spec = model_spec(run)

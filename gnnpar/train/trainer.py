@@ -88,10 +88,12 @@ from gnnpar.comm import (
 from gnnpar.console import bars_off, format_duration
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
+from gnnpar.evaluation.node import full_neighbour_accuracy
 from gnnpar.faults import FailureBoard, agreed
 from gnnpar.keys import mix_int
-from gnnpar.link.model import LinkDecoder
-from gnnpar.nn import flush_pipelines
+from gnnpar.models.link import LinkDecoder
+from gnnpar.models.node import build_model
+from gnnpar.nn.dist_conv import flush_pipelines
 from gnnpar.partition.format import content_digest
 from gnnpar.sizes import peak_rss_bytes, rss_bytes
 from gnnpar.storage.graph import DistGraph, global_split_sizes
@@ -106,13 +108,12 @@ from gnnpar.train.checkpoint import (
 from gnnpar.train.config import Config
 from gnnpar.train.elastic import RestartNotes, max_restarts, restart_number
 from gnnpar.train.engine import PHASES, SUMS, Engine, StepHook
-from gnnpar.train.fullgraph import FullGraphEngine, full_neighbour_accuracy
+from gnnpar.train.fullgraph import FullGraphEngine
 from gnnpar.train.grid import GridEngine
 from gnnpar.train.hetero import HeteroEngine, build_hetero_model
 from gnnpar.train.link import LinkEngine, LinkModule
 from gnnpar.train.metrics import StepLog, format_eta, open_metrics
 from gnnpar.train.minibatch import MinibatchEngine
-from gnnpar.train.models import build_model
 from gnnpar.train.outputs import (
     predictions_dir,
     wants_outputs,

@@ -18,7 +18,8 @@ import pytest
 from gnnpar.artifacts.registry import SURFACES
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.spec import load_dataset
-from gnnpar.partition import load_partition, partition_graph
+from gnnpar.partition.format import load_partition
+from gnnpar.partition.writer import partition_graph
 from gnnpar.plot import plot_records
 from gnnpar.testing.conformance import (
     INPUT_CASES,

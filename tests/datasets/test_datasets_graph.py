@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gnnpar.datasets import GraphDataset
+from gnnpar.datasets.graph import GraphDataset
 from gnnpar.errors import DatasetError
 
 ARRAYS = ("src", "dst", "x", "y", "train_idx", "val_idx", "test_idx")

@@ -1,4 +1,4 @@
-"""HeteroGraphDataset: hand-checked typed graphs, disk, PyG, OGB's typed layout, typed npz."""
+"""TypedGraphDataset: hand-checked typed graphs, disk, PyG, OGB's typed layout, typed npz."""
 
 from __future__ import annotations
 
@@ -10,20 +10,17 @@ import pytest
 import torch
 from torch_geometric.data import HeteroData
 
-from gnnpar.datasets import (
-    GraphDataset,
-    HeteroGraphDataset,
-    HeteroLayout,
-    from_npz,
-    from_pyg,
-    from_pyg_hetero,
-    load_dataset,
-    load_ogb,
-    typed,
-)
 from gnnpar.datasets.config import DataConfig
+from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.loaders import from_npz
+from gnnpar.datasets.ogb import load_ogb
+from gnnpar.datasets.pyg import from_pyg, from_pyg_typed
+from gnnpar.datasets.spec import load_dataset
+from gnnpar.datasets.synthetic import typed
+from gnnpar.datasets.typed import TypedGraphDataset
 from gnnpar.errors import DatasetError
 from gnnpar.testing import typed_reference as R  # the PyG references of the typed tests
+from gnnpar.typed import TypedLayout
 from tests.helpers.ogb_files import write_typed_layout
 
 # A hand-written typed graph; the target type is not the first type, so ids shift.
@@ -39,7 +36,7 @@ Y = np.array([0, 1, -1, 1])
 SPLIT = {"train_idx": [0], "val_idx": [1], "test_idx": [3]}
 
 
-def small(**changes: object) -> HeteroGraphDataset:
+def small(**changes: object) -> TypedGraphDataset:
     fields: dict[str, object] = dict(
         num_nodes=dict(NUM_NODES),
         edges={et: (np.array(s, dtype=np.int64), np.array(d, dtype=np.int64))
@@ -47,10 +44,10 @@ def small(**changes: object) -> HeteroGraphDataset:
         x={"paper": X_PAPER.copy(), "venue": X_VENUE.copy()}, target="paper", y=Y.copy(),
         name="small", **{k: np.array(v, dtype=np.int64) for k, v in SPLIT.items()})
     fields.update(changes)
-    return HeteroGraphDataset(**fields)  # type: ignore[arg-type]
+    return TypedGraphDataset(**fields)  # type: ignore[arg-type]
 
 
-def assert_same(a: HeteroGraphDataset, b: HeteroGraphDataset) -> None:
+def assert_same(a: TypedGraphDataset, b: TypedGraphDataset) -> None:
     assert list(a.num_nodes.items()) == list(b.num_nodes.items())
     assert a.edge_types == b.edge_types and a.target == b.target
     for et in a.edge_types:
@@ -78,13 +75,13 @@ def test_properties_and_layout_by_hand() -> None:
     assert lay.feat_dims == (0, 2, 3) and lay.target == "paper"
     assert lay.src_types() == (0, 1, 1) and lay.dst_types() == (1, 1, 2)
     assert lay.type_index("venue") == 2 and lay.relation_index(["paper", "in", "venue"]) == 2
-    assert HeteroLayout.from_dict(json.loads(json.dumps(lay.to_dict()))) == lay
+    assert TypedLayout.from_dict(json.loads(json.dumps(lay.to_dict()))) == lay
     with pytest.raises(DatasetError) as exc:
         lay.type_index("nope")
     assert exc.value.field == "node_types"
     bad = {**lay.to_dict(), "node_offsets": [0, 3, 2, 9]}
     with pytest.raises(DatasetError) as exc:
-        HeteroLayout.from_dict(bad, "meta.json")
+        TypedLayout.from_dict(bad, "meta.json")
     assert exc.value.field == "node_offsets" and "meta.json" in str(exc.value)
     summary = ds.summary()
     assert summary["nodes[paper]"] == 4 and summary["edges[paper,in,venue]"] == 4
@@ -148,7 +145,7 @@ def test_save_load_round_trip_memory_maps(tmp_path: Path) -> None:
     assert (meta["format_version"], meta["kind"]) == (4, "hetero")
     assert meta["edge_types"] == [list(WRITES), list(CITES), list(IN)]
     assert sorted(p.name for p in (tmp_path / "d").glob("x_*.npy")) == ["x_1.npy", "x_2.npy"]
-    back = HeteroGraphDataset.load(tmp_path / "d")
+    back = TypedGraphDataset.load(tmp_path / "d")
     assert_same(ds, back)
     assert isinstance(back.x["paper"], np.memmap)
     assert isinstance(back.edges[CITES][0], np.memmap)
@@ -158,10 +155,10 @@ def test_save_load_round_trip_memory_maps(tmp_path: Path) -> None:
         WRITES, CITES, IN, ("paper", "rev_writes", "author"), ("venue", "rev_in", "paper"))
     with pytest.raises(DatasetError) as exc:
         GraphDataset.load(tmp_path / "d")
-    assert exc.value.field == "kind" and "HeteroGraphDataset.load" in str(exc.value)
+    assert exc.value.field == "kind" and "TypedGraphDataset.load" in str(exc.value)
     GraphDataset(num_nodes=2, src=np.array([0]), dst=np.array([1])).save(tmp_path / "h")
     with pytest.raises(DatasetError) as exc:
-        HeteroGraphDataset.load(tmp_path / "h")
+        TypedGraphDataset.load(tmp_path / "h")
     assert exc.value.field == "kind" and "GraphDataset.load" in str(exc.value)
 
 
@@ -215,13 +212,13 @@ def test_to_pyg_and_back() -> None:
     assert data[IN].edge_index.tolist() == [EDGES[IN][0], EDGES[IN][1]]
     assert data["paper"].y.tolist() == Y.tolist()
     assert data["paper"].test_mask.tolist() == [False, False, False, True]
-    assert_same(ds, from_pyg_hetero(data, name="small"))
+    assert_same(ds, from_pyg_typed(data, name="small"))
     assert_same(ds, from_pyg(data, name="small"))  # type: ignore[arg-type]
     data["venue"].y = torch.zeros(2, dtype=torch.long)
     with pytest.raises(DatasetError) as exc:
-        from_pyg_hetero(data)
+        from_pyg_typed(data)
     assert exc.value.field == "target" and "paper, venue" in str(exc.value)
-    assert from_pyg_hetero(data, target="paper").target == "paper"
+    assert from_pyg_typed(data, target="paper").target == "paper"
 
 
 # ---------------------------------------------------------------------- OGB typed layout
@@ -238,7 +235,7 @@ def test_ogb_typed_layout_through_ogb_twice(tmp_path: Path) -> None:
     (tmp_path / "meta.json").write_text(json.dumps(meta))
     expected = small(y=np.where(Y < 0, 0, Y), name="tinymag", num_classes=3).add_reverse()
     first = load_dataset(str(tmp_path / "meta.json"))
-    assert isinstance(first, HeteroGraphDataset)
+    assert isinstance(first, TypedGraphDataset)
     assert_same(expected, first)
     assert first.edge_types[-2:] == (("paper", "rev_writes", "author"),
                                      ("venue", "rev_in", "paper"))
@@ -247,7 +244,7 @@ def test_ogb_typed_layout_through_ogb_twice(tmp_path: Path) -> None:
     for f in (tmp_path / "tiny" / "raw").rglob("*.gz"):
         f.unlink()  # the second load reads only the cache
     second = load_ogb("tinymag", meta_dict=tmp_path / "meta.json")
-    assert isinstance(second, HeteroGraphDataset)
+    assert isinstance(second, TypedGraphDataset)
     assert_same(expected, second)
     assert isinstance(second.x["paper"], np.memmap)
     assert isinstance(second.edges["paper", "rev_writes", "author"][0], np.memmap)
@@ -276,7 +273,7 @@ def test_ogb_typed_binary_layout(tmp_path: Path) -> None:
 def test_ogbn_mag_name_uses_master_csv(tmp_path: Path) -> None:
     write_hetero_layout(tmp_path / "ogbn_mag")
     ds = load_ogb("ogbn-mag", root=tmp_path)
-    assert isinstance(ds, HeteroGraphDataset)
+    assert isinstance(ds, TypedGraphDataset)
     assert (ds.target, ds.num_classes, ds.name) == ("paper", 349, "ogbn-mag")
     assert len(ds.edge_types) == 5
 
@@ -316,12 +313,12 @@ def test_typed_npz(tmp_path: Path) -> None:
 def test_spec_split_applies_to_the_target(tmp_path: Path) -> None:
     small().save(tmp_path / "d")
     ds = load_dataset(str(tmp_path / "d"), split=(0.34, 0.33, 0.33), split_seed=1)
-    assert isinstance(ds, HeteroGraphDataset)
+    assert isinstance(ds, TypedGraphDataset)
     assert sorted([*ds.train_idx, *ds.val_idx, *ds.test_idx]) == [0, 1, 3]
     with pytest.raises(DatasetError) as exc:
         DataConfig(dataset=str(tmp_path / "d")).load()
     assert exc.value.field == "data.dataset" and "to_homogeneous" in str(exc.value)
-    assert isinstance(DataConfig(dataset=str(tmp_path / "d")).load_any(), HeteroGraphDataset)
+    assert isinstance(DataConfig(dataset=str(tmp_path / "d")).load_any(), TypedGraphDataset)
 
 
 # ---------------------------------------------------------------------- synthetic:typed
@@ -338,7 +335,7 @@ def test_typed_generator_deterministic_and_spec() -> None:
     assert 0.85 < float(np.mean(venue % 6 == ds.y)) < 0.95  # venue_homophily 0.9 (+ chance)
     assert not np.array_equal(typed(seed=1).y, ds.y)
     small_ds = load_dataset("synthetic:typed?papers=500&authors=100&venues=12&classes=4")
-    assert isinstance(small_ds, HeteroGraphDataset)
+    assert isinstance(small_ds, TypedGraphDataset)
     assert small_ds.num_nodes == {"paper": 500, "author": 100, "venue": 12}
 
 

@@ -19,11 +19,14 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import RandomLinkSplit
 from torch_geometric.utils import coalesce, to_undirected
 
-from gnnpar.datasets import GraphDataset, from_npz, load_dataset, load_ogb, sbm
+from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.link_split import check_link_fields
+from gnnpar.datasets.loaders import from_npz
+from gnnpar.datasets.ogb import load_ogb
 from gnnpar.datasets.pyg import from_pyg_link
-from gnnpar.datasets.spec import parse_synthetic, synthetic_keys
+from gnnpar.datasets.spec import load_dataset, parse_synthetic, synthetic_keys
 from gnnpar.datasets.splits import split_sizes
+from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import DatasetError
 from tests.helpers.ogb_files import csv_gz
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from gnnpar.datasets import from_dgl, from_edge_list, from_npz, from_pyg
+from gnnpar.datasets.loaders import from_edge_list, from_npz
+from gnnpar.datasets.pyg import from_dgl, from_pyg
 from gnnpar.errors import DatasetError
 
 # 5 nodes; the edge list as a user would write it.

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gnnpar.datasets import load_dataset, load_ogb
+from gnnpar.datasets.ogb import load_ogb
+from gnnpar.datasets.spec import load_dataset
 from gnnpar.errors import DatasetError
 from gnnpar.testing.conformance import lock_held
 from tests.helpers.ogb_files import csv_gz

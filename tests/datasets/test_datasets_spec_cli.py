@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gnnpar.datasets import DEFAULT_SPEC, GraphDataset, load_dataset, rmat, sbm
-from gnnpar.datasets.spec import parse_synthetic
+from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.spec import DEFAULT_SPEC, load_dataset, parse_synthetic
+from gnnpar.datasets.synthetic import rmat, sbm
 from gnnpar.errors import DatasetError
 
 SMALL = "synthetic:sbm?nodes=300&avg_degree=4&classes=3&feat_dim=5&seed=2"

@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gnnpar.datasets import GraphDataset, load_dataset, parse_split, split_sizes
+from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.spec import load_dataset, parse_split
+from gnnpar.datasets.splits import split_sizes
 from gnnpar.errors import DatasetError
 
 # 10 nodes, 8 of them labelled: LABELLED are the ids with Y >= 0, written out by hand.

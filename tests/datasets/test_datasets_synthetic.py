@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GCNConv
 
-from gnnpar.datasets import GraphDataset, rmat, sbm
+from gnnpar.datasets.graph import GraphDataset
+from gnnpar.datasets.synthetic import rmat, sbm
 from gnnpar.errors import DatasetError
 
 GENERATORS = [sbm, rmat]

@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from gnnpar.errors import ConfigError
-from gnnpar.link.metrics import ranking_metrics, shared_negative_hits
-from gnnpar.testing import DeviceShadow, run_multiproc
+from gnnpar.evaluation.ranking import ranking_metrics, shared_negative_hits
+from gnnpar.shadow import DeviceShadow
+from gnnpar.testing import run_multiproc
 
 KS = (1, 3, 10, 50)
 SHARED_KS = (1, 10, 50, 100)

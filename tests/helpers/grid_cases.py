@@ -18,9 +18,9 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 from torch.distributed.distributed_c10d import _world
 
 from gnnpar.datasets.graph import GraphDataset
+from gnnpar.models.node import build_model
 from gnnpar.partition.format import load_partition
 from gnnpar.train.config import ModelConfig
-from gnnpar.train.models import build_model
 
 SEED = 5
 HIDDEN = 8

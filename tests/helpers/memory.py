@@ -120,12 +120,12 @@ def measure(part_dir: str) -> dict[str, Any]:
 
     from gnnpar.comm import CommStats
     from gnnpar.distributed import init
-    from gnnpar.nn import HaloPlan
+    from gnnpar.evaluation.node import full_neighbour_accuracy
+    from gnnpar.models.node import build_model, forward_batch
+    from gnnpar.nn.halo import HaloPlan
     from gnnpar.storage.graph import DistGraph, global_split_sizes
     from gnnpar.train.config import Config, ModelConfig, SampleConfig
-    from gnnpar.train.fullgraph import full_neighbour_accuracy
     from gnnpar.train.minibatch import MinibatchEngine
-    from gnnpar.train.models import build_model, forward_batch
     from gnnpar.train.parallel_dims import ParallelDims
 
     ctx = init()

@@ -172,7 +172,7 @@ def _distributed_pass(graph: Any, model: nn.Module, x: torch.Tensor, orig: np.nd
     """
     from torch.nn.parallel import DistributedDataParallel
 
-    from gnnpar.nn import distribute_convs
+    from gnnpar.nn.dist_conv import distribute_convs
 
     model = distribute_convs(model, graph)
     ddp = DistributedDataParallel(model)
@@ -199,7 +199,7 @@ def _exact(ctx: Any, part_dirs: dict[str, str],
            weights: dict[str, np.ndarray]) -> dict[str, Any]:
     """Every model x dtype on every partition; BNS p=1."""
     from gnnpar.comm import CommStats
-    from gnnpar.nn import HaloGraph
+    from gnnpar.nn.dist_conv import HaloGraph
     from gnnpar.storage.graph import DistGraph
 
     result: dict[str, Any] = {}

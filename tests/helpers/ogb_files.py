@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gnnpar.datasets.hetero import HeteroGraphDataset
+from gnnpar.datasets.typed import TypedGraphDataset
 
 
 def csv_gz(path: Path, rows: np.ndarray | list[int]) -> None:
@@ -27,7 +27,7 @@ def csv_header_gz(path: Path, header: list[str], row: list[object]) -> None:
         f.write(",".join(header) + "\n" + ",".join(str(v) for v in row) + "\n")
 
 
-def write_typed_layout(d: Path, ds: HeteroGraphDataset, split: str = "time") -> None:
+def write_typed_layout(d: Path, ds: TypedGraphDataset, split: str = "time") -> None:
     """``ds`` in ogbn-mag's layout, as ogb's ``read_csv_heterograph_raw`` reads it.
 
     Its relations are written as they are (OGB stores each relation once; the loader adds

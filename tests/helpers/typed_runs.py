@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from gnnpar.datasets.graph import GraphDataset
-from gnnpar.datasets.hetero import HeteroGraphDataset
 from gnnpar.datasets.synthetic import sbm, typed
+from gnnpar.datasets.typed import TypedGraphDataset
 from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 from tests.helpers import typed_train as T
@@ -27,13 +27,13 @@ RUNTIME_WORLDS = (1, 2, 4)
 
 
 @pytest.fixture(scope="session")
-def runtime_graph() -> HeteroGraphDataset:
+def runtime_graph() -> TypedGraphDataset:
     """The typed graph of ``test_typed_runtime``."""
     return typed(num_papers=400, num_authors=200, num_venues=12, feat_dim=6, seed=2)
 
 
 @pytest.fixture(scope="session")
-def runtime_steps(runtime_graph: HeteroGraphDataset) -> list[tuple[np.ndarray, np.ndarray]]:
+def runtime_steps(runtime_graph: TypedGraphDataset) -> list[tuple[np.ndarray, np.ndarray]]:
     """Embedding batches: author ids (homogeneous, with repeats) and upstream gradients."""
     rng = np.random.default_rng(0)
     layout = runtime_graph.layout()
@@ -43,7 +43,7 @@ def runtime_steps(runtime_graph: HeteroGraphDataset) -> list[tuple[np.ndarray, n
 
 
 @pytest.fixture(scope="session")
-def training_graph() -> HeteroGraphDataset:
+def training_graph() -> TypedGraphDataset:
     """The typed graph of ``test_typed_training``."""
     return typed(venue_homophily=0.98, author_homophily=0.95, seed=1)
 
@@ -56,9 +56,9 @@ def featureless_graph() -> GraphDataset:
 
 
 @pytest.fixture(scope="session")
-def typed_runs(runtime_graph: HeteroGraphDataset,
+def typed_runs(runtime_graph: TypedGraphDataset,
                runtime_steps: list[tuple[np.ndarray, np.ndarray]],
-               training_graph: HeteroGraphDataset, featureless_graph: GraphDataset,
+               training_graph: TypedGraphDataset, featureless_graph: GraphDataset,
                tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
     """Per world size: ``runtime``, the runtime graph's partition directory, and ``ranks``,
     every rank's ``{job: result}``: ``runtime`` (``typed_workers.sample_and_embed``) at

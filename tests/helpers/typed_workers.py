@@ -30,13 +30,13 @@ def _numpy(batch: Any) -> dict[str, Any]:
 
 
 def _models_on(batch: Any, layout: Any) -> dict[str, Any]:
-    """HeteroSAGE (trimmed) vs PyG's to_hetero GraphSAGE (whole batch), same weights; PyG's
+    """TypedSAGE (trimmed) vs PyG's to_hetero GraphSAGE (whole batch), same weights; PyG's
     trim_to_layer on the batch's counts; one step of PyG's HGTConv and RGCNConv."""
     from torch_geometric.nn import HeteroConv, HGTConv, RGCNConv, SAGEConv, to_hetero
     from torch_geometric.nn.models import GraphSAGE
     from torch_geometric.utils import trim_to_layer
 
-    from gnnpar.hetero.model import HeteroSAGE
+    from gnnpar.models.typed import TypedSAGE
 
     torch.manual_seed(0)
     x = {t: batch[t].x if "x" in batch[t] else torch.randn(batch[t].num_nodes, 5)
@@ -44,7 +44,7 @@ def _models_on(batch: Any, layout: Any) -> dict[str, Any]:
     meta = (list(batch.node_types), list(batch.edge_types))
     ref = to_hetero(GraphSAGE(-1, 16, 2, 6), meta, aggr="sum").eval()
     ref_out = ref(x, batch.edge_index_dict)["paper"][: batch["paper"].batch_size]
-    ours = HeteroSAGE(layout, {t: v.shape[1] for t, v in x.items()}, 16, 6, 2).eval()
+    ours = TypedSAGE(layout, {t: v.shape[1] for t, v in x.items()}, 16, 6, 2).eval()
     ours.load_state_dict({k: v for k, v in ref.state_dict().items()
                           if k in ours.state_dict()})
     out = ours(x, batch.edge_index_dict, batch.num_sampled_nodes_dict,

@@ -19,7 +19,8 @@ from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import ConfigError
 from gnnpar.loading.node import even_split
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 
 FANOUTS = [10, 5]

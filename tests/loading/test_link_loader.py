@@ -24,7 +24,8 @@ from gnnpar.datasets.synthetic import sbm
 from gnnpar.distributed import init, shutdown
 from gnnpar.loading.link import DistLinkNeighborLoader
 from gnnpar.loading.node import DistNeighborLoader
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.writer import partition_graph
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import DistGraph
 from gnnpar.testing import run_multiproc
@@ -361,7 +362,8 @@ def test_edge_feature_layers_on_batches_equal_the_full_graph(
 
 
 def _scores(part_dir: str, chunk: int) -> dict[str, np.ndarray]:
-    from gnnpar.link import LinkDecoder, split_scores
+    from gnnpar.evaluation.link import split_scores
+    from gnnpar.models.link import LinkDecoder
 
     ctx = init()
     graph = DistGraph.load(part_dir, ctx)

@@ -1,7 +1,7 @@
 """Typed partitions, typed sampling and sharded embeddings, on 1, 2 and 4 gloo ranks.
 
 Every batch is checked in the parent against the source
-:class:`~gnnpar.datasets.hetero.HeteroGraphDataset` by brute force (dataset ids through
+:class:`~gnnpar.datasets.typed.TypedGraphDataset` by brute force (dataset ids through
 each part's ``orig_ids.npy``): each sampled edge exists with its relation, each frontier
 node has ``min(fan-out, in-degree)`` edges of every relation, features and labels are the
 source's, the seeds cover the training set once.  The sharded embeddings are compared
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnnpar.datasets.hetero import HeteroGraphDataset
+from gnnpar.datasets.typed import TypedGraphDataset
 from gnnpar.errors import PartitionError
 from gnnpar.partition.format import PartitionMeta, load_partition
 from gnnpar.partition.typed import check_typed_part
@@ -30,7 +30,7 @@ WORLDS = (1, 2, 4)
 
 
 @pytest.fixture(scope="module")
-def graph(runtime_graph: HeteroGraphDataset) -> HeteroGraphDataset:
+def graph(runtime_graph: TypedGraphDataset) -> TypedGraphDataset:
     return runtime_graph
 
 
@@ -54,7 +54,7 @@ def _orig_of_new(part_dir: str) -> np.ndarray:
 
 
 @pytest.mark.parametrize("world", WORLDS)
-def test_typed_partition_round_trips(graph: HeteroGraphDataset, runs: Any, world: int) -> None:
+def test_typed_partition_round_trips(graph: TypedGraphDataset, runs: Any, world: int) -> None:
     part_dir = runs[world][0]
     report = verify_partition(part_dir, graph)
     assert "typed features" in report.checks and "endpoint types" in report.checks
@@ -85,7 +85,7 @@ def test_typed_part_checks_relation_order(runs: Any) -> None:
 
 
 @pytest.mark.parametrize("world", WORLDS)
-def test_typed_batches_match_the_source(graph: HeteroGraphDataset, runs: Any,
+def test_typed_batches_match_the_source(graph: TypedGraphDataset, runs: Any,
                                         world: int) -> None:
     part_dir, results = runs[world]
     lay = graph.layout()
@@ -132,7 +132,7 @@ def test_relation_wise_model_equals_to_hetero(runs: Any) -> None:
     assert all(np.isfinite(models["losses"])) and models["grads_finite"]
 
 
-def _reference(graph: HeteroGraphDataset, steps: list[tuple[np.ndarray, np.ndarray]],
+def _reference(graph: TypedGraphDataset, steps: list[tuple[np.ndarray, np.ndarray]],
                name: str) -> tuple[list[np.ndarray], torch.nn.Embedding, Any]:
     """``nn.Embedding(sparse=True)`` with torch's optimiser, on all ranks' batches."""
     lay = graph.layout()
@@ -155,7 +155,7 @@ def _reference(graph: HeteroGraphDataset, steps: list[tuple[np.ndarray, np.ndarr
 
 @pytest.mark.parametrize("name", ["adam", "adagrad"])
 @pytest.mark.parametrize("world", WORLDS)
-def test_sharded_embeddings_equal_torch(graph: HeteroGraphDataset,
+def test_sharded_embeddings_equal_torch(graph: TypedGraphDataset,
                                         steps: list[tuple[np.ndarray, np.ndarray]],
                                         runs: Any, world: int, name: str) -> None:
     outs, emb, opt = _reference(graph, steps, name)

@@ -15,9 +15,9 @@ import torch
 from torch_geometric.nn import GCNConv
 
 from gnnpar.datasets.synthetic import sbm
+from gnnpar.models.node import SampledGNN, build_model, forward_batch, global_gcn
 from gnnpar.testing import reference as _reference
 from gnnpar.train.config import ModelConfig
-from gnnpar.train.models import SampledGNN, build_model, forward_batch, global_gcn
 
 
 @pytest.mark.parametrize("name", ["sage", "gcn", "gat"])

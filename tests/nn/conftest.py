@@ -17,7 +17,8 @@ import torch.distributed as dist
 
 import gnnpar.distributed as gdist
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 from tests.helpers import grid_cases as gc
 from tests.helpers import nn_cases as cases

@@ -11,9 +11,11 @@ from torch_geometric.nn import ChebConv, GCNConv, SAGEConv
 
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.nn import DistConv, HaloExchange, HaloGraph, HaloPlan
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.nn.dist_conv import DistConv, HaloGraph
+from gnnpar.nn.halo import HaloExchange, HaloPlan
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import load_partition
+from gnnpar.partition.writer import partition_graph
 from gnnpar.storage.graph import DistGraph
 from tests.helpers import nn_cases as cases
 

@@ -16,7 +16,7 @@ import torch
 from torch_geometric import EdgeIndex
 from torch_geometric.nn import GCN, GIN, GraphSAGE
 
-from gnnpar.nn import fuse_aggregation
+from gnnpar.nn.fused import fuse_aggregation
 
 
 def _layered_batch(nodes: list[int], fanout: int, seed: int) -> tuple[torch.Tensor, list[int]]:

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from gnnpar.errors import ConfigError
+from gnnpar.models.node import build_model
 from gnnpar.nn.grid import check_grid, chunk_sizes, parse_grid
 from gnnpar.train.config import (
     Config,
@@ -26,7 +27,6 @@ from gnnpar.train.config import (
     RunConfig,
     TrainConfig,
 )
-from gnnpar.train.models import build_model
 from tests.helpers import grid_cases as gc
 
 GRIDS, EPOCHS = gc.GRIDS, gc.EPOCHS

@@ -88,7 +88,7 @@ def test_a_layer_allocates_its_output_and_one_chunk_budget(tmp_path: Any, kind: 
     import gnnpar.distributed as gdist
     from gnnpar.datasets.synthetic import sbm
     from gnnpar.nn.inference import _Layerwise, _plain
-    from gnnpar.partition import partition_graph
+    from gnnpar.partition.writer import partition_graph
     from gnnpar.storage.graph import DistGraph
 
     partition_graph(sbm(num_nodes=3000, avg_degree=20, feat_dim=cases.FEAT, seed=0), 1,

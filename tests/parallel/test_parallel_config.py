@@ -12,18 +12,15 @@ from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
 from gnnpar.errors import ConfigError
-from gnnpar.parallel import (
-    ParallelConfig,
-    TransformerConfig,
-    TransformerLM,
-    default_plan,
-    mlp,
-    mlp_plan,
+from gnnpar.parallel.config import ParallelConfig
+from gnnpar.parallel.models import TransformerConfig, TransformerLM, mlp
+from gnnpar.parallel.pipeline_parallel import (
     pipeline_units,
+    prune_to_stage,
     split_units,
+    stage_units_of,
 )
-from gnnpar.parallel.pipeline_parallel import prune_to_stage, stage_units_of
-from gnnpar.parallel.tensor_parallel import check_plan, shard_size
+from gnnpar.parallel.tensor_parallel import check_plan, default_plan, mlp_plan, shard_size
 
 
 def test_layouts_of_four_ranks():

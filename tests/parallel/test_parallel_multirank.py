@@ -19,20 +19,14 @@ import torch.nn.functional as F
 from gnnpar.comm import CommStats
 from gnnpar.distributed import init
 from gnnpar.errors import ConfigError
-from gnnpar.parallel import (
-    CollectiveCounter,
-    ParallelConfig,
-    TransformerConfig,
-    TransformerLM,
-    estimate,
-    lm_loss,
-    mlp,
-    parallelize,
-    parameter_bytes,
-    profile_model,
-    shard_batch,
-)
+from gnnpar.parallel.config import ParallelConfig
+from gnnpar.parallel.data_parallel import shard_batch
+from gnnpar.parallel.measure import CollectiveCounter, parameter_bytes
+from gnnpar.parallel.models import TransformerConfig, TransformerLM, lm_loss, mlp
+from gnnpar.parallel.parallelize import parallelize
 from gnnpar.parallel.pipeline_parallel import stage_units_of, units_or_empty
+from gnnpar.parallel.planner import estimate
+from gnnpar.parallel.profile import profile_model
 from gnnpar.parallel.tensor_parallel import default_plan
 from gnnpar.testing import run_multiproc
 

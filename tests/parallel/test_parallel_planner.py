@@ -6,17 +6,12 @@ import pytest
 import torch
 
 from gnnpar.errors import ConfigError
-from gnnpar.parallel import (
-    ParallelConfig,
-    TransformerConfig,
-    TransformerLM,
-    default_plan,
-    estimate,
-    mlp,
-    plan,
-    profile_model,
-)
+from gnnpar.parallel.config import ParallelConfig
+from gnnpar.parallel.models import TransformerConfig, TransformerLM, mlp
 from gnnpar.parallel.pipeline_parallel import stage_units_of, units_or_empty
+from gnnpar.parallel.planner import estimate, plan
+from gnnpar.parallel.profile import profile_model
+from gnnpar.parallel.tensor_parallel import default_plan
 
 
 def lm() -> TransformerLM:

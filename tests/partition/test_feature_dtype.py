@@ -10,7 +10,10 @@ import torch
 
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import ConfigError
-from gnnpar.partition import PartitionConfig, load_partition, partition_graph, verify_partition
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.format import load_partition
+from gnnpar.partition.verify import verify_partition
+from gnnpar.partition.writer import partition_graph
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from gnnpar.datasets.graph import GraphDataset, symmetrise
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.work import sampled_weight
+from gnnpar.partition.writer import partition_graph
 
 K = 4
 BOUND = 1.05

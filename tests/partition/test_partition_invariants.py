@@ -16,7 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gnnpar.datasets.graph import GraphDataset
-from gnnpar.partition import PartitionConfig, load_partition, partition_graph, verify_partition
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.format import load_partition
+from gnnpar.partition.verify import verify_partition
+from gnnpar.partition.writer import partition_graph
 from tests.helpers.partition_reference import check_partition
 
 

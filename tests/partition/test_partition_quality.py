@@ -9,7 +9,9 @@ import pytest
 
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import PartitionConfig, format_quality, partition_graph
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.quality import format_quality
+from gnnpar.partition.writer import partition_graph
 
 
 def test_metis_cuts_far_fewer_edges_than_random(tmp_path: Path) -> None:

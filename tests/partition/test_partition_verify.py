@@ -13,8 +13,10 @@ import pytest
 from gnnpar.artifacts.files import json_digest, sha256_file, write_digested_json
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import PartitionError
-from gnnpar.partition import PartitionConfig, load_partition, partition_graph, verify_partition
-from gnnpar.partition.format import EDGE_DTYPES
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.format import EDGE_DTYPES, load_partition
+from gnnpar.partition.verify import verify_partition
+from gnnpar.partition.writer import partition_graph
 
 
 @pytest.fixture(scope="module")

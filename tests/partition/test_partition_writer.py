@@ -13,7 +13,9 @@ import gnnpar.partition.writer as writer
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.partition import PartitionConfig, load_partition, partition_graph
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.format import load_partition
+from gnnpar.partition.writer import partition_graph
 
 
 def tiny() -> GraphDataset:

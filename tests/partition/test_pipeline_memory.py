@@ -19,8 +19,9 @@ import scipy.sparse as sp
 import gnnpar.partition.adjacency as adjacency
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import rmat, sbm
-from gnnpar.partition import PartitionConfig, partition_graph
 from gnnpar.partition.adjacency import group_in_edges, metis_graph
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.writer import partition_graph
 
 METHODS = ["metis", "random", "contiguous", "kaminpar", "stream"]
 

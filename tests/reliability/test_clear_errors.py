@@ -37,8 +37,8 @@ from gnnpar.datasets.ogb import _torch_split_file
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.distributed import DistContext, init
 from gnnpar.errors import DatasetError, StorageError
-from gnnpar.partition import partition_graph
 from gnnpar.partition.cli import main as partition_main
+from gnnpar.partition.writer import partition_graph
 from gnnpar.sizes import physical_memory
 from gnnpar.testing import run_multiproc
 from gnnpar.train.checkpoint import save_checkpoint

@@ -24,7 +24,9 @@ import gnnpar.partition.writer as writer
 from gnnpar.artifacts.lock import holder, lock, lock_path
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import PartitionError
-from gnnpar.partition import PartitionConfig, partition_graph, verify_partition
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.verify import verify_partition
+from gnnpar.partition.writer import partition_graph
 
 SPEC = "synthetic:sbm?nodes=20000&avg_degree=8&classes=4&feat_dim=32&seed=1"
 

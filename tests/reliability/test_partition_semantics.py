@@ -21,8 +21,9 @@ import pytest
 from gnnpar.artifacts.files import sha256_file, write_digested_json
 from gnnpar.datasets.synthetic import sbm, typed
 from gnnpar.errors import PartitionError
-from gnnpar.partition import partition_graph, verify_partition
 from gnnpar.partition.format import PartitionMeta, load_partition
+from gnnpar.partition.verify import verify_partition
+from gnnpar.partition.writer import partition_graph
 
 
 def _edit_meta(out: Path, change: Callable[[dict[str, Any]], None]) -> None:

@@ -18,11 +18,13 @@ from gnnpar.datasets.synthetic import sbm
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.keys import mix_int
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import PartitionMeta, load_partition
+from gnnpar.partition.writer import partition_graph
 from gnnpar.sampling.negative import DistNegativeSampler, negative_destinations
+from gnnpar.shadow import DeviceShadow
 from gnnpar.storage.graph import DistGraph
-from gnnpar.testing import DeviceShadow, run_multiproc
+from gnnpar.testing import run_multiproc
 
 B, K, SEED = 200, 5, 7
 

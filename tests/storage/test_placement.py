@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gnnpar.device import pin
+from gnnpar.shadow import DeviceShadow
 from gnnpar.storage.cache import RowCache
 from gnnpar.storage.placement import (
     DeviceRows,
@@ -19,7 +20,6 @@ from gnnpar.storage.placement import (
     PinnedRows,
     place_rows,
 )
-from gnnpar.testing import DeviceShadow
 
 
 def _arrays() -> dict[str, torch.Tensor]:

@@ -16,7 +16,7 @@ import pytest
 
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.partition import partition_graph
+from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import reference as _reference
 from gnnpar.testing import run_multiproc
 from tests.helpers import workers as _workers

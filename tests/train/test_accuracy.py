@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from gnnpar.distributed import shutdown
+from gnnpar.models.node import build_model
 from gnnpar.testing import reference as _reference
 from gnnpar.train.config import ModelConfig
-from gnnpar.train.models import build_model
 from tests.helpers import workers as _workers
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gnnpar.datasets import load_dataset
+from gnnpar.datasets.spec import load_dataset
 from gnnpar.distributed import shutdown
 from gnnpar.errors import ConfigError
 from gnnpar.testing.reference import exported_logits

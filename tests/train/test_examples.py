@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from gnnpar.datasets.synthetic import sbm, typed
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.writer import partition_graph
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

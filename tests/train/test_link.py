@@ -24,7 +24,8 @@ import torch
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import rmat, sbm
 from gnnpar.errors import ConfigError
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
+from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 from gnnpar.testing.reference import converge_link_reference, train_link_reference
 from gnnpar.train.config import Config
@@ -164,10 +165,11 @@ def test_reference_protocol_matches_full_batch_pyg(dataset: GraphDataset,
 def _metrics(part_dir: str) -> dict[str, Any]:
     """Untrained (seeded) encoder: link metrics of val and test, and the weights."""
     from gnnpar.distributed import init
-    from gnnpar.link import LinkDecoder, embeddings, link_metrics
+    from gnnpar.evaluation.link import embeddings, link_metrics
+    from gnnpar.models.link import LinkDecoder
+    from gnnpar.models.node import build_model
     from gnnpar.storage.graph import DistGraph
     from gnnpar.train.config import ModelConfig
-    from gnnpar.train.models import build_model
 
     ctx = init()
     graph = DistGraph.load(part_dir, ctx)

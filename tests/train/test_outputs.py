@@ -18,7 +18,7 @@ import torch
 from torch_geometric.nn.models import GraphSAGE
 
 import gnnpar
-from gnnpar.datasets import load_dataset
+from gnnpar.datasets.spec import load_dataset
 from gnnpar.errors import ConfigError
 from gnnpar.testing.reference import exported_logits
 from gnnpar.train.cli import main

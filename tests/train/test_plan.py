@@ -19,8 +19,9 @@ import pytest
 
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import ConfigError
-from gnnpar.partition import PartitionConfig, partition_graph
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import PartitionMeta
+from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 from gnnpar.train.cli import main
 from gnnpar.train.config import Config, ModelConfig, RunConfig, SampleConfig

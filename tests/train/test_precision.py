@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import torch
 
-from gnnpar.train import models
-from gnnpar.train.models import sampled_precision
+from gnnpar.models import node as models
+from gnnpar.models.node import sampled_precision
 
 GRAPH = "synthetic:sbm?nodes=10000&feat_dim=32&classes=8&seed=5&homophily=0.6"
 COMMON = ["--nproc", "2", "--no-progress", "--timeout-s", "120", "--hidden", "64"]

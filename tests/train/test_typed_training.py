@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from gnnpar.datasets.graph import GraphDataset
-from gnnpar.datasets.hetero import HeteroGraphDataset
+from gnnpar.datasets.typed import TypedGraphDataset
 from gnnpar.testing import typed_reference as R
 
 
 @pytest.fixture(scope="module")
-def graph(training_graph: HeteroGraphDataset) -> HeteroGraphDataset:
+def graph(training_graph: TypedGraphDataset) -> TypedGraphDataset:
     return training_graph
 
 
@@ -40,7 +40,7 @@ def runs(typed_runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
             **{job: [r[job] for r in two] for job in ("two", "resume", "featureless")}}
 
 
-def test_two_ranks_match_one_rank_and_pyg(graph: HeteroGraphDataset, runs: Any) -> None:
+def test_two_ranks_match_one_rank_and_pyg(graph: TypedGraphDataset, runs: Any) -> None:
     t = R.TYPED
     pyg = R.typed_accuracy(graph, hidden=t["hidden"], epochs=100, lr=t["lr"],
                            sparse_lr=t["sparse_lr"])

@@ -1,9 +1,9 @@
 """Link predictors: a PyG encoder and a decoder that scores pairs of node embeddings.
 
-The encoder is a :func:`~gnnpar.train.models.build_model` GNN whose output width is the
-embedding width; on a sampled link batch it runs as :class:`~gnnpar.train.models.SampledGNN`
+The encoder is a :func:`~gnnpar.models.node.build_model` GNN whose output width is the
+embedding width; on a sampled link batch it runs as :class:`~gnnpar.models.node.SampledGNN`
 (embeddings of the batch's seed nodes, i.e. every endpoint of its pairs), on the whole
-partitioned graph as layer-wise inference (:mod:`gnnpar.link.evaluate`).  The decoder
+partitioned graph as layer-wise inference (:mod:`gnnpar.evaluation.link`).  The decoder
 scores a pair from its two embeddings, as the OGB link baselines do:
 
 - ``dot``: ``<h_s, h_d>``;
@@ -58,7 +58,7 @@ class LinkPredictor(nn.Module):
     """An encoder run on sampled batches and a decoder; what DDP wraps in link training.
 
     Args:
-        encoder: The sampled encoder (:class:`~gnnpar.train.models.SampledGNN`).
+        encoder: The sampled encoder (:class:`~gnnpar.models.node.SampledGNN`).
         decoder: The pair scorer.
     """
 

@@ -1,4 +1,4 @@
-"""The GNNs that the trainer builds: PyG's GraphSAGE, GCN and GAT, and how batches run them.
+"""Node models: PyG's GraphSAGE, GCN and GAT, and how sampled batches and whole graphs run them.
 
 The models are ``torch_geometric.nn.models`` :class:`~torch_geometric.nn.models.basic_gnn.BasicGNN`
 models, unchanged; the same module runs in the two ways the trainer needs:
@@ -24,7 +24,7 @@ models, unchanged; the same module runs in the two ways the trainer needs:
   was sampled; ``deg`` is PyG's ``add_remaining_self_loops`` degree, in-edges other than
   self-loops plus one.  The batch then carries the graph's ``in_degree`` and
   ``self_loops`` of its nodes;
-* on the whole partitioned graph, after ``gnnpar.nn.distribute_convs`` has wrapped each
+* on the whole partitioned graph, after ``gnnpar.nn.dist_conv.distribute_convs`` has wrapped each
   message-passing layer in a halo-exchange ``DistConv``, for exact full-neighbour
   inference (``model(x, edge_index)``).
 """
@@ -32,7 +32,7 @@ models, unchanged; the same module runs in the two ways the trainer needs:
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -47,7 +47,9 @@ from gnnpar.nn.dropout import Dropout
 from gnnpar.nn.sage import is_mean_sage, mean_adjacency, sage_mean
 from gnnpar.nn.sparse import SparseAdjacency
 from gnnpar.ops import count
-from gnnpar.train.config import ModelConfig
+
+if TYPE_CHECKING:
+    from gnnpar.train.config import ModelConfig
 
 MODELS: dict[str, type[BasicGNN]] = {"sage": GraphSAGE, "gcn": GCN, "gat": GAT}
 _BIPARTITE = (SAGEConv, GATConv)
@@ -93,7 +95,7 @@ class SampledGNN(nn.Module):
         if gnn.jk_mode is not None or gnn.supports_norm_batch or gnn.act_first:
             raise ConfigError("SampledGNN runs models without jumping knowledge, batch-wise "
                               "norms or act_first.", field="gnn",
-                              fix="build the model with gnnpar.train.models.build_model.")
+                              fix="build the model with gnnpar.models.node.build_model.")
         if gcn_norm not in ("global", "sampled"):
             raise ConfigError(f"unknown gcn_norm {gcn_norm!r}.", field="gcn_norm",
                               fix="pass 'global' or 'sampled'.")

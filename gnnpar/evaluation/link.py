@@ -10,7 +10,7 @@
    DistFeatureStore` over the embeddings), then the decoder scores the pairs.  Every rank
    takes as many chunks as the rank with the most (the exchanges are collective).
 3. The metrics of all ranks' scores together, as ``ogb.linkproppred.Evaluator`` computes
-   them (:mod:`gnnpar.link.metrics`): per-edge candidates give MRR and Hits@K, shared
+   them (:mod:`gnnpar.evaluation.ranking`): per-edge candidates give MRR and Hits@K, shared
    negative pairs Hits@K.
 """
 
@@ -25,8 +25,8 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpar.comm import CommStats, all_gather_ints
 from gnnpar.distributed import DistContext
-from gnnpar.link.metrics import ranking_metrics, shared_negative_hits
-from gnnpar.link.model import LinkDecoder
+from gnnpar.evaluation.ranking import ranking_metrics, shared_negative_hits
+from gnnpar.models.link import LinkDecoder
 from gnnpar.nn.inference import layerwise_inference
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import DistGraph

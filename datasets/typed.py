@@ -1,4 +1,4 @@
-"""``HeteroGraphDataset``: a typed graph (node types, relations) for node property prediction.
+"""``TypedGraphDataset``: a typed graph (node types, relations) for node property prediction.
 
 The typed counterpart of :class:`~gnnpar.datasets.graph.GraphDataset`, as PyG's
 ``HeteroData``: a node count per node type, per relation ``(src_type, relation,
@@ -8,14 +8,15 @@ labels plus train/val/test splits on one *target* node type. Dict order is meani
 node type ``t`` and relation ``r`` are numbered by their position (file names, the
 homogeneous view, the partitioner's ``etype.npy``).
 
-:meth:`HeteroGraphDataset.to_homogeneous` is the id mapping every other stage uses (as
+:meth:`TypedGraphDataset.to_homogeneous` is the id mapping every other stage uses (as
 DistDGL's): node type ``t`` holds homogeneous ids ``node_offsets[t] .. node_offsets[t+1]``
 (per-type id ``i`` is ``node_offsets[t] + i``), relation ``r`` holds homogeneous edge ids
-``edge_offsets[r] .. edge_offsets[r+1]``, in its own order; :class:`HeteroLayout` is that
-mapping, with the type names and feature widths, as a small JSON-able value.
+``edge_offsets[r] .. edge_offsets[r+1]``, in its own order; that mapping, with the type
+names and feature widths, is a small JSON-able value, :class:`~gnnpar.typed.TypedLayout`.
 
-On disk (``dataset.json`` format ``gnnpar-dataset`` version 3, kind ``hetero``; version 3
-is the first to say a ``kind``, and homogeneous datasets are still written as version 2)::
+On disk (``dataset.json`` format ``gnnpar-dataset`` version 3, kind ``hetero``: the name
+that existing dataset directories carry; version 3 is the first to say a ``kind``, and
+homogeneous datasets are still written as version 2)::
 
     DIR/
       dataset.json      format, format_version, kind, name, node_types, num_nodes,
@@ -26,7 +27,7 @@ is the first to say a ``kind``, and homogeneous datasets are still written as ve
       train_idx.npy val_idx.npy test_idx.npy   int64 target-type ids
 
 Loading memory-maps every array and never unpickles; :meth:`GraphDataset.load` refuses a
-typed directory (and :meth:`HeteroGraphDataset.load` a homogeneous one) with an error that
+typed directory (and :meth:`TypedGraphDataset.load` a homogeneous one) with an error that
 names the other loader; :func:`gnnpar.load_dataset` reads both.
 """
 
@@ -35,7 +36,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,14 +61,15 @@ from gnnpar.datasets.graph import (
 )
 from gnnpar.errors import DatasetError
 from gnnpar.sizes import NODE_BYTES, check_fits
+from gnnpar.typed import EdgeType, TypedLayout
 
 if TYPE_CHECKING:
     from torch_geometric.data import HeteroData
 
-EdgeType = tuple[str, str, str]
-"""``(src_type, relation, dst_type)``, as PyG's edge types."""
 log = logging.getLogger("gnnpar.datasets")
 KIND = "hetero"
+"""``dataset.json``'s ``kind`` of a typed dataset (the name on disk, kept for the
+directories written so far)."""
 FORMAT_VERSION = 4
 READABLE_VERSIONS = (3, 4)
 """Version 4 added the size and SHA-256 of every array (``files``) and its own digest."""
@@ -92,140 +94,8 @@ def _offsets(sizes: Sequence[int]) -> tuple[int, ...]:
     return (0, *np.cumsum(np.asarray(sizes, dtype=np.int64)).tolist())
 
 
-@dataclass(frozen=True)
-class HeteroLayout:
-    """Types and id ranges of a typed graph's homogeneous view (JSON-able).
-
-    Attributes:
-        node_types: Node type names; type ``t`` is ``node_types[t]``.
-        edge_types: Relations ``(src_type, relation, dst_type)``; relation ``r`` is
-            ``edge_types[r]``.
-        target: The node type with labels and splits.
-        node_offsets: ``T + 1`` ascending ids: type ``t`` holds homogeneous node ids
-            ``node_offsets[t] .. node_offsets[t+1]``.
-        edge_offsets: ``R + 1`` ascending ids: relation ``r`` holds homogeneous edge ids
-            ``edge_offsets[r] .. edge_offsets[r+1]``.
-        feat_dims: ``T`` feature widths (0 for a featureless type).
-    """
-
-    node_types: tuple[str, ...]
-    edge_types: tuple[EdgeType, ...]
-    target: str
-    node_offsets: tuple[int, ...]
-    edge_offsets: tuple[int, ...]
-    feat_dims: tuple[int, ...]
-
-    @property
-    def num_nodes(self) -> int:
-        """Total number of nodes ``N`` (all types)."""
-        return self.node_offsets[-1]
-
-    @property
-    def num_edges(self) -> int:
-        """Total number of edges ``E`` (all relations)."""
-        return self.edge_offsets[-1]
-
-    def type_index(self, name: str) -> int:
-        """The index of node type ``name``.
-
-        Raises:
-            DatasetError: No such node type (field ``node_types``).
-        """
-        try:
-            return self.node_types.index(name)
-        except ValueError:
-            raise DatasetError(f"no node type {name!r} (types: {', '.join(self.node_types)}).",
-                               field="node_types", fix="use one of the graph's node types."
-                               ) from None
-
-    def relation_index(self, edge_type: Sequence[str]) -> int:
-        """The index of relation ``(src_type, relation, dst_type)``.
-
-        Raises:
-            DatasetError: No such relation (field ``edge_types``).
-        """
-        key = tuple(edge_type)
-        for r, et in enumerate(self.edge_types):
-            if et == key:
-                return r
-        raise DatasetError(f"no relation {key!r}.", field="edge_types",
-                           fix="use one of the graph's edge types (src, relation, dst).")
-
-    def src_types(self) -> tuple[int, ...]:
-        """Per relation, the index of its source node type."""
-        return tuple(self.node_types.index(s) for s, _, _ in self.edge_types)
-
-    def dst_types(self) -> tuple[int, ...]:
-        """Per relation, the index of its destination node type."""
-        return tuple(self.node_types.index(d) for _, _, d in self.edge_types)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (lists for tuples); :meth:`from_dict` reads it back."""
-        return {"node_types": list(self.node_types),
-                "edge_types": [list(et) for et in self.edge_types], "target": self.target,
-                "node_offsets": list(self.node_offsets),
-                "edge_offsets": list(self.edge_offsets), "feat_dims": list(self.feat_dims)}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any],
-                  path: str | os.PathLike[str] | None = None) -> HeteroLayout:
-        """Parse :meth:`to_dict`'s form, checking every field.
-
-        Args:
-            d: The mapping (e.g. from JSON).
-            path: The file it came from, named in errors.
-
-        Raises:
-            DatasetError: A field is missing or inconsistent (naming the field).
-        """
-        fix = "re-write the file with this gnnpar version."
-
-        def fail(fld: str, msg: str) -> DatasetError:
-            return DatasetError(msg, path=path, field=fld, fix=fix)
-
-        if not isinstance(d, Mapping):
-            raise fail("layout", f"must be an object, got {type(d).__name__}.")
-        for key in ("node_types", "edge_types", "target", "node_offsets", "edge_offsets",
-                    "feat_dims"):
-            if key not in d:
-                raise fail(key, "field is missing.")
-        node_types = d["node_types"]
-        if (not isinstance(node_types, list) or not node_types
-                or not all(isinstance(t, str) and t for t in node_types)
-                or len(set(node_types)) != len(node_types)):
-            raise fail("node_types", "must be a non-empty list of distinct names.")
-        edge_types = d["edge_types"]
-        if not isinstance(edge_types, list) or not all(
-                isinstance(et, list) and len(et) == 3 and all(isinstance(p, str) for p in et)
-                for et in edge_types):
-            raise fail("edge_types", "must be a list of [src_type, relation, dst_type].")
-        ets = [(et[0], et[1], et[2]) for et in edge_types]
-        if len(set(ets)) != len(ets):
-            raise fail("edge_types", "holds a relation twice.")
-        for et in ets:
-            if et[0] not in node_types or et[2] not in node_types:
-                raise fail("edge_types", f"{list(et)} names a type outside node_types.")
-        if d["target"] not in node_types:
-            raise fail("target", f"{d['target']!r} is not one of node_types.")
-
-        def ints(key: str, length: int, ascending: bool) -> tuple[int, ...]:
-            v = d[key]
-            if (not isinstance(v, list) or len(v) != length
-                    or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
-                               for i in v)):
-                raise fail(key, f"must be a list of {length} integers >= 0.")
-            if ascending and (v[0] != 0 or any(b < a for a, b in zip(v, v[1:], strict=False))):
-                raise fail(key, "must ascend from 0.")
-            return tuple(v)
-
-        return cls(node_types=tuple(node_types), edge_types=tuple(ets), target=d["target"],
-                   node_offsets=ints("node_offsets", len(node_types) + 1, True),
-                   edge_offsets=ints("edge_offsets", len(ets) + 1, True),
-                   feat_dims=ints("feat_dims", len(node_types), False))
-
-
 @dataclass
-class HeteroGraphDataset:
+class TypedGraphDataset:
     """A typed graph with per-type node features, and labels and splits on one node type.
 
     Attributes:
@@ -258,7 +128,7 @@ class HeteroGraphDataset:
     train_idx: np.ndarray = field(default_factory=_empty_idx)
     val_idx: np.ndarray = field(default_factory=_empty_idx)
     test_idx: np.ndarray = field(default_factory=_empty_idx)
-    name: str = "hetero"
+    name: str = "typed"
     num_classes: int | None = None
 
     def __post_init__(self) -> None:
@@ -288,9 +158,9 @@ class HeteroGraphDataset:
         """Node type -> feature width (0 for a featureless type)."""
         return {t: int(self.x[t].shape[1]) if t in self.x else 0 for t in self.num_nodes}
 
-    def layout(self) -> HeteroLayout:
-        """The types and id ranges of :meth:`to_homogeneous` (see :class:`HeteroLayout`)."""
-        return HeteroLayout(
+    def layout(self) -> TypedLayout:
+        """The types and id ranges of :meth:`to_homogeneous` (see :class:`TypedLayout`)."""
+        return TypedLayout(
             node_types=self.node_types, edge_types=self.edge_types, target=self.target,
             node_offsets=_offsets(list(self.num_nodes.values())),
             edge_offsets=_offsets([len(s) for s, _ in self.edges.values()]),
@@ -308,7 +178,7 @@ class HeteroGraphDataset:
             name=self.name, num_classes=self.num_classes)
 
     # ------------------------------------------------------------------ validation
-    def validate(self, path: str | os.PathLike[str] | None = None) -> HeteroGraphDataset:
+    def validate(self, path: str | os.PathLike[str] | None = None) -> TypedGraphDataset:
         """Check every invariant; raise :class:`DatasetError` naming the field and the fix.
 
         Node types: at least one, each with ``n_t >= 1``; names are non-empty strings
@@ -369,14 +239,14 @@ class HeteroGraphDataset:
         self._target_view().validate(path if path is not None else self.name)
         return self
 
-    def validate_splits(self, path: str | os.PathLike[str] | None = None) -> HeteroGraphDataset:
+    def validate_splits(self, path: str | os.PathLike[str] | None = None) -> TypedGraphDataset:
         """Check only the split invariants (as :meth:`GraphDataset.validate_splits`)."""
         self._target_view().validate_splits(path if path is not None else self.name)
         return self
 
     def require_node_task(
         self, where: str | os.PathLike[str] | None = None,
-    ) -> HeteroGraphDataset:
+    ) -> TypedGraphDataset:
         """Check that the target type has labels and training nodes.
 
         As :meth:`GraphDataset.require_node_task` (same fields and messages), on the
@@ -386,7 +256,7 @@ class HeteroGraphDataset:
         return self
 
     # ------------------------------------------------------------------ transforms
-    def random_split(self, fractions: Sequence[float], seed: int = 0) -> HeteroGraphDataset:
+    def random_split(self, fractions: Sequence[float], seed: int = 0) -> TypedGraphDataset:
         """A copy whose splits are a seeded random split of the labelled target nodes.
 
         Exactly :meth:`GraphDataset.random_split` on the target type (same sizes, same
@@ -396,7 +266,7 @@ class HeteroGraphDataset:
         return replace(self, train_idx=view.train_idx, val_idx=view.val_idx,
                        test_idx=view.test_idx)
 
-    def add_reverse(self, prefix: str = REVERSE_PREFIX) -> HeteroGraphDataset:
+    def add_reverse(self, prefix: str = REVERSE_PREFIX) -> TypedGraphDataset:
         """Every relation also in reverse, as PyG's ``ToUndirected`` (``merge=True``).
 
         A relation ``(s, r, d)`` with ``s != d`` keeps its place and gains ``(d, prefix +
@@ -412,7 +282,7 @@ class HeteroGraphDataset:
         return self._reversed(prefix, skip_stored=False)
 
     def with_reverse(self, mode: str = "auto", prefix: str = REVERSE_PREFIX
-                     ) -> HeteroGraphDataset:
+                     ) -> TypedGraphDataset:
         """The relations as ``--reverse`` says: ``auto``, ``add`` or ``none``.
 
         ``none`` keeps the relations as stored; ``add`` is :meth:`add_reverse`; ``auto``
@@ -429,7 +299,7 @@ class HeteroGraphDataset:
         out._log_reverse(self, mode, prefix)
         return out
 
-    def _log_reverse(self, stored: HeteroGraphDataset, mode: str, prefix: str) -> None:
+    def _log_reverse(self, stored: TypedGraphDataset, mode: str, prefix: str) -> None:
         """Log at INFO what ``--reverse MODE`` made of ``stored``'s relations (``self``).
 
         Nothing when the edges are those stored; else one line with the edges before and
@@ -489,7 +359,7 @@ class HeteroGraphDataset:
                 return back[0]
         return None
 
-    def _reversed(self, prefix: str, skip_stored: bool) -> HeteroGraphDataset:
+    def _reversed(self, prefix: str, skip_stored: bool) -> TypedGraphDataset:
         edges = dict(self.edges)
         reverse: dict[EdgeType, tuple[np.ndarray, np.ndarray]] = {}
         for (s, r, d), (src, dst) in self.edges.items():
@@ -634,7 +504,7 @@ class HeteroGraphDataset:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], mmap: bool = True,
-             validate: bool = True) -> HeteroGraphDataset:
+             validate: bool = True) -> TypedGraphDataset:
         """Read a directory written by :meth:`save`, memory-mapped by default, and validate.
 
         Args:
@@ -648,7 +518,7 @@ class HeteroGraphDataset:
         meta = read_json(meta_path, DatasetError)
         if not isinstance(meta, dict):
             raise DatasetError("must hold a JSON object.", path=meta_path,
-                               fix="re-save the dataset with HeteroGraphDataset.save.")
+                               fix="re-save the dataset with TypedGraphDataset.save.")
         check_kind(meta, KIND, meta_path)
         if meta.get("format") != FORMAT or meta.get("format_version") not in READABLE_VERSIONS:
             raise DatasetError(
@@ -657,7 +527,7 @@ class HeteroGraphDataset:
                 path=meta_path, field="format_version",
                 fix="re-save the dataset with this gnnpar version.")
         check_sealed(d, meta, 4, validate)
-        fix = "re-save the dataset with HeteroGraphDataset.save."
+        fix = "re-save the dataset with TypedGraphDataset.save."
         for key in ("name", "node_types", "num_nodes", "edge_types", "num_edges", "feat_dims",
                     "target"):
             if key not in meta:

@@ -1,4 +1,4 @@
-"""``HeteroSAGE``: relation-wise GraphSAGE on typed batches, trimmed hop by hop.
+"""``TypedSAGE``: relation-wise GraphSAGE on typed batches, trimmed hop by hop.
 
 The model ``to_hetero(GraphSAGE(...), metadata, aggr="sum")`` builds — one mean
 ``SAGEConv`` per relation, the relations into a node type summed — with two savings that
@@ -16,12 +16,11 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torch_geometric.nn import SAGEConv
 
-from gnnpar.datasets.hetero import EdgeType, HeteroLayout
 from gnnpar.errors import ConfigError
-from gnnpar.sampling.typed import relation_key
+from gnnpar.typed import EdgeType, TypedLayout, relation_key
 
 
-class HeteroSAGE(nn.Module):
+class TypedSAGE(nn.Module):
     """GraphSAGE with one mean ``SAGEConv`` per relation, summed per destination type.
 
     Args:
@@ -38,7 +37,7 @@ class HeteroSAGE(nn.Module):
         convs: Per layer, ``{"src__rel__dst": SAGEConv}``.
     """
 
-    def __init__(self, layout: HeteroLayout, in_channels: dict[str, int], hidden: int,
+    def __init__(self, layout: TypedLayout, in_channels: dict[str, int], hidden: int,
                  out_channels: int, num_layers: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.target = layout.target
