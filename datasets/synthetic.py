@@ -406,7 +406,7 @@ def typed(
     ``to_homogeneous().to_pyg()`` **58.8%**, ``to_hetero(GraphSAGE, metadata,
     aggr="sum")`` on ``to_pyg()`` **86.5%**; seeds 1 and 2 (100 epochs): homogeneous
     57.8% / 60.2%, typed 87.7% / 86.8%. So the typed model beats the homogeneous one by
-    ~27 points (``tests/datasets/test_datasets_hetero.py`` asserts typed > 0.8 and typed >
+    ~27 points (``tests/datasets/test_datasets_typed.py`` asserts typed > 0.8 and typed >
     homogeneous + 0.05). Generates in ~10 ms at the defaults.
 
     Args:
