@@ -2,14 +2,14 @@
 
 - :class:`DistHeteroNeighborSampler` — fan-outs per relation, one exchange per hop;
 - :class:`DistHeteroNeighborLoader` — PyG ``HeteroData`` minibatches
-  (:func:`typed_feature_stores` holds each featured type's rows);
+  (:class:`~gnnpar.storage.typed.TypedFeatureStore` holds every featured type's rows);
 - :class:`DistEmbedding` with :class:`SparseAdam` / :class:`SparseAdagrad` — learnable
   rows of featureless nodes, sharded by owner, updated where touched;
 - :class:`HeteroSAGE` — relation-wise GraphSAGE (``to_hetero``'s), trimmed per hop.
 """
 
 from gnnpar.hetero.model import HeteroSAGE
-from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
+from gnnpar.loading.typed import DistHeteroNeighborLoader
 from gnnpar.sampling.typed import DistHeteroNeighborSampler
 from gnnpar.storage.embedding import DistEmbedding, SparseAdagrad, SparseAdam
 
@@ -20,5 +20,4 @@ __all__ = [
     "HeteroSAGE",
     "SparseAdagrad",
     "SparseAdam",
-    "typed_feature_stores",
 ]

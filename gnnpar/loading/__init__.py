@@ -1,21 +1,24 @@
 """Distributed loaders: PyG minibatches seeded by nodes, by edges, or by typed nodes.
 
+- :mod:`~gnnpar.loading.schedule` — :class:`SeedSchedule`, the seeds of each step and the
+  position, which every loader holds;
 - :mod:`~gnnpar.loading.node` — :class:`DistNeighborLoader` (``Data`` batches);
 - :mod:`~gnnpar.loading.link` — :class:`DistLinkNeighborLoader` (edge-seeded, with
   negatives);
 - :mod:`~gnnpar.loading.typed` — :class:`DistHeteroNeighborLoader` (``HeteroData``).
 
-Each samples with :mod:`gnnpar.sampling`, gathers rows from :mod:`gnnpar.storage` and
+Each takes a sampler of :mod:`gnnpar.sampling`, gathers rows from :mod:`gnnpar.storage` and
 prepares the next batch while the current one trains.
 """
 
 from gnnpar.loading.link import DistLinkNeighborLoader
 from gnnpar.loading.node import DistNeighborLoader
-from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
+from gnnpar.loading.schedule import SeedSchedule
+from gnnpar.loading.typed import DistHeteroNeighborLoader
 
 __all__ = [
     "DistHeteroNeighborLoader",
     "DistLinkNeighborLoader",
     "DistNeighborLoader",
-    "typed_feature_stores",
+    "SeedSchedule",
 ]
