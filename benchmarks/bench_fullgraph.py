@@ -147,6 +147,7 @@ def rank_feature_parallel(part_dirs: dict[str, str], hidden: int, steps: int,
     import gnnpar.distributed as gdist
     from gnnpar.comm import CommStats
     from gnnpar.nn import FeatureParallelLinear, shard_columns
+    from gnnpar.sampling.fanouts import Fanouts
     from gnnpar.sampling.neighbor import DistNeighborSampler
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
@@ -157,7 +158,8 @@ def rank_feature_parallel(part_dirs: dict[str, str], hidden: int, steps: int,
     for key, part_dir in part_dirs.items():
         graph = DistGraph.load(part_dir, ctx, verify=False)
         width = graph.meta.feat_dim
-        sampler = DistNeighborSampler(graph, ctx, [10, 5], seed=0)
+        sampler = DistNeighborSampler(graph, ctx, Fanouts.for_graph([10, 5], graph, ctx),
+                                      seed=0)
         fetch_stats, fp_stats = CommStats(), CommStats()
         store = DistFeatureStore(graph, ctx, stats=fetch_stats)
         x_cols = shard_columns(ctx, torch.from_numpy(np.array(graph.part.feat)))

@@ -8,7 +8,9 @@ The public API, importable from ``gnnpar`` directly (loaded on first use, so tha
     ctx = gnnpar.init()                                       # torchrun's env, or one process
     graph = gnnpar.DistGraph.load("parts/sbm-2", ctx)         # this rank's part
     features = gnnpar.DistFeatureStore(graph, ctx)            # rows by owner, fetched by id
-    loader = gnnpar.DistNeighborLoader(graph, features, [10, 10], "train", batch_size=1024)
+    fanouts = gnnpar.Fanouts.for_graph([10, 10], graph, ctx)  # validated, capped
+    sampler = gnnpar.DistNeighborSampler(graph, ctx, fanouts)
+    loader = gnnpar.DistNeighborLoader(sampler, features, "train", batch_size=1024)
     for batch in loader:                                      # a PyG Data per step
         ...
 
@@ -19,6 +21,7 @@ name                                what it is
 :class:`DistGraph`                  this rank's part of a partitioned graph
 :class:`DistFeatureStore`           per-node arrays sharded by owner, gathered by id
 :class:`DistNeighborSampler`        multi-hop neighbour sampling across parts
+:class:`Fanouts`                    neighbours per hop (and relation), validated and capped
 :class:`DistNeighborLoader`         PyG-layout minibatches, in lockstep on every rank
 :class:`HaloGraph`, :class:`HaloExchange`  full-graph halo exchange (exact, BNS, stale)
 :class:`DistConv`, :func:`distribute_convs`  PyG layers on the partitioned full graph
@@ -61,6 +64,7 @@ _LAZY = {
     "DistNegativeSampler": "gnnpar.link",
     "DistNeighborLoader": "gnnpar.loading.node",
     "DistNeighborSampler": "gnnpar.sampling.neighbor",
+    "Fanouts": "gnnpar.sampling.fanouts",
     "GraphDataset": "gnnpar.datasets",
     "HaloExchange": "gnnpar.nn",
     "HaloGraph": "gnnpar.nn",
@@ -111,6 +115,7 @@ if TYPE_CHECKING:
     from gnnpar.loading.node import DistNeighborLoader
     from gnnpar.nn import DistConv, HaloExchange, HaloGraph, distribute_convs
     from gnnpar.partition import PartitionConfig, load_partition, partition_graph
+    from gnnpar.sampling.fanouts import Fanouts
     from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
@@ -151,6 +156,7 @@ __all__ = [
     "DistNeighborLoader",
     "DistNeighborSampler",
     "DistributedError",
+    "Fanouts",
     "GnnparError",
     "GraphDataset",
     "HaloExchange",
