@@ -14,10 +14,10 @@ needed.  Rows stored here are sampled while the requests travel.
 
 Host synchronisation budget (what a CUDA host must wait for): per hop, reading the
 gathered request counts (the exchanges' split sizes, per destination and group:
-:class:`HopExchange` also serves the typed sampler, whose frontier is grouped by node type
-in the same read) and one read of the hop's sizes (edges kept, new nodes, owned new
-nodes); nothing else reads the device — edge ids and edge features
-are gathered on it.  Data-dependent selections use ``torch.nonzero_static`` with those
+:class:`~gnnpar.sampling.exchange.HopExchange` also serves the typed sampler, whose
+frontier is grouped by node type in the same read) and one read of the hop's sizes
+(edges kept, new nodes, owned new nodes); nothing else reads the device — edge ids and
+edge features are gathered on it.  Data-dependent selections use ``torch.nonzero_static`` with those
 host-known sizes.
 
 New nodes are numbered by one stable sort of the batch's ids together with the hop's

@@ -137,8 +137,10 @@ class DistFeatureStore:
             (default: ``x``, the part's features, and ``y``, its labels).  Must name the
             same arrays, of the same dtypes and widths, on every rank.
         types: Typed graphs: the arrays hold rows of the owned nodes of these node types
-            only (e.g. one type's features, or the embeddings of the featureless types),
-            in local-id order; every gathered id must be of one of them.
+            only, in local-id order (the learnt rows of the featureless types,
+            :class:`~gnnpar.storage.embedding.DistEmbedding`; the features of every type
+            are a :class:`~gnnpar.storage.typed.TypedFeatureStore`'s); every gathered id
+            must be of one of them.
         kind: Counter kind of gathered rows (and ``{kind}_ids`` of their requests).
 
     Attributes:

@@ -150,8 +150,8 @@ class TypedFeatureStore:
     def fill_cache(self) -> None:
         """Fetch the rows of :attr:`cache_gids` (collective; run by the first gather)."""
         request = self._request(self._cache_by_type, "cache_fill", cached=False)
-        self._cache.fill({self.names[t]: rows for t, (_, rows)
-                          in self._arrived(request).items()})
+        self._cache.fill({self.names[t]: torch.empty_like(rows).index_copy_(0, pos, rows)
+                          for t, (pos, rows) in self._arrived(request).items()})
 
     def start_gather(self, gids: list[Tensor], owned_counts: list[list[int]],
                      block_sizes: list[list[int]]) -> PendingTypedGather:
