@@ -1,7 +1,7 @@
 """Distributed loaders: PyG minibatches seeded by nodes, by edges, or by typed nodes.
 
-- :mod:`~gnnpar.loading.schedule` — :class:`SeedSchedule`, the seeds of each step and the
-  position, which every loader holds;
+- :mod:`~gnnpar.loading.schedule` — :class:`~gnnpar.loading.schedule.SeedSchedule`, the
+  seeds of each step and the position, which every loader holds;
 - :mod:`~gnnpar.loading.node` — :class:`DistNeighborLoader` (``Data`` batches);
 - :mod:`~gnnpar.loading.link` — :class:`DistLinkNeighborLoader` (edge-seeded, with
   negatives);
@@ -13,12 +13,10 @@ prepares the next batch while the current one trains.
 
 from gnnpar.loading.link import DistLinkNeighborLoader
 from gnnpar.loading.node import DistNeighborLoader
-from gnnpar.loading.schedule import SeedSchedule
 from gnnpar.loading.typed import DistHeteroNeighborLoader
 
 __all__ = [
     "DistHeteroNeighborLoader",
     "DistLinkNeighborLoader",
     "DistNeighborLoader",
-    "SeedSchedule",
 ]

@@ -15,13 +15,26 @@ from gnnpar.comm import all_gather_ints
 from gnnpar.datasets.hetero import EdgeType, HeteroLayout
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.sampling.typed import relation_key, resolve_relation
+from gnnpar.sampling.typed import relation_key
 from gnnpar.storage.graph import DistGraph
 
 FanoutSpec = Sequence[int] | Mapping[EdgeType | str, Sequence[int]]
 """What a user gives: one list of fan-outs per hop (for every relation of a typed graph),
 or a list per relation (keyed by ``(src, rel, dst)``, ``"src__rel__dst"`` or, when
 unique, the relation's name)."""
+
+
+def resolve_relation(key: EdgeType | str, layout: HeteroLayout) -> EdgeType:
+    """The relation ``key`` names: ``(src, rel, dst)``, ``"src__rel__dst"`` or a unique name."""
+    rels = list(layout.edge_types)
+    if isinstance(key, tuple) and key in rels:
+        return rels[rels.index(key)]
+    by_name = [r for r in rels if relation_key(r) == key or r[1] == key]
+    if len(by_name) != 1:
+        raise ConfigError(f"{key!r} names {len(by_name)} relations of the graph, not one.",
+                          field="fanouts", fix="name a relation as src__rel__dst, one of "
+                          f"{', '.join(map(relation_key, rels))}.")
+    return by_name[0]
 
 
 def _hops(value: object) -> tuple[int, ...]:

@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from gnnpar.comm import CommStats
-from gnnpar.datasets.hetero import EdgeType, HeteroLayout
+from gnnpar.datasets.hetero import EdgeType
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.keys import C1, mix, signed
@@ -44,25 +44,12 @@ from gnnpar.sampling.exchange import HopExchange, hop_keys
 from gnnpar.sampling.kernels import relabel, sample_in_ranges, source_ids
 from gnnpar.storage.graph import DistGraph
 
-if TYPE_CHECKING:  # fanouts.py reads the relation names here
+if TYPE_CHECKING:  # fanouts.py names relations with relation_key, defined here
     from gnnpar.sampling.fanouts import Fanouts
 
 def relation_key(edge_type: EdgeType) -> str:
     """``"src__rel__dst"``: an edge type as one string (configs, CLI, records)."""
     return "__".join(edge_type)
-
-
-def resolve_relation(key: EdgeType | str, layout: HeteroLayout) -> EdgeType:
-    """The relation ``key`` names: ``(src, rel, dst)``, ``"src__rel__dst"`` or a unique name."""
-    rels = list(layout.edge_types)
-    if isinstance(key, tuple) and key in rels:
-        return rels[rels.index(key)]
-    by_name = [r for r in rels if relation_key(r) == key or r[1] == key]
-    if len(by_name) != 1:
-        raise ConfigError(f"{key!r} names {len(by_name)} relations of the graph, not one.",
-                          field="fanouts", fix="name a relation as src__rel__dst, one of "
-                          f"{', '.join(map(relation_key, rels))}.")
-    return by_name[0]
 
 
 def lower_bound(values: Tensor, lo: Tensor, hi: Tensor, target: int, steps: int) -> Tensor:

@@ -24,8 +24,8 @@ from gnnpar.datasets.hetero import EdgeType
 from gnnpar.errors import ConfigError
 from gnnpar.hetero.model import HeteroSAGE
 from gnnpar.loading.typed import DistHeteroNeighborLoader
-from gnnpar.sampling.fanouts import Fanouts, FanoutSpec
-from gnnpar.sampling.typed import DistHeteroNeighborSampler, resolve_relation
+from gnnpar.sampling.fanouts import Fanouts, FanoutSpec, resolve_relation
+from gnnpar.sampling.typed import DistHeteroNeighborSampler
 from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph

@@ -6,8 +6,7 @@ import pytest
 
 from gnnpar.datasets.synthetic import typed
 from gnnpar.errors import ConfigError
-from gnnpar.sampling.fanouts import Fanouts
-from gnnpar.sampling.typed import resolve_relation
+from gnnpar.sampling.fanouts import Fanouts, resolve_relation
 from gnnpar.train.config import Config, ModelConfig, SampleConfig, TrainConfig
 from gnnpar.train.prepare import check_graph_settings
 
