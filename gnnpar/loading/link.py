@@ -58,7 +58,8 @@ def host_syncs(hops: int, strict_rounds: int = 0) -> int:
 
     The node loader's, two for the batch's endpoints (their distinct ids, how many are
     this rank's) and one per strict-negative round (its gathered counts); edge features
-    add none (they are read on the device).
+    add none (they are read on the device).  With the feature store's ``"pinned-host"``
+    placement, add :func:`~gnnpar.loading.node.host_syncs`' reads of owned rows.
     """
     return node_host_syncs(hops) + 2 + strict_rounds
 

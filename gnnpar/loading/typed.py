@@ -59,13 +59,17 @@ def host_syncs(hops: int) -> int:
     """Host reads of one typed batch (the suite's budget): a node batch's.
 
     The sampler reads the per-type and per-relation counts with each hop's sizes, and the
-    one gather of all types reads its exchanged counts.
+    one gather of all types reads its exchanged counts.  That holds with the owned rows on
+    the device, in mapped pinned memory or on a CPU rank; the ``"pinned-host"`` fallback
+    adds a host read to every read of owned rows (as
+    :func:`~gnnpar.loading.node.host_syncs` counts them, per featured type).
     """
     return node_host_syncs(hops)
 
 
 HOST_SYNCS = host_syncs(2)
-"""The typed loader's budget per 2-hop batch (5), whatever the number of featured types."""
+"""The typed loader's budget per 2-hop batch (5), whatever the number of featured types
+(:func:`host_syncs`: the placements but ``"pinned-host"``)."""
 
 
 TypedStarted = tuple[Tensor, int, TypedSamplerOutput, PendingTypedGather]

@@ -272,8 +272,13 @@ def shadow_jobs(parts: dict[str, str], out: str) -> dict[str, Any]:
     """Every loader, engine and mode under the device shadow, on the same 2 ranks."""
     import gnnpar
     from gnnpar.loading.typed import DistHeteroNeighborLoader
+    from gnnpar.storage import placement
     from gnnpar.storage.embedding import DistEmbedding, SparseAdam
     from gnnpar.storage.typed import TypedFeatureStore
+
+    class _Unmapped(placement.PinnedRows):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise RuntimeError("the runtime maps no pinned memory")
 
     res: dict[str, Any] = {}
     with DeviceShadow() as shadow:
@@ -287,6 +292,15 @@ def shadow_jobs(parts: dict[str, str], out: str) -> dict[str, Any]:
             res[f"node/{name}"] = _loader_reads(shadow, gnnpar.DistNeighborLoader(
                 _sampler(graph, ctx), store, "train", batch_size=64, **kw))
             res[f"placement/{name}"] = store.placement
+        # Pinned rows the runtime cannot map: the fallback gathers them on the host.
+        mapped, placement.PinnedRows = placement.PinnedRows, _Unmapped
+        try:
+            store = gnnpar.DistFeatureStore(graph, ctx, device_budget_bytes=0)
+        finally:
+            placement.PinnedRows = mapped
+        res["node/pinned-host"] = _loader_reads(shadow, gnnpar.DistNeighborLoader(
+            _sampler(graph, ctx), store, "train", batch_size=64, prefetch=True))
+        res["placement/pinned-host"] = store.placement
         link = gnnpar.DistGraph.load(parts["link"], ctx)
         store = gnnpar.DistFeatureStore(link, ctx, arrays={"x": link.features()})
         for name, kw in (("plain", {}), ("strict", {"strict": True})):
@@ -363,6 +377,17 @@ def test_node_batches_within_budget_in_every_placement(shadowed: dict[str, Any])
         assert _worst(shadowed[f"node/{name}"]) <= HOST_SYNCS, shadowed[f"node/{name}"]
     assert shadowed["placement/pinned"] == "pinned"
     assert shadowed["placement/device"] == "device"
+
+
+def test_the_pinned_host_fallback_reads_each_index_list(shadowed: dict[str, Any]) -> None:
+    """The fallback reads the indices of every read of owned rows on the host: the served
+    rows, each hop's own rows and the seeds' labels, 5 more than the other placements."""
+    from gnnpar.loading.node import HOST_SYNCS, host_syncs
+
+    assert shadowed["placement/pinned-host"] == "pinned-host"
+    budget = host_syncs(2, "pinned-host")
+    assert budget == HOST_SYNCS + 5 == 10
+    assert _worst(shadowed["node/pinned-host"]) <= budget, shadowed["node/pinned-host"]
 
 
 def test_link_batches_within_budget(shadowed: dict[str, Any]) -> None:
