@@ -10,6 +10,7 @@ on a side stream while batch ``i`` trains), ``len``, ``set_epoch`` and the posit
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
@@ -192,7 +193,7 @@ class SeedSchedule:
         self._epoch, self._step = epoch + 1, 0
 
 
-class Loader(Generic[Started, Batch]):
+class Loader(ABC, Generic[Started, Batch]):
     """A loader: a sampler, a feature store and a :class:`SeedSchedule` it holds.
 
     A loader sets :attr:`schedule`, :attr:`prefetch` and :attr:`seconds` and provides
@@ -210,11 +211,13 @@ class Loader(Generic[Started, Batch]):
     prefetch: bool
     seconds: defaultdict[str, float]
 
+    @abstractmethod
     def _start(self, epoch: int, step: int) -> Started:
-        raise NotImplementedError
+        """Sample batch ``step`` of ``epoch`` and send its requests (collective)."""
 
+    @abstractmethod
     def _finish(self, step: int, started: Started) -> Batch:
-        raise NotImplementedError
+        """Wait for batch ``step``'s requests; the batch."""
 
     def __iter__(self) -> Iterator[Batch]:
         """Yield the remaining batches of the current epoch (collective)."""
