@@ -97,6 +97,8 @@ def budget_worker(part_dir: str, fanouts: list[int], batch_size: int,
 
     import gnnpar
     from gnnpar.models.node import SampledGNN, build_model, forward_batch
+    from gnnpar.sampling.fanouts import Fanouts
+    from gnnpar.sampling.neighbor import DistNeighborSampler
     from gnnpar.shadow import DeviceShadow
     from gnnpar.train.config import ModelConfig
 
@@ -105,9 +107,9 @@ def budget_worker(part_dir: str, fanouts: list[int], batch_size: int,
     with DeviceShadow() as shadow:
         ctx = gnnpar.init(device=shadow.device)
         graph = gnnpar.DistGraph.load(part_dir, ctx, verify=False)
-        loader = gnnpar.DistNeighborLoader(graph, gnnpar.DistFeatureStore(graph, ctx),
-                                           fanouts, "train", batch_size=batch_size,
-                                           prefetch=True)
+        sampler = DistNeighborSampler(graph, ctx, Fanouts.for_graph(fanouts, graph, ctx))
+        loader = gnnpar.DistNeighborLoader(sampler, gnnpar.DistFeatureStore(graph, ctx),
+                                           "train", batch_size=batch_size, prefetch=True)
         torch.manual_seed(0)
         model = build_model(ModelConfig(hidden=64, layers=len(fanouts)), graph.meta.feat_dim,
                             graph.meta.num_classes).to(ctx.device)

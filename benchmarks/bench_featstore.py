@@ -44,6 +44,8 @@ def _rows_worker(part_dir: str, fractions: tuple[float, ...]) -> dict[str, Any]:
     from gnnpar import distributed
     from gnnpar.comm import CommStats
     from gnnpar.loading.node import DistNeighborLoader
+    from gnnpar.sampling.fanouts import Fanouts
+    from gnnpar.sampling.neighbor import DistNeighborSampler
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
 
@@ -52,7 +54,8 @@ def _rows_worker(part_dir: str, fractions: tuple[float, ...]) -> dict[str, Any]:
     graph = DistGraph.load(part_dir, ctx, verify=False)
     stats = CommStats()
     store = DistFeatureStore(graph, ctx, stats=stats)
-    loader = DistNeighborLoader(graph, store, FANOUTS, batch_size=BATCH, seed=0)
+    sampler = DistNeighborSampler(graph, ctx, Fanouts.for_graph(FANOUTS, graph, ctx), seed=0)
+    loader = DistNeighborLoader(sampler, store, batch_size=BATCH)
     nodes, requested = [], 0
     for batch in loader:
         requested += batch.n_id.numel()

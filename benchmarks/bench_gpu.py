@@ -161,11 +161,12 @@ def _timed(device: torch.device, fn: Any, repeats: int) -> float:
 def rates(parts: Path, device: str) -> dict[str, Any]:
     """Sampled edges/s, feature gather and device copy bandwidth, at world size 1."""
     import gnnpar
+    from gnnpar.sampling.fanouts import Fanouts
 
     ctx = gnnpar.init(device=device)
     dev = ctx.device
     graph = gnnpar.DistGraph.load(parts, ctx, verify=False)
-    sampler = gnnpar.DistNeighborSampler(graph, ctx, [15, 10])
+    sampler = gnnpar.DistNeighborSampler(graph, ctx, Fanouts.for_graph([15, 10], graph, ctx))
     store = gnnpar.DistFeatureStore(graph, ctx, arrays={"x": graph.features()})
     gen = torch.Generator().manual_seed(0)
     n = graph.num_owned

@@ -60,22 +60,26 @@ def _loader_worker(part_dir: str, num_batches: int, warmup: int) -> dict[str, An
     from gnnpar.comm import CommStats
     from gnnpar.loading.link import DistLinkNeighborLoader
     from gnnpar.loading.node import DistNeighborLoader
+    from gnnpar.sampling.fanouts import Fanouts
+    from gnnpar.sampling.neighbor import DistNeighborSampler
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx, verify=False)
     res: dict[str, Any] = {}
+    fanouts = Fanouts.for_graph(FANOUTS, graph, ctx)
     for name, kw in LOADERS.items():
         stats = CommStats()
         store = DistFeatureStore(graph, ctx, stats=stats)
         if name.startswith("node"):
-            loader: Any = DistNeighborLoader(graph, store, FANOUTS, "train",
-                                             batch_size=NODE_BATCH, seed=0, **kw)
+            sampler = DistNeighborSampler(graph, ctx, fanouts, seed=0, **kw)
+            loader: Any = DistNeighborLoader(sampler, store, "train", batch_size=NODE_BATCH)
         else:
-            loader = DistLinkNeighborLoader(graph, store, FANOUTS, "train",
-                                            batch_size=LINK_BATCH, neg_sampling="binary",
-                                            num_neg=1, exclude="reverse", seed=0, **kw)
+            sampler = DistNeighborSampler(graph, ctx, fanouts, seed=0, with_edges=True)
+            loader = DistLinkNeighborLoader(sampler, store, "train", batch_size=LINK_BATCH,
+                                            neg_sampling="binary", num_neg=1,
+                                            exclude="reverse", **kw)
         steps = min(warmup + num_batches, len(loader))
         sums = dict.fromkeys(("edges", "seeds", "nodes", "remote_nodes", "endpoints",
                               "remote_endpoints", "pos_endpoints", "remote_pos_endpoints",

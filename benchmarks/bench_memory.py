@@ -54,6 +54,7 @@ def sampler(num_nodes: int) -> None:
     """Three samplers on a part of a notional ``num_nodes``-node graph (one process)."""
     from gnnpar import distributed
     from gnnpar.partition.format import load_partition
+    from gnnpar.sampling.fanouts import Fanouts
     from gnnpar.sampling.neighbor import DistNeighborSampler
     from gnnpar.storage.graph import DistGraph
 
@@ -67,9 +68,10 @@ def sampler(num_nodes: int) -> None:
     ctx = distributed.init()
     skip = {t.untyped_storage().data_ptr() for t in vars(graph).values()
             if isinstance(t, torch.Tensor)}
-    DistNeighborSampler(graph, ctx, [15, 10]).sample(torch.arange(1024), 0)  # warm-up
+    fanouts = Fanouts.for_graph([15, 10], graph, ctx)
+    DistNeighborSampler(graph, ctx, fanouts).sample(torch.arange(1024), 0)  # warm-up
     before = _rss()
-    samplers = [DistNeighborSampler(graph, ctx, [15, 10], seed=s) for s in range(3)]
+    samplers = [DistNeighborSampler(graph, ctx, fanouts, seed=s) for s in range(3)]
     built = _rss()
     for s in samplers:
         s.sample(torch.arange(1024), batch_key=0)

@@ -70,6 +70,7 @@ def _throughput_worker(part_dir: str, num_batches: int, warmup: int) -> dict[str
     from gnnpar import distributed
     from gnnpar.comm import CommStats
     from gnnpar.loading.node import DistNeighborLoader
+    from gnnpar.sampling.fanouts import Fanouts
     from gnnpar.sampling.neighbor import DistNeighborSampler
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
@@ -77,7 +78,8 @@ def _throughput_worker(part_dir: str, num_batches: int, warmup: int) -> dict[str
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx, verify=False)
     stats = CommStats()
-    sampler = DistNeighborSampler(graph, ctx, FANOUTS, stats=stats)
+    fanouts = Fanouts.for_graph(FANOUTS, graph, ctx)
+    sampler = DistNeighborSampler(graph, ctx, fanouts, stats=stats)
     gen = torch.Generator().manual_seed(ctx.rank)
     seeds = graph.first_gid + torch.randperm(graph.num_owned, generator=gen)
     res: dict[str, Any] = {}
@@ -91,7 +93,8 @@ def _throughput_worker(part_dir: str, num_batches: int, warmup: int) -> dict[str
     res["sampler"] = {"edges": edges, "wall_s": time.perf_counter() - wall,
                       "cpu_s": time.process_time() - cpu, "comm": stats.as_dict()}
     store = DistFeatureStore(graph, ctx)
-    loader = DistNeighborLoader(graph, store, FANOUTS, seeds=seeds, batch_size=BATCH)
+    loader = DistNeighborLoader(DistNeighborSampler(graph, ctx, fanouts), store, seeds=seeds,
+                                batch_size=BATCH)
     edges = 0
     for i, batch in enumerate(loader):
         if i == warmup:

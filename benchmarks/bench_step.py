@@ -76,12 +76,15 @@ def prepare(name: str, work: Path, nodes: int, batches: int) -> Path:
 def _dump_worker(part_dir: str, batches: int) -> list[dict[str, Any]]:
     from gnnpar import distributed
     from gnnpar.loading.node import DistNeighborLoader
+    from gnnpar.sampling.fanouts import Fanouts
+    from gnnpar.sampling.neighbor import DistNeighborSampler
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx, verify=False)
-    loader = DistNeighborLoader(graph, DistFeatureStore(graph, ctx), FANOUTS, "train",
+    sampler = DistNeighborSampler(graph, ctx, Fanouts.for_graph(FANOUTS, graph, ctx))
+    loader = DistNeighborLoader(sampler, DistFeatureStore(graph, ctx), "train",
                                 batch_size=1024)
     out = []
     for i, b in enumerate(loader):

@@ -121,6 +121,7 @@ def _sampler_worker(typed_dir: str, homo_dir: str, num_batches: int,
 
     from gnnpar import distributed
     from gnnpar.comm import CommStats
+    from gnnpar.sampling.fanouts import Fanouts
     from gnnpar.sampling.neighbor import DistNeighborSampler
     from gnnpar.sampling.typed import DistHeteroNeighborSampler
     from gnnpar.storage.graph import DistGraph
@@ -129,9 +130,11 @@ def _sampler_worker(typed_dir: str, homo_dir: str, num_batches: int,
     graphs = {"typed": DistGraph.load(typed_dir, ctx, verify=False),
               "homogeneous": DistGraph.load(homo_dir, ctx, verify=False)}
     stats = {name: CommStats() for name in graphs}
-    samplers = {"typed": DistHeteroNeighborSampler(graphs["typed"], ctx, FANOUTS,
+    fanouts = {name: Fanouts.for_graph(FANOUTS, g, ctx) for name, g in graphs.items()}
+    samplers = {"typed": DistHeteroNeighborSampler(graphs["typed"], ctx, fanouts["typed"],
                                                    stats=stats["typed"]),
-                "homogeneous": DistNeighborSampler(graphs["homogeneous"], ctx, FANOUTS,
+                "homogeneous": DistNeighborSampler(graphs["homogeneous"], ctx,
+                                                   fanouts["homogeneous"],
                                                    stats=stats["homogeneous"])}
     g = graphs["typed"]
     train = torch.from_numpy(np.asarray(g.part.train_idx).astype(np.int64)) + g.first_gid

@@ -30,7 +30,9 @@ args = parser.parse_args()
 ctx = gnnpar.init()  # torchrun's environment (or a world of one); picks the device
 graph = gnnpar.DistGraph.load(args.part_dir, ctx)  # this rank's part
 features = gnnpar.DistFeatureStore(graph, ctx)  # owned rows here, remote rows by id
-loader = gnnpar.DistNeighborLoader(graph, features, [10, 10], "train", batch_size=1024)
+fanouts = gnnpar.Fanouts.for_graph([10, 10], graph, ctx)  # validated, capped (all ranks agree)
+sampler = gnnpar.DistNeighborSampler(graph, ctx, fanouts)
+loader = gnnpar.DistNeighborLoader(sampler, features, "train", batch_size=1024)
 
 torch.manual_seed(0)  # the same initial weights on every rank
 model = GraphSAGE(graph.meta.feat_dim, 128, 2, graph.meta.num_classes, dropout=0.5)

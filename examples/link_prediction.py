@@ -38,7 +38,9 @@ args = parser.parse_args()
 ctx = gnnpar.init()
 graph = gnnpar.DistGraph.load(args.part_dir, ctx)
 features = gnnpar.DistFeatureStore(graph, ctx)
-train = gnnpar.DistLinkNeighborLoader(graph, features, [10, 10], "train", batch_size=512,
+sampler = gnnpar.DistNeighborSampler(graph, ctx, gnnpar.Fanouts.for_graph([10, 10], graph, ctx),
+                                     with_edges=True)
+train = gnnpar.DistLinkNeighborLoader(sampler, features, "train", batch_size=512,
                                       neg_sampling="binary", num_neg=1)
 
 

@@ -8,7 +8,9 @@ The public API, importable from ``gnnpar`` directly (loaded on first use, so tha
     ctx = gnnpar.init()                                       # torchrun's env, or one process
     graph = gnnpar.DistGraph.load("parts/sbm-2", ctx)         # this rank's part
     features = gnnpar.DistFeatureStore(graph, ctx)            # rows by owner, fetched by id
-    loader = gnnpar.DistNeighborLoader(graph, features, [10, 10], "train", batch_size=1024)
+    fanouts = gnnpar.Fanouts.for_graph([10, 10], graph, ctx)  # validated, capped
+    sampler = gnnpar.DistNeighborSampler(graph, ctx, fanouts)
+    loader = gnnpar.DistNeighborLoader(sampler, features, "train", batch_size=1024)
     for batch in loader:                                      # a PyG Data per step
         ...
 
@@ -19,6 +21,7 @@ name                                what it is
 :class:`DistGraph`                  this rank's part of a partitioned graph
 :class:`DistFeatureStore`           per-node arrays sharded by owner, gathered by id
 :class:`DistNeighborSampler`        multi-hop neighbour sampling across parts
+:class:`Fanouts`                    neighbours per hop (and relation), validated and capped
 :class:`DistNeighborLoader`         PyG-layout minibatches, in lockstep on every rank
 :class:`HaloGraph`, :class:`HaloExchange`  full-graph halo exchange (exact, BNS, stale)
 :class:`DistConv`, :func:`distribute_convs`  PyG layers on the partitioned full graph
@@ -61,6 +64,7 @@ _LAZY = {  # each name -> the one module that defines it
     "DistNegativeSampler": "gnnpar.sampling.negative",
     "DistNeighborLoader": "gnnpar.loading.node",
     "DistNeighborSampler": "gnnpar.sampling.neighbor",
+    "Fanouts": "gnnpar.sampling.fanouts",
     "GraphDataset": "gnnpar.datasets.graph",
     "HaloExchange": "gnnpar.nn.halo",
     "HaloGraph": "gnnpar.nn.dist_conv",
@@ -100,6 +104,7 @@ if TYPE_CHECKING:
     from gnnpar.partition.config import PartitionConfig
     from gnnpar.partition.format import load_partition
     from gnnpar.partition.writer import partition_graph
+    from gnnpar.sampling.fanouts import Fanouts
     from gnnpar.sampling.negative import DistNegativeSampler, negative_destinations
     from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput
     from gnnpar.sampling.typed import DistHeteroNeighborSampler
@@ -141,6 +146,7 @@ __all__ = [
     "DistNeighborLoader",
     "DistNeighborSampler",
     "DistributedError",
+    "Fanouts",
     "GnnparError",
     "GraphDataset",
     "HaloExchange",

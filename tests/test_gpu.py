@@ -45,6 +45,18 @@ def _np(t: Any) -> np.ndarray:
     return t.detach().cpu().numpy()
 
 
+def _sampler(graph: Any, ctx: Any, fanouts: Any, seed: int = 0, **kw: Any) -> Any:
+    """The sampler of ``fanouts`` (validated and capped: collective), typed on a typed graph."""
+    from gnnpar.sampling.fanouts import Fanouts
+    from gnnpar.sampling.neighbor import DistNeighborSampler
+    from gnnpar.sampling.typed import DistHeteroNeighborSampler
+
+    fan = Fanouts.for_graph(fanouts, graph, ctx)
+    if graph.meta.types is not None:
+        return DistHeteroNeighborSampler(graph, ctx, fan, seed=seed, **kw)
+    return DistNeighborSampler(graph, ctx, fan, seed=seed, **kw)
+
+
 def _loader_worker(part_dir: str, n_batches: int) -> dict[str, Any]:
     """The first batches of a shuffled, prefetching loader, from each feature placement."""
     import gnnpar
@@ -55,8 +67,9 @@ def _loader_worker(part_dir: str, n_batches: int) -> dict[str, Any]:
     stores = {"default": gnnpar.DistFeatureStore(graph, ctx, cache_bytes=2**16),
               "pinned": gnnpar.DistFeatureStore(graph, ctx, device_budget_bytes=0)}
     for name, store in stores.items():
-        loader = gnnpar.DistNeighborLoader(graph, store, FANOUTS, "train", batch_size=128,
-                                           shuffle=True, seed=3, prefetch=True)
+        loader = gnnpar.DistNeighborLoader(_sampler(graph, ctx, FANOUTS, seed=3), store,
+                                           "train", batch_size=128, shuffle=True,
+                                           prefetch=True)
         batches = []
         for i, b in enumerate(loader):
             batches.append({"n_id": _np(b.n_id), "edge_index": _np(b.edge_index),
@@ -118,19 +131,20 @@ def _grid_worker(part_dir: str) -> dict[str, Any]:
 
 
 def _typed_worker(part_dir: str) -> dict[str, Any]:
-    """Typed batches (features gathered per type) and two SparseAdam steps of embeddings."""
+    """Typed batches (every type's features from one store) and two SparseAdam steps."""
     import torch
 
     import gnnpar
-    from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
+    from gnnpar.loading.typed import DistHeteroNeighborLoader
     from gnnpar.storage.embedding import DistEmbedding, SparseAdam
+    from gnnpar.storage.typed import TypedFeatureStore
 
     ctx = gnnpar.init()
     graph = gnnpar.DistGraph.load(part_dir, ctx)
     labels = gnnpar.DistFeatureStore(graph, ctx, arrays={"y": graph.part.label})
-    loader = DistHeteroNeighborLoader(graph, labels, typed_feature_stores(graph, ctx),
-                                      {"cites": [4, 2], "writes": [3, 2], "rev_writes": [2, 2],
-                                       "published_in": [1, 1], "rev_published_in": [3, 0]},
+    sampler = _sampler(graph, ctx, {"cites": [4, 2], "writes": [3, 2], "rev_writes": [2, 2],
+                                    "published_in": [1, 1], "rev_published_in": [3, 0]})
+    loader = DistHeteroNeighborLoader(sampler, labels, TypedFeatureStore(graph, ctx),
                                       "train", batch_size=64, prefetch=True)
     emb = DistEmbedding(graph, ctx, 8, (1, 2))
     opt = SparseAdam([emb], lr=0.1)
@@ -239,10 +253,11 @@ def _budget_worker(parts: dict[str, str]) -> dict[str, Any]:
     from torch.nn.parallel import DistributedDataParallel
 
     import gnnpar
-    from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
+    from gnnpar.loading.typed import DistHeteroNeighborLoader
     from gnnpar.models.node import SampledGNN, build_model, forward_batch
     from gnnpar.shadow import CollectiveLog
     from gnnpar.storage.embedding import DistEmbedding, SparseAdam
+    from gnnpar.storage.typed import TypedFeatureStore
     from gnnpar.train.config import ModelConfig
 
     ctx = gnnpar.init()
@@ -263,14 +278,16 @@ def _budget_worker(parts: dict[str, str]) -> dict[str, Any]:
 
     graph = gnnpar.DistGraph.load(parts["node"], ctx)
     for name, kw in (("node", {}), ("pinned", {"device_budget_bytes": 0})):
-        steady(gnnpar.DistNeighborLoader(graph, gnnpar.DistFeatureStore(graph, ctx, **kw),
-                                         FANOUTS, "train", batch_size=64, prefetch=True), name)
+        steady(gnnpar.DistNeighborLoader(_sampler(graph, ctx, FANOUTS),
+                                         gnnpar.DistFeatureStore(graph, ctx, **kw), "train",
+                                         batch_size=64, prefetch=True), name)
     torch.manual_seed(0)
     model = build_model(ModelConfig(hidden=16), graph.meta.feat_dim,
                         graph.meta.num_classes).to(ctx.device)
     ddp = DistributedDataParallel(SampledGNN(model))
-    loader = gnnpar.DistNeighborLoader(graph, gnnpar.DistFeatureStore(graph, ctx), FANOUTS,
-                                       "train", batch_size=64, prefetch=True)
+    loader = gnnpar.DistNeighborLoader(_sampler(graph, ctx, FANOUTS),
+                                       gnnpar.DistFeatureStore(graph, ctx), "train",
+                                       batch_size=64, prefetch=True)
     steps = []
     for batch in loader:
         with log, _cuda_syncs(ctx.device) as found:
@@ -279,12 +296,14 @@ def _budget_worker(parts: dict[str, str]) -> dict[str, Any]:
     out["step"] = steps[1:]
     link = gnnpar.DistGraph.load(parts["link"], ctx)
     steady(gnnpar.DistLinkNeighborLoader(
-        link, gnnpar.DistFeatureStore(link, ctx, arrays={"x": link.features()}), FANOUTS,
-        "train", batch_size=64, prefetch=True), "link")
+        _sampler(link, ctx, FANOUTS, with_edges=True),
+        gnnpar.DistFeatureStore(link, ctx, arrays={"x": link.features()}), "train",
+        batch_size=64, prefetch=True), "link")
     kinds = gnnpar.DistGraph.load(parts["typed"], ctx)
     labels = gnnpar.DistFeatureStore(kinds, ctx, arrays={"y": kinds.part.label})
-    typed_loader = DistHeteroNeighborLoader(kinds, labels, typed_feature_stores(kinds, ctx),
-                                            FANOUTS, "train", batch_size=64, prefetch=True)
+    typed_loader = DistHeteroNeighborLoader(_sampler(kinds, ctx, FANOUTS), labels,
+                                            TypedFeatureStore(kinds, ctx), "train",
+                                            batch_size=64, prefetch=True)
     emb = DistEmbedding(kinds, ctx, 8, (1, 2))
     opt = SparseAdam([emb], lr=0.1)
     steady(typed_loader, "typed")
@@ -458,8 +477,10 @@ def _link_worker(part_dir: str, n_batches: int) -> dict[str, Any]:
     ctx = gnnpar.init()
     graph = gnnpar.DistGraph.load(part_dir, ctx)
     store = gnnpar.DistFeatureStore(graph, ctx)
-    loader = gnnpar.DistLinkNeighborLoader(graph, store, FANOUTS, "train", batch_size=64,
-                                           num_neg=2, strict=True, seed=3, prefetch=True)
+    loader = gnnpar.DistLinkNeighborLoader(_sampler(graph, ctx, FANOUTS, seed=3,
+                                                    with_edges=True), store, "train",
+                                           batch_size=64, num_neg=2, strict=True,
+                                           prefetch=True)
     batches = []
     for i, b in enumerate(loader):
         batches.append({k: _np(getattr(b, k)) for k in (

@@ -23,7 +23,7 @@ PUBLIC = {
     "CommStats", "Config", "ConfigError", "DatasetError", "DistConv", "DistContext",
     "DistEmbedding", "DistFeatureStore", "DistGraph", "DistHeteroNeighborLoader",
     "DistHeteroNeighborSampler", "DistLinkNeighborLoader", "DistNegativeSampler",
-    "DistNeighborLoader", "DistNeighborSampler", "DistributedError", "GnnparError",
+    "DistNeighborLoader", "DistNeighborSampler", "DistributedError", "Fanouts", "GnnparError",
     "GraphDataset", "HaloExchange", "HaloGraph", "PartitionConfig", "PartitionError",
     "SamplerOutput", "SparseAdagrad", "SparseAdam", "Trainer", "TypedGraphDataset",
     "__version__", "distribute_convs", "from_pyg", "from_pyg_link", "init", "load_dataset",

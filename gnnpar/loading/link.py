@@ -4,8 +4,8 @@ Seeds are edges.  A supervision edge is stored with the part that owns its *sour
 (:mod:`gnnpar.partition.format`), so each rank takes the edges of its own part, and all
 ranks take the same number of steps per epoch (``max`` over the ranks of ``ceil(m_r / B)``;
 ``drop_last``: ``min`` of ``floor``), every edge once per epoch, shuffled per epoch by a
-pure function of ``(seed, epoch, rank)`` (:class:`~gnnpar.loading.node.SeedSchedule`, as the
-node loader).
+pure function of ``(seed, epoch, rank)`` (the loader holds a
+:class:`~gnnpar.loading.schedule.SeedSchedule`, as the node loader does).
 
 Per batch: the positives' negatives are drawn (:class:`~gnnpar.link.DistNegativeSampler`,
 uniform over all nodes of all ranks, ``binary`` or ``triplet``, optionally strict); the
@@ -35,9 +35,7 @@ loader gives the same batches.
 from __future__ import annotations
 
 import time
-import zlib
 from collections import defaultdict
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -45,11 +43,12 @@ from torch_geometric.data import Data
 
 from gnnpar.errors import ConfigError
 from gnnpar.keys import mix_int
-from gnnpar.loading.node import SeedSchedule, agree, edge_fields
+from gnnpar.loading.node import agree, edge_fields, sampler_settings
 from gnnpar.loading.node import host_syncs as node_host_syncs
+from gnnpar.loading.schedule import Loader, SeedSchedule
 from gnnpar.sampling.kernels import edge_keys
 from gnnpar.sampling.negative import DistNegativeSampler
-from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput, check_fanouts
+from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput
 from gnnpar.storage.features import DistFeatureStore, PendingGather
 from gnnpar.storage.graph import SPLITS, DistGraph
 
@@ -59,7 +58,8 @@ def host_syncs(hops: int, strict_rounds: int = 0) -> int:
 
     The node loader's, two for the batch's endpoints (their distinct ids, how many are
     this rank's) and one per strict-negative round (its gathered counts); edge features
-    add none (they are read on the device).
+    add none (they are read on the device).  With the feature store's ``"pinned-host"``
+    placement, add :func:`~gnnpar.loading.node.host_syncs`' reads of owned rows.
     """
     return node_host_syncs(hops) + 2 + strict_rounds
 
@@ -95,16 +95,19 @@ def _local_edges(graph: DistGraph, edges: str | Tensor) -> Tensor:
     return e[:, graph.is_owned(e[0])]
 
 
-class DistLinkNeighborLoader(SeedSchedule):
+LinkStarted = tuple[Tensor, SamplerOutput, dict[str, Tensor], PendingGather]
+
+
+class DistLinkNeighborLoader(Loader[LinkStarted, Data]):
     """Iterate over link-prediction minibatches, in lockstep on every rank.
 
     Constructing the loader is collective (one ``all_gather`` of edge counts and
     settings); so is every epoch.
 
     Args:
-        graph: This rank's part (format version 3: edge ids).
-        features: The feature store; its context and counters serve the samplers too.
-        fanouts: Neighbours sampled per hop.
+        sampler: The neighbour sampler, ``with_edges`` (a format version 3 partition: edge
+            ids); its seed also seeds the shuffle and the negatives.
+        features: The feature store; its context and counters serve the negatives too.
         edges: A split name (``"train"``, ``"val"``, ``"test"``: the partition's
             supervision edges) or ``[2, M]`` global ids (each rank keeps those whose source
             it owns).
@@ -118,22 +121,22 @@ class DistLinkNeighborLoader(SeedSchedule):
             ``"self"`` (targets) or ``"none"``.
         shuffle: Shuffle each rank's edges every epoch.
         drop_last: Only full batches.
-        seed: Seed of the shuffle, the negatives and the sampler.
-        replace: Sample neighbours with replacement.
         prefetch: Prepare the next batch before handing out this one (same thread).
         node_attrs: Feature-store arrays every batch carries, one row per node.
 
     Attributes:
         edges: ``[2, m]`` this rank's positives (global ids); ``input_id`` indexes it.
         edge_label: ``[m]`` their labels.
-        num_steps: Steps per epoch, equal on every rank.
+        schedule: The :class:`~gnnpar.loading.schedule.SeedSchedule` of the edges.
         sampler: The neighbour sampler; ``negatives``: the negative sampler.
         seconds: Seconds spent drawing negatives and sampling (``sample``) and gathering
             features (``fetch``) since the last :meth:`set_epoch`.
 
     Example::
 
-        loader = DistLinkNeighborLoader(graph, features, [10, 5], "train", batch_size=512,
+        sampler = DistNeighborSampler(graph, ctx, Fanouts.for_graph([10, 5], graph, ctx),
+                                      with_edges=True)
+        loader = DistLinkNeighborLoader(sampler, features, "train", batch_size=512,
                                         neg_sampling="binary", num_neg=1)
         for batch in loader:
             h = model(batch.x, batch.edge_index)
@@ -144,9 +147,8 @@ class DistLinkNeighborLoader(SeedSchedule):
 
     def __init__(
         self,
-        graph: DistGraph,
+        sampler: DistNeighborSampler,
         features: DistFeatureStore,
-        fanouts: list[int],
         edges: str | Tensor = "train",
         edge_label: Tensor | None = None,
         batch_size: int = 512,
@@ -156,12 +158,12 @@ class DistLinkNeighborLoader(SeedSchedule):
         exclude: str = "reverse",
         shuffle: bool = True,
         drop_last: bool = False,
-        seed: int = 0,
-        replace: bool = False,
         prefetch: bool = False,
         node_attrs: tuple[str, ...] = ("x",),
     ) -> None:
-        fanouts = check_fanouts(fanouts)
+        if not sampler.with_edges:
+            raise ConfigError("a link loader's sampler must return edge ids.",
+                              field="sampler", fix="build it with with_edges=True.")
         for name, value, allowed in (("neg_sampling", neg_sampling, NEG_SAMPLING),
                                      ("exclude", exclude, EXCLUDE)):
             if value not in allowed:
@@ -171,16 +173,13 @@ class DistLinkNeighborLoader(SeedSchedule):
             if isinstance(number, bool) or not isinstance(number, int) or number < 1:
                 raise ConfigError(f"got {number!r}; need an int >= 1.", field=key,
                                   fix=f"pass e.g. {key}=1.")
-        ctx = features.ctx
-        self.graph, self.features = graph, features
-        self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), drop_last
-        self.seed, self.prefetch = int(seed), bool(prefetch)
+        ctx, graph = features.ctx, sampler.graph
+        self.graph, self.features, self.sampler = graph, features, sampler
+        self.prefetch = bool(prefetch)
         self.neg_sampling, self.num_neg, self.exclude = neg_sampling, num_neg, exclude
         self.node_attrs = tuple(node_attrs)
         self.seconds: defaultdict[str, float] = defaultdict(float)
-        self.sampler = DistNeighborSampler(graph, ctx, fanouts, replace, seed, features.stats,
-                                           with_edges=True)
-        self.negatives = DistNegativeSampler(graph, ctx, seed, strict, features.stats)
+        self.negatives = DistNegativeSampler(graph, ctx, sampler.seed, strict, features.stats)
         label = None
         if edge_label is not None:
             if not isinstance(edges, Tensor) or edge_label.shape != (edges.shape[1],):
@@ -191,18 +190,15 @@ class DistLinkNeighborLoader(SeedSchedule):
         self.edge_label = (label if label is not None
                            else torch.ones(self.edges.shape[1])).to(features.device)
         settings = {
-            "batch_size": batch_size, "shuffle": int(self.shuffle),
-            "drop_last": int(self.drop_last), "seed": self.seed, "replace": int(replace),
+            "batch_size": batch_size, "shuffle": int(shuffle), "drop_last": int(drop_last),
             "prefetch": int(self.prefetch), "strict": int(strict), "num_neg": num_neg,
             "neg_sampling": NEG_SAMPLING.index(neg_sampling),
-            "exclude": EXCLUDE.index(exclude), "fanouts": zlib.crc32(repr(fanouts).encode()),
-            "num_nodes": graph.meta.num_nodes,
+            "exclude": EXCLUDE.index(exclude), **sampler_settings(sampler),
         }
         m = self.edges.shape[1]
-        self.seed_counts = agree(ctx, graph, self.sampler, m, settings)
-        self.num_seeds = self.num_own_seeds = m
-        self.rank, self.device = ctx.rank, features.device
-        self._init_schedule()
+        counts = agree(ctx, graph, m, settings)
+        self.schedule = SeedSchedule(counts, m, batch_size, shuffle, drop_last, sampler.seed,
+                                     ctx.rank, features.device)
 
     def _pairs(self, pos: Tensor, label: Tensor, key: int) -> dict[str, Tensor]:
         """The batch's labelled pairs in global ids (collective with ``strict``)."""
@@ -215,11 +211,10 @@ class DistLinkNeighborLoader(SeedSchedule):
             return {"src_index": pos[0], "dst_pos_index": pos[1], "dst_neg_index": neg}
         return {"edge_label_index": pos, "edge_label": label}
 
-    def _start(self, epoch: int, step: int) -> tuple[Tensor, SamplerOutput, dict[str, Tensor],
-                                                     PendingGather]:
+    def _start(self, epoch: int, step: int) -> LinkStarted:
         """Draw batch ``step``'s negatives, sample it, send its feature requests."""
         t0 = time.perf_counter()
-        idx, _ = self._batch_index(epoch, step)
+        idx, _ = self.schedule.batch_index(epoch, step)
         key = mix_int(epoch, step)
         pos = self.edges.index_select(1, idx)
         pairs = self._pairs(pos, self.edge_label.index_select(0, idx), key)
@@ -250,7 +245,7 @@ class DistLinkNeighborLoader(SeedSchedule):
         self.seconds["fetch"] += time.perf_counter() - t2
         return idx, out, batch_pairs, gather
 
-    def _finish(self, step: int, started: Any) -> Data:
+    def _finish(self, step: int, started: LinkStarted) -> Data:
         """Wait for batch ``step``'s remote rows; the batch."""
         t0 = time.perf_counter()
         idx, out, pairs, gather = started

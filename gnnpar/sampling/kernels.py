@@ -52,6 +52,18 @@ def compiled_kernels(device: torch.device) -> bool:
             and os.environ.get("GNNPAR_SAMPLER", "") != "torch")
 
 
+def source_ids(pos: Tensor, indices: Tensor, gids: Tensor) -> Tensor:
+    """``[n, k]`` global ids ``gids[indices[pos]]`` of sampled positions, ``-1`` where none.
+
+    Compiled in one pass on a CPU (:func:`compiled_kernels`).
+    """
+    if compiled_kernels(pos.device):
+        return compiled.gather_sources(pos, indices, gids)
+    at = pos.clamp(min=0).view(-1)
+    src = indices.index_select(0, at) if indices.numel() else at
+    return torch.where(pos >= 0, gids.index_select(0, src).view_as(pos), -1)
+
+
 def sample_neighbors(indptr: Tensor, indices: Tensor, nodes: Tensor, keys: Tensor,
                      fanout: int, replace: bool = False) -> Tensor:
     """Sample up to ``fanout`` in-neighbours of each node of a CSC graph.

@@ -13,11 +13,11 @@ with ``-1``, whose sizes the requester already knows, so no second count exchang
 needed.  Rows stored here are sampled while the requests travel.
 
 Host synchronisation budget (what a CUDA host must wait for): per hop, reading the
-gathered request counts (the exchanges' split sizes, per destination and group: a typed
-graph's frontier is grouped by node type in the same read) and one read of the hop's
-sizes (edges kept, new nodes, owned new nodes, and on a typed graph the new nodes per type
-and the edges per relation); nothing else reads the device — edge ids and edge features
-are gathered on it.  Data-dependent selections use ``torch.nonzero_static`` with those
+gathered request counts (the exchanges' split sizes, per destination and group:
+:class:`~gnnpar.sampling.exchange.HopExchange` also serves the typed sampler, whose
+frontier is grouped by node type in the same read) and one read of the hop's sizes
+(edges kept, new nodes, owned new nodes); nothing else reads the device — edge ids and
+edge features are gathered on it.  Data-dependent selections use ``torch.nonzero_static`` with those
 host-known sizes.
 
 New nodes are numbered by one stable sort of the batch's ids together with the hop's
@@ -44,19 +44,17 @@ installed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
-import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric import EdgeIndex
 
-from gnnpar.comm import CommStats, all_gather_counts, start_all_to_all_v
+from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
-from gnnpar.errors import ConfigError
-from gnnpar.keys import C2, mix, mix_int, mix_with, signed
-from gnnpar.ops import count
-from gnnpar.sampling import compiled
-from gnnpar.sampling.kernels import compiled_kernels, relabel, sample_positions
+from gnnpar.sampling.exchange import HopExchange, hop_keys
+from gnnpar.sampling.fanouts import Fanouts
+from gnnpar.sampling.kernels import relabel, sample_positions, source_ids
 from gnnpar.storage.graph import DistGraph
 from gnnpar.storage.placement import place_rows
 
@@ -81,14 +79,6 @@ class SamplerOutput:
         e_id: ``[E]`` the dataset edge id of each edge (``with_edges``), else ``None``.
         edge_attr: ``[E, D]`` float32 features of each edge (``with_edges`` and a
             partition with edge features), else ``None``.
-        edge_type: ``[E]`` the relation of each edge (typed graphs), else ``None``.
-        node_group: ``[N]`` the group (node type) of each node (typed graphs), else
-            ``None``.
-        group_counts: ``[L + 1][G]`` nodes of each group added by each hop (seeds
-            first; typed graphs), else ``None``.
-        group_owned: ``[L + 1][G]`` how many of those this rank owns, else ``None``.
-        relation_counts: ``[L][R]`` edges of each relation sampled at each hop (typed
-            graphs), else ``None``.
 
     Example::
 
@@ -106,11 +96,6 @@ class SamplerOutput:
     num_owned_nodes: list[int] | None = None
     e_id: Tensor | None = None
     edge_attr: Tensor | None = None
-    edge_type: Tensor | None = None
-    node_group: Tensor | None = None
-    group_counts: list[list[int]] | None = None
-    group_owned: list[list[int]] | None = None
-    relation_counts: list[list[int]] | None = None
 
     @property
     def edge_index(self) -> EdgeIndex:
@@ -127,18 +112,6 @@ class SamplerOutput:
                          sort_order="col")
 
 
-def check_fanouts(fanouts: list[int] | tuple[int, ...]) -> list[int]:
-    """Validate fan-outs (a non-empty list of positive ints); raise :class:`ConfigError`."""
-    if not isinstance(fanouts, (list, tuple)) or not fanouts:
-        raise ConfigError(f"got {fanouts!r}; need a non-empty list of neighbours per hop.",
-                          field="fanouts", fix="pass e.g. fanouts=[15, 10].")
-    for i, k in enumerate(fanouts):
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ConfigError(f"hop {i} has fan-out {k!r}; every fan-out must be an int >= 1.",
-                              field="fanouts", fix="pass positive integers, e.g. [15, 10].")
-    return list(fanouts)
-
-
 class DistNeighborSampler:
     """Multi-hop uniform in-neighbour sampling across the parts of a :class:`DistGraph`.
 
@@ -146,12 +119,13 @@ class DistNeighborSampler:
     number of times, in the same order (a rank without seeds passes an empty tensor).
     A sampler holds nothing per batch between calls and nothing that grows with the
     whole graph: the part's adjacency (one copy per device, :meth:`DistGraph.to`) and
-    what each batch needs while it is sampled.
+    what each batch needs while it is sampled.  Its settings are fixed when it is built.
 
     Args:
         graph: This rank's part.
         ctx: Distributed context (its group carries the exchanges).
-        fanouts: Neighbours to sample per hop, e.g. ``[15, 10]``; all ``>= 1``.
+        fanouts: Neighbours to sample per hop (:meth:`Fanouts.for_graph
+            <gnnpar.sampling.fanouts.Fanouts.for_graph>`: validated and capped).
         replace: Sample with replacement.
         seed: Seed of the counter-based random keys.
         stats: Counters that the exchanges are added to (kind ``"sample"``).
@@ -165,14 +139,10 @@ class DistNeighborSampler:
         edge_budget_bytes: Device budget of the edge features (default: half the free
             device memory).
 
-    Attributes:
-        num_groups: Groups the frontier is sorted into before sampling (1; node types on
-            a typed graph): requests and rows are grouped by it, with the sizes known
-            from the hop's one count exchange.
-
     Example::
 
-        sampler = gnnpar.DistNeighborSampler(graph, ctx, [15, 10], seed=0)
+        fanouts = Fanouts.for_graph([15, 10], graph, ctx)     # collective
+        sampler = gnnpar.DistNeighborSampler(graph, ctx, fanouts, seed=0)
         seeds = torch.arange(graph.first_gid, graph.first_gid + 64)
         out = sampler.sample(seeds, batch_key=0)       # collective
         out.node, out.edge_index, out.num_sampled_nodes
@@ -182,7 +152,7 @@ class DistNeighborSampler:
         self,
         graph: DistGraph,
         ctx: DistContext,
-        fanouts: list[int],
+        fanouts: Fanouts,
         replace: bool = False,
         seed: int = 0,
         stats: CommStats | None = None,
@@ -190,15 +160,15 @@ class DistNeighborSampler:
         with_edges: bool = False,
         edge_budget_bytes: int | None = None,
     ) -> None:
-        self.fanouts = check_fanouts(fanouts)
+        self.fanouts = fanouts
+        self._hops = fanouts.hops
         self.ctx = ctx
         self.replace = bool(replace)
         self.seed = int(seed)
         self.stats = stats
         self.device = torch.device(device) if device is not None else ctx.device
         self.graph = graph.to(self.device)  # one copy per device, shared by all samplers
-        self._halo_rows = bool(np.any(graph.part.adj_complete[graph.num_owned:]))
-        self._ranks = torch.arange(ctx.world_size, device=self.device)
+        self.exchange = HopExchange(self.graph, ctx, stats, self.device)
         self.with_edges = bool(with_edges)
         self.edge_dim = graph.meta.edge_dim if self.with_edges else 0
         self.graph.local_gids  # noqa: B018 - made now, on the compute stream, not in a batch
@@ -207,78 +177,26 @@ class DistNeighborSampler:
         self._edge_rows = place_rows({"edge_attr": graph.edge_features()}, self.device,
                                      edge_budget_bytes) if self.edge_dim else None
 
-    num_groups = 1
-
-    def _group(self, gids: Tensor) -> Tensor | None:
-        """Group of each global id (``None``: one group)."""
-        return None
-
-    def _relation_counts(self, frontier: Tensor, table: Tensor, hop: int) -> Tensor | None:
-        """``[R]`` edges per relation kept in a hop's table, read with its sizes (typed)."""
-        return None
-
-    def cap_fanouts(self, max_in_degree: int) -> None:
-        """Narrow fan-outs above the graph's largest in-degree to it (the same samples).
-
-        Without replacement a node keeps ``min(k, d)`` in-edges, so a fan-out above every
-        in-degree samples the same as one equal to the largest; rows and replies are
-        ``[n, k]``, so this bounds their size by the graph rather than by the setting
-        (``--fanouts 1000000000`` must not allocate by the billion).  Call it with the same
-        value on every rank: the largest in-degree of any owned node of any rank.
-        """
-        if not self.replace:
-            self.fanouts = [min(k, max(1, int(max_in_degree))) for k in self.fanouts]
-
-    def _sampleable_here(self, gids: Tensor) -> Tensor:
-        """Local id of each global id whose in-edges this rank stores, else ``-1``."""
-        if not self._halo_rows:  # halo_hops = 1: only owned nodes
-            local = gids - self.graph.first_gid
-            return torch.where((local >= 0) & (local < self.graph.num_owned), local, -1)
-        local = self.graph.global_to_local(gids)
-        complete = self.graph.adj_complete[local.clamp(min=0)]
-        return torch.where(complete, local, -1)
-
     def _width(self, fanout: int) -> int:
         """int64 columns of a sampled row: ids, then edge ids and feature words."""
         if not self.with_edges:
             return fanout
         return 2 * fanout + -(-fanout * self.edge_dim // 2)
 
-    def _positions(self, local: Tensor, gids: Tensor, keys: Tensor, hop: int,
-                   group_sizes: list[int]) -> Tensor:
-        """``[n, fanouts[hop]]`` positions of the sampled in-edges of rows ``local``.
+    def _sample_rows(self, fanout: int, local: Tensor, keys: Tensor,
+                     group_sizes: list[int]) -> Tensor:
+        """``[n, width]`` sampled rows ``local`` with random keys ``keys``.
 
-        The rows come grouped by :meth:`_group`, ``group_sizes`` rows each.
-        """
-        return sample_positions(self.graph.indptr, local, keys, self.fanouts[hop],
-                                self.replace)
-
-    def _edge_types(self, frontier: Tensor, pos: Tensor, hop: int) -> Tensor | None:
-        """The relation of each kept entry (flat positions ``pos`` of a hop's table).
-
-        ``None`` on a homogeneous graph.
-        """
-        return None
-
-    def _sample_rows(self, local: Tensor, gids: Tensor, hop_key: Tensor,
-                     hop: int, group_sizes: list[int]) -> Tensor:
-        """``[n, width]`` sampled rows ``local`` (global ids ``gids``) at hop ``hop``.
-
-        The ``fanouts[hop]`` sampled global ids, then (``with_edges``) their edge ids and
-        features packed as int64 words (:meth:`_unpack`).  The rows come grouped by
-        :meth:`_group`, ``group_sizes`` rows each.
+        The ``fanout`` sampled global ids, then (``with_edges``) their edge ids and
+        features packed as int64 words (:meth:`_unpack`).
         """
         g = self.graph
-        fanout = self.fanouts[hop]
-        keys = mix(gids * signed(C2) + hop_key)
-        pos = self._positions(local, gids, keys, hop, group_sizes)
-        if not self.with_edges and compiled_kernels(pos.device):
-            return compiled.gather_sources(pos, g.indices, g.local_gids)
+        pos = sample_positions(g.indptr, local, keys, fanout, self.replace)
+        if not self.with_edges:
+            return source_ids(pos, g.indices, g.local_gids)
         at = pos.clamp(min=0).view(-1)
         src = g.indices.index_select(0, at) if g.indices.numel() else at
         nbr = torch.where(pos >= 0, g.local_gids.index_select(0, src).view_as(pos), -1)
-        if not self.with_edges:
-            return nbr
         if not g.indices.numel():  # a part without in-edges: every position is -1
             at = at[:0]
         eid = g.e_id.index_select(0, at) if at.numel() else torch.zeros_like(pos)
@@ -302,65 +220,6 @@ class DistNeighborSampler:
                 if d else None)
         return table[:, :k], table[:, k:2 * k], attr
 
-    def _hop(self, frontier: Tensor, hop: int, hop_keys: Tensor) -> Tensor:
-        """Sample one hop: ``[len(frontier), width]`` rows, ids ``-1``-padded (collective).
-
-        The rows are :meth:`_sample_rows`'.
-
-        Three collectives: the all-gather of request counts (per destination rank and
-        group: every rank learns what every rank samples where, in one host read), the
-        requests, the padded replies (only the first when no rank requests anything).
-        Rows stored here are sampled while the requests travel.
-        """
-        ctx, world, rank = self.ctx, self.ctx.world_size, self.ctx.rank
-        n, groups = frontier.numel(), self.num_groups
-        local = self._sampleable_here(frontier)
-        dest = torch.where(local < 0, self.graph.owner(frontier), world)
-        group = self._group(frontier)
-        key = dest if group is None else dest * groups + group
-        order = torch.argsort(key, stable=True)  # requests by owner (and group), then ours
-        counts_dev, counts = all_gather_counts(ctx, count(key, (world + 1) * groups))
-        # counts[r][d * groups + g]: rank r's frontier nodes of group g sampled by rank d
-        # (d = world: by r itself).
-        per = [[sum(row[d * groups:(d + 1) * groups]) for d in range(world + 1)]
-               for row in counts]
-        send_counts, recv_counts = per[rank][:world], [per[r][rank] for r in range(world)]
-        n_away = sum(send_counts)
-        away, here = order[:n_away], order[n_away:]
-        table = torch.full((n, self._width(self.fanouts[hop])), -1, dtype=torch.int64,
-                           device=self.device)
-        here_sizes = counts[rank][world * groups:]
-        if not any(sum(p[:world]) for p in per):
-            table[here] = self._sample_rows(local.index_select(0, here),
-                                            frontier.index_select(0, here), hop_keys[rank],
-                                            hop, here_sizes)
-            return table
-        requests = start_all_to_all_v(ctx, frontier.index_select(0, away), send_counts,
-                                      recv_counts, stats=self.stats, kind="sample")
-        table[here] = self._sample_rows(local.index_select(0, here),
-                                        frontier.index_select(0, here), hop_keys[rank], hop,
-                                        here_sizes)
-        recv = requests.wait()
-        asked = counts_dev[:, rank * groups:(rank + 1) * groups].sum(1)
-        requester = torch.repeat_interleave(self._ranks, asked, output_size=recv.numel())
-        served_sizes = [sum(row[rank * groups + g] for row in counts) for g in range(groups)]
-        keys = hop_keys.index_select(0, requester)
-        if groups == 1:
-            served = self._sample_rows(recv - self.graph.first_gid, recv, keys, hop,
-                                       served_sizes)
-        else:  # arrived by requester, then group: sample them by group
-            group_recv = self._group(recv)
-            assert group_recv is not None
-            by_group = torch.argsort(group_recv, stable=True)
-            ids = recv.index_select(0, by_group)
-            rows = self._sample_rows(ids - self.graph.first_gid, ids,
-                                     keys.index_select(0, by_group), hop, served_sizes)
-            served = torch.empty_like(rows).index_copy_(0, by_group, rows)
-        replies = start_all_to_all_v(ctx, served, recv_counts, send_counts, stats=self.stats,
-                                     kind="sample")
-        table[away] = replies.wait()
-        return table
-
     def sample(self, seeds: Tensor, batch_key: int, num_owned_seeds: int | None = None,
                exclude: Tensor | None = None) -> SamplerOutput:
         """Sample the computation graph of ``seeds`` (collective).
@@ -383,55 +242,32 @@ class DistNeighborSampler:
         Returns:
             The sampled nodes and edges in PyG ``NeighborLoader`` order.
         """
-        dev = self.device
-        seeds = seeds.to(dev, torch.int64)
+        seeds = seeds.to(self.device, torch.int64)
         node = seeds
         n_ids = self.graph.meta.num_nodes
-        rows, cols, e_ids, attrs, etypes = [], [], [], [], []
+        rows, cols, e_ids, attrs = [], [], [], []
         num_nodes, num_edges = [seeds.numel()], []
-        n_own_seeds = seeds.numel() if num_owned_seeds is None else num_owned_seeds
-        owned_counts = [n_own_seeds]
-        groups = self.num_groups
-        group_counts: list[list[int]] = []
-        group_owned: list[list[int]] = []
-        relation_counts: list[list[int]] = []
+        owned_counts = [seeds.numel() if num_owned_seeds is None else num_owned_seeds]
         frontier_start = 0
-        for hop, fanout in enumerate(self.fanouts):
-            hop_keys = mix_with(mix_int(self.seed, batch_key, hop), self._ranks)
+        for hop, fanout in enumerate(self._hops):
             frontier = node[frontier_start:]
-            table, e_id, attr = self._unpack(self._hop(frontier, hop, hop_keys), fanout)
+            rows_of = self.exchange.run(
+                frontier, self._width(fanout),
+                hop_keys(self.seed, batch_key, hop, self.exchange.ranks),
+                partial(self._sample_rows, fanout))
+            table, e_id, attr = self._unpack(rows_of, fanout)
             if hop == 0 and exclude is not None and exclude.numel():
                 key = table * n_ids + frontier[:, None]
                 at = torch.searchsorted(exclude, key).clamp_(max=exclude.numel() - 1)
                 table = torch.where(exclude.index_select(0, at.view(-1)).view_as(key) == key,
                                     -1, table)
-            extra = self._relation_counts(frontier, table, hop)
-            if hop == 0 and groups > 1:  # the seeds' groups, read with the first hop's sizes
-                group = self._group(seeds)
-                assert group is not None
-                seed_counts = [count(group, groups), count(group[:n_own_seeds], groups)]
-                extra = torch.cat([*seed_counts, *([] if extra is None else [extra])])
-            out = relabel(table, node, self.graph.is_owned(table) & (table >= 0), n_ids,
-                          self._group if groups > 1 else None, groups, extra)
-            rest = out.extra
-            if hop == 0 and groups > 1:
-                group_counts.append(rest[:groups])
-                group_owned.append(rest[groups:2 * groups])
-                rest = rest[2 * groups:]
-            if groups > 1:
-                group_counts.append(out.group_new)
-                group_owned.append(out.group_owned)
-            if rest:
-                relation_counts.append(rest)
+            out = relabel(table, node, self.graph.is_owned(table) & (table >= 0), n_ids)
             cols.append(frontier_start + out.pos // fanout)
             rows.append(out.src)
             if e_id is not None:
                 e_ids.append(e_id.reshape(-1).index_select(0, out.pos))
             if attr is not None:
                 attrs.append(attr.index_select(0, out.pos))
-            etype = self._edge_types(frontier, out.pos, hop)
-            if etype is not None:
-                etypes.append(etype)
             num_edges.append(out.src.numel())
             num_nodes.append(out.new.numel())
             owned_counts.append(out.num_owned)
@@ -443,8 +279,4 @@ class DistNeighborSampler:
             num_owned_nodes=owned_counts if num_owned_seeds is not None else None,
             e_id=torch.cat(e_ids) if self.with_edges else None,
             edge_attr=torch.cat(attrs) if attrs else None,
-            edge_type=torch.cat(etypes) if etypes else None,
-            node_group=self._group(node),
-            group_counts=group_counts or None, group_owned=group_owned or None,
-            relation_counts=relation_counts or None,
         )

@@ -16,6 +16,21 @@ from torch import Tensor
 from gnnpar.storage.graph import DistGraph
 
 
+def _halo_scores(g: DistGraph) -> Tensor:
+    """``[num_halo]`` how often each halo node is referenced (higher: more).
+
+    By the in-edges of owned nodes it starts first, then by those of stored halo nodes
+    (``halo_hops > 1``).
+    """
+
+    def refs(src: Tensor) -> Tensor:
+        return torch.bincount(src[src >= g.num_owned] - g.num_owned, minlength=g.num_halo)
+
+    n_owned_edges = int(g.indptr[g.num_owned])
+    one_hop, deeper = refs(g.indices[:n_owned_edges]), refs(g.indices[n_owned_edges:])
+    return one_hop * (int(deeper.max()) + 1) + deeper
+
+
 def most_referenced_halo(graph: DistGraph, capacity: int,
                          types: tuple[int, ...] | None = None) -> Tensor:
     """Up to ``capacity`` halo ids, sorted, of the most referenced halo nodes.
@@ -26,13 +41,7 @@ def most_referenced_halo(graph: DistGraph, capacity: int,
     g = graph
     if capacity == 0 or g.num_halo == 0:
         return g.halo_gids[:0].clone()
-
-    def refs(src: Tensor) -> Tensor:
-        return torch.bincount(src[src >= g.num_owned] - g.num_owned, minlength=g.num_halo)
-
-    n_owned_edges = int(g.indptr[g.num_owned])
-    one_hop, deeper = refs(g.indices[:n_owned_edges]), refs(g.indices[n_owned_edges:])
-    score = one_hop * (int(deeper.max()) + 1) + deeper
+    score = _halo_scores(g)
     if types is not None:  # only the held types' rows
         held = torch.isin(g.node_type(g.halo_gids),
                           torch.tensor(types, device=g.halo_gids.device))
@@ -40,6 +49,26 @@ def most_referenced_halo(graph: DistGraph, capacity: int,
         capacity = min(capacity, int(held.sum()))
     top = torch.argsort(score, descending=True, stable=True)[:capacity]
     return torch.sort(g.halo_gids[top]).values
+
+
+def most_referenced_within(graph: DistGraph, budget_bytes: int,
+                           row_bytes: list[int]) -> Tensor:
+    """Sorted halo ids of the most referenced halo nodes whose rows fit ``budget_bytes``.
+
+    Ranked as :func:`most_referenced_halo`, over the node types of a typed graph at once:
+    ``row_bytes[t]`` is the size of a row of type ``t`` (0: no rows), so one budget
+    serves every type, spent on the most referenced rows whatever their type.
+    """
+    g = graph
+    if budget_bytes == 0 or g.num_halo == 0:
+        return g.halo_gids[:0].clone()
+    size = torch.tensor(row_bytes, device=g.halo_gids.device).index_select(
+        0, g.node_type(g.halo_gids))
+    score = torch.where(size > 0, _halo_scores(g), -1)
+    top = torch.argsort(score, descending=True, stable=True)
+    top = top[: int((score >= 0).sum())]
+    fits = int((torch.cumsum(size.index_select(0, top), 0) <= budget_bytes).sum())
+    return torch.sort(g.halo_gids[top[:fits]]).values
 
 
 class RowCache:

@@ -79,6 +79,20 @@ def _place(out: Tensor, rem_pos: Tensor, which: Tensor, inverse: Tensor | None,
     out.index_copy_(0, rem_pos.index_select(0, sel), rows.index_select(0, take[sel]))
 
 
+def owned_runs(owned_counts: list[int], block_sizes: list[int], device: torch.device
+               ) -> tuple[list[tuple[int, int]], Tensor]:
+    """The owned runs ``(lo, hi)`` of a sampled batch's blocks, and its remote positions."""
+    runs, remote, lo = [], [], 0
+    for own, size in zip(owned_counts, block_sizes, strict=True):
+        if own:
+            runs.append((lo, lo + own))
+        if size > own:
+            remote.append(torch.arange(lo + own, lo + size, device=device))
+        lo += size
+    rem = torch.cat(remote) if remote else torch.zeros(0, dtype=torch.int64, device=device)
+    return runs, rem
+
+
 @dataclass
 class PendingGather:
     """A gather whose remote rows are in flight; :meth:`finish` puts them in place."""
@@ -123,8 +137,10 @@ class DistFeatureStore:
             (default: ``x``, the part's features, and ``y``, its labels).  Must name the
             same arrays, of the same dtypes and widths, on every rank.
         types: Typed graphs: the arrays hold rows of the owned nodes of these node types
-            only (e.g. one type's features, or the embeddings of the featureless types),
-            in local-id order; every gathered id must be of one of them.
+            only, in local-id order (the learnt rows of the featureless types,
+            :class:`~gnnpar.storage.embedding.DistEmbedding`; the features of every type
+            are a :class:`~gnnpar.storage.typed.TypedFeatureStore`'s); every gathered id
+            must be of one of them.
         kind: Counter kind of gathered rows (and ``{kind}_ids`` of their requests).
 
     Attributes:
@@ -311,7 +327,7 @@ class DistFeatureStore:
         own_pos: Tensor | None = None
         inverse: Tensor | None = None
         if owned_counts is not None and block_sizes is not None:
-            slices, rem_pos = self._runs(owned_counts, block_sizes)
+            slices, rem_pos = owned_runs(owned_counts, block_sizes, dev)
             remote = gids.index_select(0, rem_pos)
         else:
             owned = g.is_owned(gids)
@@ -337,20 +353,6 @@ class DistFeatureStore:
                 _place(out[n], rem_pos, hits, inverse, rows, remote.numel())
         return PendingGather(self, out, names, pending, rem_pos, misses, inverse,
                              remote.numel())
-
-    def _runs(self, owned_counts: list[int], block_sizes: list[int]
-              ) -> tuple[list[tuple[int, int]], Tensor]:
-        """The owned runs ``(lo, hi)`` of a sampled batch's blocks, and its remote positions."""
-        runs, remote, lo = [], [], 0
-        for own, size in zip(owned_counts, block_sizes, strict=True):
-            if own:
-                runs.append((lo, lo + own))
-            if size > own:
-                remote.append(torch.arange(lo + own, lo + size, device=self.device))
-            lo += size
-        rem = torch.cat(remote) if remote else torch.zeros(0, dtype=torch.int64,
-                                                           device=self.device)
-        return runs, rem
 
     def gather(self, gids: Tensor) -> Tensor:
         """Feature rows ``[n, F]`` of ``gids`` in request order (collective)."""

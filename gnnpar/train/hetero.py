@@ -21,13 +21,15 @@ from torch_geometric.data import HeteroData
 
 from gnnpar.comm import CommStats, all_gather_ints
 from gnnpar.errors import ConfigError
-from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
+from gnnpar.loading.typed import DistHeteroNeighborLoader
 from gnnpar.models.node import COMPUTE_DTYPES, autocast
 from gnnpar.models.typed import TypedSAGE as HeteroSAGE
-from gnnpar.sampling.typed import RelationFanouts, resolve_relation
+from gnnpar.sampling.fanouts import Fanouts, FanoutSpec, resolve_relation
+from gnnpar.sampling.typed import DistHeteroNeighborSampler
 from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
+from gnnpar.storage.typed import TypedFeatureStore
 from gnnpar.train.config import Config, ModelConfig
 from gnnpar.train.minibatch import MinibatchEngine
 from gnnpar.train.parallel_dims import ParallelDims
@@ -47,7 +49,7 @@ def build_hetero_model(cfg: ModelConfig, graph: DistGraph, out_channels: int) ->
     return HeteroSAGE(lay, widths, cfg.hidden, out_channels, cfg.layers, cfg.dropout)
 
 
-def relation_fanouts(cfg: Config, graph: DistGraph) -> RelationFanouts:
+def relation_fanouts(cfg: Config, graph: DistGraph) -> FanoutSpec:
     """``--fanouts`` for every relation, overridden by ``--relation-fanouts``."""
     s = cfg.sample
     if s.relation_fanouts is None:
@@ -88,8 +90,8 @@ class HeteroEngine(MinibatchEngine):
         self.module = model
         labels = DistFeatureStore(graph, ctx, stats=stats, arrays={"y": graph.part.label})
         self.features = labels
-        self.type_features = typed_feature_stores(graph, ctx, stats,
-                                                  int(s.cache_mb * 2**20))
+        self.type_features = TypedFeatureStore(graph, ctx, int(s.cache_mb * 2**20),
+                                               stats=stats)
         featureless = tuple(t for t, f in enumerate(self.layout.feat_dims) if f == 0)
         self.embedding: DistEmbedding | None = None
         self.sparse: SparseOptimizer | None = None
@@ -98,13 +100,16 @@ class HeteroEngine(MinibatchEngine):
                                            featureless, seed=seed, stats=stats)
             self.sparse = SPARSE_OPTIMIZERS[cfg.train.sparse_optimizer](
                 [self.embedding], lr=cfg.train.sparse_lr)
-        fanouts = relation_fanouts(cfg, graph)
+        fanouts = Fanouts.for_graph(relation_fanouts(cfg, graph), graph, ctx)
         self.loader = DistHeteroNeighborLoader(
-            graph, labels, self.type_features, fanouts, "train", s.batch_size, shuffle=True,
-            seed=seed, prefetch=s.prefetch, seed_split=s.seed_split)
+            DistHeteroNeighborSampler(graph, ctx, fanouts, seed=seed, stats=stats), labels,
+            self.type_features, "train", s.batch_size, shuffle=True, prefetch=s.prefetch,
+            seed_split=s.seed_split)
+        eval_sampler = DistHeteroNeighborSampler(graph, ctx, fanouts, seed=seed + 1,
+                                                 stats=stats)
         self.eval_loaders = {
-            split: DistHeteroNeighborLoader(graph, labels, self.type_features, fanouts, split,
-                                            s.eval_batch_size, shuffle=False, seed=seed + 1,
+            split: DistHeteroNeighborLoader(eval_sampler, labels, self.type_features, split,
+                                            s.eval_batch_size, shuffle=False,
                                             seed_split=s.seed_split)
             for split in SPLITS[1:] if num_global[split] > 0}
         self.steps_per_epoch = len(self.loader)
@@ -165,10 +170,13 @@ class HeteroEngine(MinibatchEngine):
         lo, hi = book.part_bounds(graph.rank)[t:t + 2]
         seeds = torch.arange(int(lo), int(hi)) + graph.first_gid
         degrees = all_gather_ints(self.ctx, graph.relation_max_degrees).max(dim=0).values
-        every: RelationFanouts = {rel: [max(1, int(k))] * self.cfg.model.layers
-                                  for rel, k in zip(lay.edge_types, degrees, strict=True)}
-        loader = DistHeteroNeighborLoader(graph, self.features, self.type_features, every,
-                                          seeds, batch_size, shuffle=False, seed_split="owned")
+        every: FanoutSpec = {rel: [max(1, int(k))] * self.cfg.model.layers
+                             for rel, k in zip(lay.edge_types, degrees, strict=True)}
+        sampler = DistHeteroNeighborSampler(graph, self.ctx,
+                                            Fanouts.for_graph(every, graph, self.ctx),
+                                            stats=self.features.stats)
+        loader = DistHeteroNeighborLoader(sampler, self.features, self.type_features, seeds,
+                                          batch_size, shuffle=False, seed_split="owned")
         self.module.eval()
         first = 0
         model = self.module

@@ -27,6 +27,8 @@ from gnnpar.evaluation.link import KS, embeddings, link_metrics
 from gnnpar.loading.link import DistLinkNeighborLoader
 from gnnpar.models.link import LinkDecoder, LinkPredictor, bce_sum
 from gnnpar.models.node import COMPUTE_DTYPES, SampledGNN, autocast
+from gnnpar.sampling.fanouts import Fanouts
+from gnnpar.sampling.neighbor import DistNeighborSampler
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
@@ -70,10 +72,12 @@ class LinkEngine(MinibatchEngine):
             arrays.update(degree_arrays(graph))
         self.features = DistFeatureStore(graph, ctx, cache_bytes=int(s.cache_mb * 2**20),
                                          stats=stats, arrays=arrays)
+        sampler = DistNeighborSampler(graph, ctx, Fanouts.for_graph(list(s.fanouts), graph, ctx),
+                                      seed=seed, stats=stats, with_edges=True)
         self.loader = DistLinkNeighborLoader(
-            graph, self.features, list(s.fanouts), "train", batch_size=s.batch_size,
-            neg_sampling="binary", num_neg=lk.num_neg, strict=lk.strict, exclude=lk.exclude,
-            shuffle=True, seed=seed, prefetch=s.prefetch, node_attrs=tuple(arrays))
+            sampler, self.features, "train", batch_size=s.batch_size, neg_sampling="binary",
+            num_neg=lk.num_neg, strict=lk.strict, exclude=lk.exclude, shuffle=True,
+            prefetch=s.prefetch, node_attrs=tuple(arrays))
         self.eval_loaders = {}
         self.steps_per_epoch = len(self.loader)
 

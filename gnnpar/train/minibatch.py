@@ -22,10 +22,13 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from gnnpar.comm import CommStats, all_reduce_sum
-from gnnpar.loading.node import DistNeighborLoader, SeedSchedule
+from gnnpar.loading.node import DistNeighborLoader
+from gnnpar.loading.schedule import Loader
 from gnnpar.models.node import SampledGNN, autocast, forward_batch, sampled_precision
 from gnnpar.nn.halo import HaloPlan
 from gnnpar.ops import from_mmap
+from gnnpar.sampling.fanouts import Fanouts
+from gnnpar.sampling.neighbor import DistNeighborSampler
 from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
@@ -99,14 +102,17 @@ class MinibatchEngine:
                 [self.embedding], lr=cfg.train.sparse_lr)
         self.features = DistFeatureStore(graph, ctx, cache_bytes=int(s.cache_mb * 2**20),
                                          stats=stats, arrays=arrays)
-        fanouts = list(s.fanouts)
-        self.loader: SeedSchedule = DistNeighborLoader(
-            graph, self.features, fanouts, "train", s.batch_size, shuffle=True, seed=seed,
-            prefetch=s.prefetch, node_attrs=attrs, seed_split=s.seed_split)
-        self.eval_loaders = {
-            split: DistNeighborLoader(graph, self.features, fanouts, split, s.eval_batch_size,
-                                      shuffle=False, seed=seed + 1, node_attrs=attrs,
-                                      seed_split=s.seed_split)
+        fanouts = Fanouts.for_graph(list(s.fanouts), graph, ctx)
+        edges = graph.meta.edge_dim > 0
+        self.loader: Loader[Any, Any] = DistNeighborLoader(
+            DistNeighborSampler(graph, ctx, fanouts, seed=seed, stats=stats, with_edges=edges),
+            self.features, "train", s.batch_size, shuffle=True, prefetch=s.prefetch,
+            node_attrs=attrs, seed_split=s.seed_split)
+        eval_sampler = DistNeighborSampler(graph, ctx, fanouts, seed=seed + 1, stats=stats,
+                                           with_edges=edges)
+        self.eval_loaders: dict[str, Loader[Any, Any]] = {
+            split: DistNeighborLoader(eval_sampler, self.features, split, s.eval_batch_size,
+                                      shuffle=False, node_attrs=attrs, seed_split=s.seed_split)
             for split in SPLITS[1:] if num_global[split] > 0}
         self.steps_per_epoch = len(self.loader)
 

@@ -183,7 +183,7 @@ def check_typed_settings(cfg: Config, where: str, layout: HeteroLayout) -> None:
                               "sampled neighbourhoods.", path=where, field=fld,
                               fix=fix + ".")
     if cfg.sample.relation_fanouts is not None:
-        from gnnpar.sampling.typed import resolve_relation
+        from gnnpar.sampling.fanouts import resolve_relation
 
         for key in cfg.sample.relations():
             try:

@@ -154,7 +154,7 @@ def measure(part_dir: str) -> dict[str, Any]:
     return {"held": held, "peak": peak, "num_owned": graph.num_owned,
             "num_halo": graph.num_halo, "num_edges": int(graph.indptr[graph.num_owned]),
             "num_stored_edges": graph.indices.numel(), "num_nodes": graph.meta.num_nodes,
-            "num_sent": num_sent, "num_seeds": sum(ld.seed_gids.numel() for ld in loaders),
+            "num_sent": num_sent, "num_seeds": sum(ld.seeds.gids.numel() for ld in loaders),
             "num_params": sum(p.numel() for p in model.parameters()),
             "batch_nodes": batch_nodes, "batch_edges": batch_edges,
             "adjacency_copies": len({id(ld.sampler.graph) for ld in loaders}),

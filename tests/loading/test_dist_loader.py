@@ -46,6 +46,18 @@ def _same(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
         all(np.array_equal(x[k], y[k]) for k in x) for x, y in zip(a, b, strict=True))
 
 
+def _node_loader(graph: Any, store: Any, fanouts: Any, seed: int = 0, replace: bool = False,
+                 **kw: Any) -> Any:
+    """A node loader over a sampler of ``fanouts`` (validated and capped: collective)."""
+    from gnnpar.loading.node import DistNeighborLoader
+    from gnnpar.sampling.fanouts import Fanouts
+    from gnnpar.sampling.neighbor import DistNeighborSampler
+
+    fan = Fanouts.for_graph(fanouts, graph, store.ctx, replace)
+    sampler = DistNeighborSampler(graph, store.ctx, fan, replace, seed, store.stats)
+    return DistNeighborLoader(sampler, store, **kw)
+
+
 def _main_worker(part_dir: str) -> dict[str, Any]:
     """One epoch plus determinism, resume, cache, prefetch and replacement variants."""
     from gnnpar import distributed
@@ -61,7 +73,8 @@ def _main_worker(part_dir: str) -> dict[str, Any]:
 
     def loader(st: DistFeatureStore = store, **kw: Any) -> DistNeighborLoader:
         args: dict[str, Any] = {"batch_size": BATCH, "seed": 3, **kw}
-        return DistNeighborLoader(graph, st, FANOUTS, **args)
+        loader: DistNeighborLoader = _node_loader(graph, st, FANOUTS, **args)
+        return loader
 
     first = _batches(loader())
     counters = stats.as_dict()
@@ -86,21 +99,20 @@ def _main_worker(part_dir: str) -> dict[str, Any]:
 def _coverage_worker(part_dir: str) -> dict[str, Any]:
     """One epoch with a 20% cache, one with drop_last, one over a given seed tensor."""
     from gnnpar import distributed
-    from gnnpar.loading.node import DistNeighborLoader
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx)
     store = DistFeatureStore(graph, ctx, cache_bytes=int(0.2 * graph.part.feat.nbytes))
-    full = DistNeighborLoader(graph, store, FANOUTS, batch_size=BATCH, seed=1)
+    full = _node_loader(graph, store, FANOUTS, batch_size=BATCH, seed=1)
     epoch = _batches(full)
-    dropped = DistNeighborLoader(graph, store, FANOUTS, batch_size=BATCH, drop_last=True)
+    dropped = _node_loader(graph, store, FANOUTS, batch_size=BATCH, drop_last=True)
     sizes = [b["batch_size"] for b in _batches(dropped)]
     # Seeds given as a tensor: every rank passes the same 10 ids and keeps the few it owns,
     # so with batch_size 1 the ranks owning fewer than the most end with empty batches.
     given = torch.arange(0, int(graph.offsets[-1]), int(graph.offsets[-1]) // 10)[:10]
-    few_loader = DistNeighborLoader(graph, store, [3], seeds=given, batch_size=1)
+    few_loader = _node_loader(graph, store, [3], seeds=given, batch_size=1)
     few = _batches(few_loader)
     global_sizes = {name: [ld.global_batch_size(s) for s in range(len(ld))]
                     for name, ld in (("epoch", full), ("drop_last", dropped),
@@ -112,7 +124,6 @@ def _coverage_worker(part_dir: str) -> dict[str, Any]:
 def _errors_worker(part_dir: str) -> list[str]:
     """Bad arguments raise ConfigError on every rank, and the group stays usable."""
     from gnnpar import distributed
-    from gnnpar.loading.node import DistNeighborLoader
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
 
@@ -125,12 +136,12 @@ def _errors_worker(part_dir: str) -> list[str]:
                {"batch_size": 10**6, "drop_last": True}):
         args: dict[str, Any] = {"fanouts": FANOUTS, "batch_size": BATCH, **kw}
         try:
-            DistNeighborLoader(graph, store, **args)
+            _node_loader(graph, store, **args)
             caught.append("no error")
         except ConfigError as exc:
             caught.append(exc.field or "")
     # The group is still in lockstep after the errors: a normal loader runs.
-    ok = DistNeighborLoader(graph, store, FANOUTS, batch_size=BATCH)
+    ok = _node_loader(graph, store, FANOUTS, batch_size=BATCH)
     caught.append(str(sum(1 for _ in ok) == len(ok)))
     return caught
 
@@ -138,7 +149,6 @@ def _errors_worker(part_dir: str) -> list[str]:
 def _seed_split_worker(part_dir: str) -> dict[str, Any]:
     """One epoch with even seed shares (the default) and one with each rank's own seeds."""
     from gnnpar import distributed
-    from gnnpar.loading.node import DistNeighborLoader
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
 
@@ -147,9 +157,9 @@ def _seed_split_worker(part_dir: str) -> dict[str, Any]:
     store = DistFeatureStore(graph, ctx)
     out: dict[str, Any] = {}
     for split in ("even", "owned"):
-        loader = DistNeighborLoader(graph, store, FANOUTS, batch_size=BATCH, seed_split=split)
-        out[split] = {"epoch": _batches(loader), "num_seeds": loader.seed_gids.numel(),
-                      "num_own": loader.num_own_seeds}
+        loader = _node_loader(graph, store, FANOUTS, batch_size=BATCH, seed_split=split)
+        out[split] = {"epoch": _batches(loader), "num_seeds": loader.seeds.gids.numel(),
+                      "num_own": loader.seeds.num_own}
     return out
 
 

@@ -26,6 +26,8 @@ from gnnpar.loading.link import DistLinkNeighborLoader
 from gnnpar.loading.node import DistNeighborLoader
 from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.writer import partition_graph
+from gnnpar.sampling.fanouts import Fanouts
+from gnnpar.sampling.neighbor import DistNeighborSampler
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import DistGraph
 from gnnpar.testing import run_multiproc
@@ -59,12 +61,18 @@ def _new_ids(part_dir: Path, num_parts: int) -> np.ndarray:
     return gid
 
 
+def _sampler(graph: DistGraph, ctx: Any, fanouts: list[int], seed: int) -> DistNeighborSampler:
+    """A sampler returning edge ids and features (fan-outs capped: collective)."""
+    return DistNeighborSampler(graph, ctx, Fanouts.for_graph(fanouts, graph, ctx), seed=seed,
+                               with_edges=True)
+
+
 def _loader(part_dir: str, neg_sampling: str, **kw: Any) -> tuple[Any, DistLinkNeighborLoader]:
     ctx = init()
     graph = DistGraph.load(part_dir, ctx)
     store = DistFeatureStore(graph, ctx)
-    loader = DistLinkNeighborLoader(graph, store, [4, 3], "train", batch_size=32,
-                                    neg_sampling=neg_sampling, num_neg=2, seed=5, **kw)
+    loader = DistLinkNeighborLoader(_sampler(graph, ctx, [4, 3], seed=5), store, "train",
+                                    batch_size=32, neg_sampling=neg_sampling, num_neg=2, **kw)
     return ctx, loader
 
 
@@ -280,8 +288,8 @@ def _strict_triplets(part_dir: str) -> list[dict[str, Any]]:
 def _node_batches(part_dir: str) -> list[tuple[torch.Tensor, ...]]:
     ctx = init()
     graph = DistGraph.load(part_dir, ctx)
-    loader = DistNeighborLoader(graph, DistFeatureStore(graph, ctx), [5, 5], "train",
-                                batch_size=64, seed=1)
+    loader = DistNeighborLoader(_sampler(graph, ctx, [5, 5], seed=1),
+                                DistFeatureStore(graph, ctx), "train", batch_size=64)
     out = [(b.n_id, b.edge_index, b.e_id, b.edge_attr) for b in loader]
     return out
 
@@ -314,8 +322,8 @@ def _edge_layer_outputs(part_dir: str, state: dict[str, Any]) -> list[tuple[torc
     """Each layer of ``_edge_layers()`` on node batches sampled with every in-edge."""
     ctx = init()
     graph = DistGraph.load(part_dir, ctx)
-    loader = DistNeighborLoader(graph, DistFeatureStore(graph, ctx), [10**6], "train",
-                                batch_size=50, seed=3)
+    loader = DistNeighborLoader(_sampler(graph, ctx, [10**6], seed=3),
+                                DistFeatureStore(graph, ctx), "train", batch_size=50)
     layers = _edge_layers()
     layers.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
     layers.eval()

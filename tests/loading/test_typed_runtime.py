@@ -19,11 +19,14 @@ import numpy as np
 import pytest
 import torch
 
+from gnnpar.datasets.synthetic import typed
 from gnnpar.datasets.typed import TypedGraphDataset
 from gnnpar.errors import PartitionError
 from gnnpar.partition.format import PartitionMeta, load_partition
 from gnnpar.partition.typed import check_typed_part
 from gnnpar.partition.verify import verify_partition
+from gnnpar.partition.writer import partition_graph
+from gnnpar.testing import run_multiproc
 from tests.helpers import typed_workers as W
 
 WORLDS = (1, 2, 4)
@@ -82,6 +85,46 @@ def test_typed_part_checks_relation_order(runs: Any) -> None:
         check_typed_part(Path(part_dir) / "part-0", meta.types, 0, meta.offsets,
                          np.asarray(p.indptr), np.asarray(p.indices), np.asarray(p.halo_gids),
                          np.asarray(p.e_id), etype, np.asarray(p.label), p.type_feat, {})
+
+
+def test_typed_rows_of_every_type_are_the_source_rows(tmp_path: Path) -> None:
+    """One typed store, one exchange per batch for all types: each type's gathered rows are
+    the dataset's rows of its batch nodes (brute force), with any cache, several featured
+    types of different widths in every batch, remote rows among them."""
+    rng = np.random.default_rng(4)
+    base = typed(num_papers=300, num_authors=150, num_venues=10, feat_dim=6, seed=3)
+    ds = TypedGraphDataset(
+        num_nodes=base.num_nodes, edges=base.edges, target=base.target, y=base.y,
+        train_idx=base.train_idx, val_idx=base.val_idx, test_idx=base.test_idx,
+        x={**base.x, "author": rng.standard_normal((150, 3)).astype(np.float32),
+           "venue": rng.standard_normal((10, 5)).astype(np.float32)})
+    partition_graph(ds, 2, tmp_path / "p")
+    results = run_multiproc(W.typed_rows, 2, str(tmp_path / "p"))
+    lay = ds.layout()
+    orig = _orig_of_new(str(tmp_path / "p"))
+    offset = dict(zip(lay.node_types, lay.node_offsets, strict=False))
+    first = {t: int(offset[t]) for t in lay.node_types}
+    bounds = PartitionMeta.load(tmp_path / "p").offsets
+    for rank, res in enumerate(results):
+        assert res["none"]["cached"] == 0 < res["some"]["cached"] < res["all"]["cached"]
+        for name in ("none", "some", "all"):
+            batches = res[name]["batches"]
+            assert len(batches) > 1
+            remote = set()
+            for b in batches:
+                assert set(b["x"]) == {"paper", "author", "venue"}
+                for t, x in b["x"].items():
+                    ids = orig[b["n_id"][t]] - first[t]
+                    assert x.shape == (len(ids), ds.x[t].shape[1])
+                    assert np.array_equal(x, ds.x[t][ids]), (rank, name, t)
+                    gid = b["n_id"][t]
+                    if ((gid < bounds[rank]) | (gid >= bounds[rank + 1])).any():
+                        remote.add(t)
+            assert len(remote) >= 2, (rank, name, remote)
+            # The same batches, whatever the cache.
+            for b, ref in zip(batches, res["none"]["batches"], strict=True):
+                for t in b["x"]:
+                    assert np.array_equal(b["n_id"][t], ref["n_id"][t])
 
 
 @pytest.mark.parametrize("world", WORLDS)

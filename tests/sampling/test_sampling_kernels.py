@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -12,8 +13,8 @@ import torch
 from gnnpar.errors import ConfigError
 from gnnpar.keys import mix, mix_int, mix_with
 from gnnpar.sampling import compiled
+from gnnpar.sampling.fanouts import Fanouts
 from gnnpar.sampling.kernels import compiled_kernels, relabel, sample_in_ranges, sample_neighbors
-from gnnpar.sampling.neighbor import check_fanouts
 
 T = TypeVar("T")
 needs_numba = pytest.mark.skipif(not compiled.AVAILABLE, reason="numba not installed")
@@ -206,6 +207,17 @@ def test_mix_int_is_splitmix64_and_mix_is_its_documented_mixer() -> None:
 
 
 @pytest.mark.parametrize("bad", [[], [10, 0], [-1], [2.5], "15,10", [True]])
-def test_check_fanouts_rejects(bad: object) -> None:
+def test_fanouts_parse_rejects(bad: object) -> None:
     with pytest.raises(ConfigError, match="fanouts"):
-        check_fanouts(bad)  # type: ignore[arg-type]
+        Fanouts.parse(bad)  # type: ignore[arg-type]
+
+
+def test_fanouts_capped_is_a_new_value() -> None:
+    """Capping narrows every fan-out above the largest in-degree and changes nothing else."""
+    fanouts = Fanouts.parse([15, 10, 3])
+    assert fanouts.hops == (15, 10, 3) and fanouts.num_hops == 3
+    assert fanouts.capped(12) == Fanouts(((12, 10, 3),))
+    assert fanouts.capped(0) == Fanouts(((1, 1, 1),))  # a graph without edges keeps 1
+    assert fanouts.hops == (15, 10, 3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fanouts.per_relation = ((1,),)  # type: ignore[misc]

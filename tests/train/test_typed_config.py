@@ -6,7 +6,7 @@ import pytest
 
 from gnnpar.datasets.synthetic import typed
 from gnnpar.errors import ConfigError
-from gnnpar.sampling.typed import check_relation_fanouts, resolve_relation
+from gnnpar.sampling.fanouts import Fanouts, resolve_relation
 from gnnpar.train.config import Config, ModelConfig, SampleConfig, TrainConfig
 from gnnpar.train.prepare import check_graph_settings
 
@@ -51,10 +51,12 @@ def test_relation_fanouts_syntax_and_names() -> None:
         Config(sample=SampleConfig(relation_fanouts="cites=5")).validate()
     assert resolve_relation("cites", LAYOUT) == ("paper", "cites", "paper")
     assert resolve_relation("paper__rev_writes__author", LAYOUT)[1] == "rev_writes"
-    fan = check_relation_fanouts({r: [2, 0] for r in LAYOUT.edge_types}, LAYOUT)
-    assert fan == [[2, 0]] * len(LAYOUT.edge_types)
+    fan = Fanouts.parse({r: [2, 0] for r in LAYOUT.edge_types}, LAYOUT)
+    assert fan.per_relation == ((2, 0),) * len(LAYOUT.edge_types)
+    assert Fanouts.parse([3, 1], LAYOUT).per_relation == ((3, 1),) * len(LAYOUT.edge_types)
     with pytest.raises(ConfigError, match="no fan-outs for"):
-        check_relation_fanouts({"cites": [1, 1]}, LAYOUT)
+        Fanouts.parse({"cites": [1, 1]}, LAYOUT)
     with pytest.raises(ConfigError, match="lengths"):
-        check_relation_fanouts({r: [1] * (1 + i % 2) for i, r in enumerate(LAYOUT.edge_types)},
-                               LAYOUT)
+        Fanouts.parse({r: [1] * (1 + i % 2) for i, r in enumerate(LAYOUT.edge_types)}, LAYOUT)
+    with pytest.raises(ConfigError, match="need a typed graph"):
+        Fanouts.parse({"cites": [1, 1]})
