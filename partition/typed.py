@@ -1,4 +1,4 @@
-"""Typed partitions (format version 4): node and edge types, per part and per type.
+"""Typed partitions (format version 4 on): node and edge types, per part and per type.
 
 A typed graph (:class:`~gnnpar.datasets.hetero.HeteroGraphDataset`) is partitioned as its
 homogeneous view (:meth:`~gnnpar.datasets.hetero.HeteroGraphDataset.to_homogeneous`): node
@@ -16,7 +16,7 @@ Per part, beside the homogeneous files:
   destination the in-edges are sorted by relation, so relation ``r``'s CSC is a
   contiguous sub-range of every row, found by binary search (GraphBolt's fused CSC);
 - ``feat_{t}.npy``: the features of the owned nodes of type ``t`` (types with features
-  only), rows in local order, in the partition's ``feat_dtype``;
+  only), rows in local order, in the partition's ``feature_dtype``;
 - labels and splits as in a homogeneous part, over the target type (other types'
   labels are ``-1``); ``feat.npy`` has no columns.
 

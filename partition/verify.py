@@ -1,4 +1,8 @@
-"""``verify_partition``: check a partition directory against every invariant of format v1.
+"""``verify_partition``: check a partition directory against every invariant of its format.
+
+Every readable format version (:data:`~gnnpar.partition.format.READABLE_VERSIONS`, 1 to
+5) is checked against the invariants it has: version 3's edge ids, edge features and link
+supervision, and version 4's types (:mod:`~gnnpar.partition.typed`), where it stores them.
 
 Without the source dataset it checks what the directory alone determines: checksums,
 dtypes and shapes, offsets, that the parts own every node exactly once, that every
@@ -214,7 +218,7 @@ def _check_round_trip(out: Path, parts: list[Partition], meta: PartitionMeta,
         for start in range(0, len(orig), _ROWS):
             rows = orig[start:start + _ROWS]
             want = store_features(np.zeros((len(rows), 0), np.float32) if ds.x is None
-                                  else ds.x[rows], meta.feat_dtype)
+                                  else ds.x[rows], meta.feature_dtype)
             got = np.asarray(p.feat[start:start + _ROWS])
             if want.tobytes() != got.tobytes():
                 raise _fail(d / "feat.npy", "feat", f"row {start} onwards differs from the "
@@ -254,7 +258,7 @@ def _check_typed_round_trip(out: Path, parts: list[Partition], meta: PartitionMe
             if not lay.feat_dims[t]:
                 continue
             rows = orig[bounds[t]:bounds[t + 1]] - lay.node_offsets[t]
-            want = store_features(np.asarray(ds.x[name])[rows], meta.feat_dtype)
+            want = store_features(np.asarray(ds.x[name])[rows], meta.feature_dtype)
             if want.tobytes() != np.asarray(p.type_feat[t]).tobytes():
                 raise _fail(out / part_dir_name(p.part_id) / f"{type_feat_name(t)}.npy",
                             type_feat_name(t), f"differs from the dataset's {name!r} "

@@ -190,11 +190,11 @@ class DistGraph:
     def features(self) -> torch.Tensor:
         """``[num_owned, F]`` features in their stored dtype, over the memory map (no copy).
 
-        ``float32``, ``float16`` or ``bfloat16``, as the partition's ``feat_dtype`` says;
+        ``float32``, ``float16`` or ``bfloat16``, as the partition's ``feature_dtype`` says;
         read-only: never write to it.
         """
         x = from_mmap(self.part.feat)
-        return x.view(torch.bfloat16) if self.meta.feat_dtype == "bf16" else x
+        return x.view(torch.bfloat16) if self.meta.feature_dtype == "bf16" else x
 
     def type_features(self, node_type: int) -> torch.Tensor:
         """Typed graphs: ``[n, F_t]`` features of the owned nodes of one type (no copy).
@@ -202,7 +202,7 @@ class DistGraph:
         Rows in local-id order, in the stored dtype, as :meth:`features`.
         """
         x: torch.Tensor = from_mmap(self.part.type_feat[node_type])
-        return x.view(torch.bfloat16) if self.meta.feat_dtype == "bf16" else x
+        return x.view(torch.bfloat16) if self.meta.feature_dtype == "bf16" else x
 
     @property
     def meta(self) -> PartitionMeta:

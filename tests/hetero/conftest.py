@@ -24,6 +24,7 @@ import _typed_workers as W  # noqa: E402
 from gnnpar.datasets.graph import GraphDataset  # noqa: E402
 from gnnpar.datasets.hetero import HeteroGraphDataset  # noqa: E402
 from gnnpar.datasets.synthetic import sbm, typed  # noqa: E402
+from gnnpar.partition.config import PartitionConfig  # noqa: E402
 from gnnpar.partition.writer import partition_graph  # noqa: E402
 from gnnpar.testing import run_multiproc  # noqa: E402
 
@@ -71,8 +72,8 @@ def typed_runs(runtime_graph: HeteroGraphDataset,
     ``featureless`` (``train_typed``, ``resume_typed``, ``train_featureless``) at 2."""
     root = tmp_path_factory.mktemp("typed")
     for k in (1, 2):
-        partition_graph(training_graph, k, root / f"train-k{k}")
-    partition_graph(featureless_graph, 2, root / "featureless")
+        partition_graph(training_graph, root / f"train-k{k}", PartitionConfig(num_parts=k))
+    partition_graph(featureless_graph, root / "featureless", PartitionConfig(num_parts=2))
     todo: dict[int, dict[str, tuple[str, tuple[Any, ...]]]] = {
         1: {"one": ("train_typed", (str(root / "train-k1"), str(root / "one")))},
         2: {"two": ("train_typed", (str(root / "train-k2"), str(root / "two"))),
@@ -83,7 +84,7 @@ def typed_runs(runtime_graph: HeteroGraphDataset,
     out = {}
     for k in RUNTIME_WORLDS:
         runtime = root / f"runtime-k{k}"
-        partition_graph(runtime_graph, k, runtime)
+        partition_graph(runtime_graph, runtime, PartitionConfig(num_parts=k))
         jobs = {"runtime": ("sample_and_embed", (str(runtime), runtime_steps)), **todo[k]}
         out[k] = {"runtime": str(runtime), "ranks": run_multiproc(T.jobs, k, jobs)}
     return out

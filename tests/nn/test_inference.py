@@ -87,11 +87,11 @@ def test_a_layer_allocates_its_output_and_one_chunk_budget(tmp_path: Any, kind: 
     import gnnpar.distributed as gdist
     from gnnpar.datasets.synthetic import sbm
     from gnnpar.nn.inference import _Layerwise, _plain
-    from gnnpar.partition import partition_graph
+    from gnnpar.partition import PartitionConfig, partition_graph
     from gnnpar.storage.graph import DistGraph
 
-    partition_graph(sbm(num_nodes=3000, avg_degree=20, feat_dim=cases.FEAT, seed=0), 1,
-                    tmp_path / "p")
+    partition_graph(sbm(num_nodes=3000, avg_degree=20, feat_dim=cases.FEAT, seed=0),
+                    tmp_path / "p", PartitionConfig(num_parts=1))
     started = not torch.distributed.is_initialized()
     ctx = gdist.init()
     try:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _memory as m  # noqa: E402
 
-from gnnpar.partition import partition_graph  # noqa: E402
+from gnnpar.partition import PartitionConfig, partition_graph  # noqa: E402
 from gnnpar.testing import run_multiproc  # noqa: E402
 
 SIZES = (4 * m.OWNED, 16 * m.OWNED)
@@ -45,7 +45,8 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     dirs = []
     for n in SIZES:
         dataset, assignment = m.scaled_graph(n)
-        partition_graph(dataset, 2, root / f"n{n}", assignment=assignment)
+        partition_graph(dataset, root / f"n{n}", PartitionConfig(num_parts=2),
+                        assignment=assignment)
         dirs.append(str(root / f"n{n}"))
     result: list[dict[str, Any]] = run_multiproc(m.memory_worker, 2, dirs[0], dirs,
                                                  timeout=300)[0]
@@ -105,7 +106,7 @@ def test_device_copies_are_made_once(tmp_path: Path) -> None:
     from gnnpar.storage.graph import DistGraph
 
     dataset, assignment = m.scaled_graph(2 * m.OWNED)
-    partition_graph(dataset, 2, tmp_path / "p", assignment=assignment)
+    partition_graph(dataset, tmp_path / "p", PartitionConfig(num_parts=2), assignment=assignment)
     graph = DistGraph.from_partition(load_partition(tmp_path / "p", 0))
     copy = graph.to("meta")
     assert copy is not graph and copy.indices.device.type == "meta"

@@ -22,7 +22,7 @@ import _workers  # noqa: E402
 
 from gnnpar.datasets.graph import GraphDataset  # noqa: E402
 from gnnpar.datasets.synthetic import sbm  # noqa: E402
-from gnnpar.partition import partition_graph  # noqa: E402
+from gnnpar.partition import PartitionConfig, partition_graph  # noqa: E402
 from gnnpar.testing import run_multiproc  # noqa: E402
 
 
@@ -38,7 +38,7 @@ def small_parts(small_graph: GraphDataset,
     """METIS partitions of ``small_graph`` into 2 and 4 parts: ``{K: directory}``."""
     root = tmp_path_factory.mktemp("small-parts")
     for k in (2, 4):
-        partition_graph(small_graph, k, root / f"k{k}")
+        partition_graph(small_graph, root / f"k{k}", PartitionConfig(num_parts=k))
     return {k: str(root / f"k{k}") for k in (2, 4)}
 
 
@@ -48,7 +48,7 @@ def accuracy_parts(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
     root = tmp_path_factory.mktemp("accuracy-parts")
     ds = _reference.accuracy_graph()
     for k in (1, 2):
-        partition_graph(ds, k, root / f"k{k}")
+        partition_graph(ds, root / f"k{k}", PartitionConfig(num_parts=k))
     return {k: str(root / f"k{k}") for k in (1, 2)}
 
 
