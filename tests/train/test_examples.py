@@ -70,7 +70,7 @@ def test_dnn_hybrid_parallel_example_writes_the_run_record(tmp_path: Path) -> No
     proc = _torchrun("dnn_hybrid_parallel.py", "--tp", "2", "--steps", "3", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((tmp_path / "runs" / "dnn-transformer" / "record.json").read_text())
-    assert record["format_version"] == 3 and record["config"]["parallel"]["tp"] == 2
+    assert record["format_version"] == 4 and record["config"]["parallel"]["tp"] == 2
     losses = [e["train_loss"] for e in record["epochs"]]
     assert len(losses) == 3 and losses[-1] < losses[0]
     assert record["epochs"][1]["comm"]  # tensor parallelism communicates every step
