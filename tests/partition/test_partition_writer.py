@@ -1,4 +1,5 @@
-"""partition_graph on hand-checked graphs: exact arrays, determinism, options, bad input."""
+"""partition_graph on hand-checked graphs: exact arrays, determinism, options, bad input;
+partition_dataset: the load -> check -> partition sequence."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import numpy as np
 import pytest
 
 import gnnpar.partition.writer as writer
+from gnnpar.datasets.config import DataConfig
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
-from gnnpar.errors import ConfigError, PartitionError
+from gnnpar.errors import ConfigError, DatasetError, PartitionError
 from gnnpar.partition import PartitionConfig, load_partition, partition_graph
+from gnnpar.partition.stages import StageMeter
+from gnnpar.partition.writer import partition_dataset
 
 
 def tiny() -> GraphDataset:
@@ -195,3 +199,43 @@ def test_overwrite_keeps_the_old_directory_until_the_new_one_is_complete(
     assert json.loads((out / "meta.json").read_text())["num_parts"] == meta.num_parts == 3
     assert not (out / "part-0" / "keep.txt").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["p"]
+
+
+SPEC = "synthetic:sbm?nodes=400&avg_degree=6&classes=4&feat_dim=4&seed=1"
+
+
+def test_partition_dataset_loads_checks_and_partitions_as_partition_graph(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+    meter = StageMeter()
+    meta = partition_dataset(DataConfig(dataset=SPEC), tmp_path / "a",
+                             PartitionConfig(num_parts=3), check=lambda d: seen.append(
+                                 d.num_nodes), meter=meter)
+    assert seen == [400] and [s.name for s in meter.stages][:2] == ["load", "check"]
+    partition_graph(DataConfig(dataset=SPEC).load_any(), tmp_path / "b",
+                    PartitionConfig(num_parts=3))
+    files = sorted(str(f.relative_to(tmp_path / "a")) for f in (tmp_path / "a").rglob("*")
+                   if f.is_file())
+    _, mismatch, errors = filecmp.cmpfiles(tmp_path / "a", tmp_path / "b", files, shallow=False)
+    assert len(files) == 1 + 3 * 18 and not mismatch and not errors and meta.num_parts == 3
+
+    def never(self: DataConfig) -> None:
+        raise AssertionError("the data was read before the settings were checked")
+
+    monkeypatch.setattr(DataConfig, "load_any", never)
+    for config, field in ((PartitionConfig(), "partition.num_parts"),
+                          (PartitionConfig(num_parts=2, halo_hops=0), "partition.halo_hops")):
+        with pytest.raises(ConfigError) as exc:
+            partition_dataset(DataConfig(dataset=SPEC), tmp_path / "c", config)
+        assert exc.value.field == field and "--" in str(exc.value.fix)
+
+
+def test_partition_dataset_needs_labels_only_when_asked(tmp_path: Path) -> None:
+    edges = tmp_path / "edges.csv"
+    edges.write_text("src,dst\n0,1\n1,2\n2,3\n3,0\n")
+    data = DataConfig(dataset=str(edges))
+    assert partition_dataset(data, tmp_path / "p", PartitionConfig(num_parts=2)).num_nodes == 4
+    with pytest.raises(DatasetError) as exc:
+        partition_dataset(data, tmp_path / "q", PartitionConfig(num_parts=2), need_labels=True)
+    assert exc.value.field == "y" and "--labels" in exc.value.fix
+    assert not (tmp_path / "q").exists()
