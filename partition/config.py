@@ -19,10 +19,9 @@ class PartitionConfig:
 
     The ``config`` of :func:`~gnnpar.partition.partition_graph` (and of every stage it
     passes it down to) and the ``partition`` section of ``gnnpar-partition`` and
-    ``gnnpar-train``, whose flag of a field is its
-    name (``halo_hops``: ``--halo-hops``) but for ``seed`` (``--partition-seed``),
-    ``threads`` (``--partition-threads``), ``compress`` (``--kaminpar-compress``) and
-    ``repeats`` (``--kaminpar-repeats``).
+    ``gnnpar-train``, whose flag of a field is its name (``halo_hops``: ``--halo-hops``)
+    but for ``seed`` (``--partition-seed``), ``threads`` (``--partition-threads``),
+    ``compress`` (``--kaminpar-compress``) and ``repeats`` (``--kaminpar-repeats``).
 
     Example::
 

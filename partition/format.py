@@ -45,7 +45,7 @@ id ``halo_gids[j]``.  With ``halo_hops = 1`` the halo rows of ``indptr`` are emp
 A typed partition's files and ``meta.json``'s ``hetero`` are specified in
 :mod:`~gnnpar.partition.typed`.
 
-Every older version is still read (:data:`READABLE_VERSIONS`).  Versions 1 to 4 name the
+Every older version is still read (:data:`READABLE_VERSIONS`).  Versions 2 to 4 name the
 feature dtype ``feat_dtype`` in ``meta.json`` (version 1 has none: ``fp32``); versions
 1 and 2 (no edge ids, edge features or link supervision) read with ``e_id = None``, no
 edge features and no supervision edges, and anything that needs edge ids refuses them
@@ -286,7 +286,7 @@ class PartitionMeta:
         return meta
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict for ``meta.json`` (this version's field names)."""
+        """Plain dict for ``meta.json``, under the current version's field names."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["offsets"] = list(self.offsets)
         d["parts"] = list(self.parts)

@@ -26,7 +26,7 @@ import _typed_workers as W  # noqa: E402
 
 from gnnpar.datasets.hetero import HeteroGraphDataset  # noqa: E402
 from gnnpar.errors import PartitionError  # noqa: E402
-from gnnpar.partition.format import PartitionMeta, load_partition  # noqa: E402
+from gnnpar.partition.format import FORMAT_VERSION, PartitionMeta, load_partition  # noqa: E402
 from gnnpar.partition.typed import check_typed_part  # noqa: E402
 from gnnpar.partition.verify import verify_partition  # noqa: E402
 
@@ -63,7 +63,7 @@ def test_typed_partition_round_trips(graph: HeteroGraphDataset, runs: Any, world
     report = verify_partition(part_dir, graph)
     assert "typed features" in report.checks and "endpoint types" in report.checks
     meta = PartitionMeta.load(part_dir)
-    assert meta.types is not None and meta.format_version == 4
+    assert meta.types is not None and meta.format_version == FORMAT_VERSION == 5
     counts = np.array(meta.types.counts)
     assert counts.sum(0).tolist() == list(graph.num_nodes.values())
     owned = np.array([p["num_owned"] for p in meta.parts])
