@@ -56,7 +56,7 @@ def main() -> None:
         if not (parts[dtype] / "meta.json").is_file():
             ds = ds or sbm(num_nodes=nodes, avg_degree=10.0, num_classes=16, feat_dim=100,
                            homophily=0.3, seed=0).to_undirected()
-            partition_graph(ds, 2, parts[dtype], PartitionConfig(feature_dtype=dtype),
+            partition_graph(ds, parts[dtype], PartitionConfig(num_parts=2, feature_dtype=dtype),
                             overwrite=True)
     runs: dict[str, list[dict[str, Any]]] = {"fp32": [], "bf16": []}
     loads = []

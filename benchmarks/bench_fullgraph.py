@@ -192,9 +192,10 @@ def epoch_time_table(args: argparse.Namespace, work: Path,
                      report: dict[str, Any]) -> dict[str, Any]:
     """Table 1: epoch time of PyG vs gnnpar at 1 and 2 ranks, on the main graph."""
     ds = make_graph(args.nodes, args.feat_dim, args.homophily)
-    partition_graph(ds, 1, work / "main-1", PartitionConfig(partitioner="contiguous"))
+    partition_graph(ds, work / "main-1", PartitionConfig(num_parts=1, partitioner="contiguous"))
     for method in ("metis", "random"):
-        partition_graph(ds, 2, work / f"main-{method}", PartitionConfig(partitioner=method, seed=0))
+        partition_graph(ds, work / f"main-{method}",
+                        PartitionConfig(num_parts=2, partitioner=method, seed=0))
     single = single_process_epochs(ds, args.hidden, args.epochs, threads=2)
     single_1t = single_process_epochs(ds, args.hidden, args.epochs, threads=1)
     del ds
@@ -227,15 +228,16 @@ def halo_table(args: argparse.Namespace, work: Path, report: dict[str, Any],
     halo = {name: sum(ranks[name]["bytes_per_epoch"][k] for k in HALO_KINDS)
             for name in ("exact", "bns_p0.1", "random_parts")}
     acc_ds = sbm(num_nodes=args.acc_nodes, feat_dim=args.feat_dim, seed=1)  # GCN ~72%
-    partition_graph(acc_ds, 2, work / "acc-random", PartitionConfig(partitioner="random", seed=0))
+    partition_graph(acc_ds, work / "acc-random",
+                    PartitionConfig(num_parts=2, partitioner="random", seed=0))
     del acc_ds
     acc = run_multiproc(rank_accuracy, 2, str(work / "acc-random"), args.hidden,
                         args.acc_epochs, env=ENV, timeout=3600)[0]
     sweep = {}
     for h in SWEEP_HOMOPHILY:  # halo rows from the partitions' quality reports
         sds = make_graph(args.sweep_nodes, 1, h, seed=3)
-        rows = {m: sum(partition_graph(sds, 2, work / f"sweep-{h}-{m}",
-                                       PartitionConfig(partitioner=m, seed=0))
+        rows = {m: sum(partition_graph(sds, work / f"sweep-{h}-{m}",
+                                       PartitionConfig(num_parts=2, partitioner=m, seed=0))
                        .quality["per_part"]["halo"]) for m in ("metis", "random")}
         sweep[str(h)] = {**rows, "ratio": rows["metis"] / rows["random"]}
     report["halo"] = {"bytes_per_epoch": halo, "accuracy": acc, "homophily_sweep": sweep}

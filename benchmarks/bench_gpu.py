@@ -279,8 +279,8 @@ def measure(args: argparse.Namespace, work: Path) -> None:
     for dtype in ("fp32", "bf16"):
         t0 = time.perf_counter()
         parts[dtype] = work / f"parts-{dtype}"
-        partition_graph(ds, 1, parts[dtype],
-                        PartitionConfig(partitioner="contiguous", feature_dtype=dtype),
+        partition_graph(ds, parts[dtype],
+                        PartitionConfig(num_parts=1, partitioner="contiguous", feature_dtype=dtype),
                         validate=dtype == "fp32")
         print(f"partition ({dtype} features) {time.perf_counter() - t0:.1f} s", flush=True)
     del ds

@@ -60,8 +60,8 @@ def sampler(num_nodes: int) -> None:
 
     torch.set_num_threads(1)
     work = Path(tempfile.mkdtemp(prefix="gnnpar-mem-"))
-    partition_graph(sbm(num_nodes=100_000, avg_degree=10.0, feat_dim=8, seed=0), 1, work / "p",
-                    PartitionConfig(partitioner="contiguous"))
+    partition_graph(sbm(num_nodes=100_000, avg_degree=10.0, feat_dim=8, seed=0), work / "p",
+                    PartitionConfig(num_parts=1, partitioner="contiguous"))
     part = load_partition(work / "p", 0)
     meta = dataclasses.replace(part.meta, num_nodes=num_nodes, offsets=(0, num_nodes))
     graph = DistGraph.from_partition(dataclasses.replace(part, meta=meta))

@@ -108,7 +108,8 @@ def run_one(data: Path, k: int, method: str, work: Path) -> dict[str, Any]:
 
     from gnnpar.datasets.graph import GraphDataset
     from gnnpar.partition.adjacency import group_in_edges, metis_graph
-    from gnnpar.partition.assign import DEFAULT_BALANCE, assign_parts
+    from gnnpar.partition.assign import assign_parts
+    from gnnpar.partition.config import PartitionConfig
     from gnnpar.partition.work import sampled_weight
 
     ds = GraphDataset.load(data)
@@ -132,7 +133,8 @@ def run_one(data: Path, k: int, method: str, work: Path) -> dict[str, Any]:
             import gnnpar.partition.kaminpar as kp
 
             kp._CONTEXT = method.split("-", 1)[1]  # the preset under test
-        part, info = assign_parts(in_edges, k, name, DEFAULT_BALANCE, 0, train, work)
+        part, info = assign_parts(in_edges, PartitionConfig(num_parts=k, partitioner=name),
+                                  train, work)
     cpu = time.process_time() - t0
     peak = _status("VmHWM")
     return {"cpu_s": round(cpu, 2), "peak_mib": round(peak / 2**20, 1),

@@ -100,7 +100,7 @@ class Inputs:
         ds = sbm(num_nodes=1200, avg_degree=8, num_classes=4, feat_dim=8, seed=3)
         self.ds = ds
         self.good = work / "good-parts"
-        partition_graph(ds, 2, self.good)
+        partition_graph(ds, self.good, PartitionConfig(num_parts=2))
         pairs = zip(ds.src.tolist(), ds.dst.tolist(), strict=True)
         self.edges = work / "edges.csv"
         self.edges.write_text("src,dst\n" + "".join(f"{s},{t}\n" for s, t in pairs))
@@ -146,7 +146,8 @@ class Inputs:
         out = self.work / "link-parts"
         if not out.exists():
             partition_graph(sbm(num_nodes=1200, avg_degree=8, num_classes=4, feat_dim=8,
-                                seed=3, task="link"), 2, out, task="link")
+                                seed=3, task="link"), out, PartitionConfig(num_parts=2),
+                            task="link")
         return out
 
     def typed_parts(self) -> Path:
@@ -154,7 +155,8 @@ class Inputs:
         out = self.work / "typed-parts"
         if not out.exists():
             partition_graph(typed(num_papers=500, num_authors=100, num_venues=12,
-                                  num_classes=4, feat_dim=8, seed=3), 2, out)
+                                  num_classes=4, feat_dim=8, seed=3), out,
+                            PartitionConfig(num_parts=2))
         return out
 
     def copy_of(self, src: Path, name: str) -> Path:
@@ -479,7 +481,7 @@ def round_two_cases(inp: Inputs) -> list[Case]:
         parts = inp.copy_of(inp.good, "replaced-parts")
         subprocess.run([*train, str(parts), *TRAIN, "--nproc", "2", "--out", str(o)],
                        capture_output=True, check=True)
-        partition_graph(inp.ds, 2, parts, PartitionConfig(seed=9), overwrite=True)
+        partition_graph(inp.ds, parts, PartitionConfig(num_parts=2, seed=9), overwrite=True)
         return [*train, str(parts), "--hidden", "8", "--timeout-s", "30", "--nproc", "2",
                 "--no-progress", "--epochs", "2", "--out", str(o), "--resume"]
 

@@ -58,8 +58,8 @@ def make_partitions(workdir: Path, parts: dict[str, tuple[int, str, int]],
         d = workdir / f"{tag}-{name}"
         if not (d / "meta.json").exists():
             t = time.perf_counter()
-            partition_graph(ds, k, d, PartitionConfig(partitioner=method, halo_hops=hops, seed=0),
-                            overwrite=True)
+            partition_graph(ds, d, PartitionConfig(num_parts=k, partitioner=method,
+                                                   halo_hops=hops, seed=0), overwrite=True)
             print(f"  partitioned {name}: {k} parts ({method}) in "
                   f"{time.perf_counter() - t:.1f} s")
         dirs[name] = d

@@ -95,7 +95,7 @@ def main() -> None:
     if not (out / "meta.json").is_file():
         ds = sbm(num_nodes=args.nodes, avg_degree=args.degree, num_classes=8,
                  feat_dim=args.feat_dim, seed=0)
-        partition_graph(ds, args.parts, out, PartitionConfig(partitioner="random"))
+        partition_graph(ds, out, PartitionConfig(num_parts=args.parts, partitioner="random"))
     load = os.getloadavg()
     rows = [measure(out, k) for k in range(args.parts)]
     print(f"partition: {args.nodes:,} nodes, {args.feat_dim} fp32 features, degree "

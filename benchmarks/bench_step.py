@@ -61,7 +61,8 @@ def prepare(name: str, work: Path, nodes: int, batches: int) -> Path:
         make = synthetic.sbm if name == "sbm" else synthetic.rmat
         ds = make(num_nodes=nodes, avg_degree=10.0, num_classes=16, feat_dim=100,
                   homophily=0.3, seed=0).to_undirected()
-        partition_graph(ds, 2, parts, PartitionConfig(partitioner="metis", seed=0), overwrite=True)
+        partition_graph(ds, parts, PartitionConfig(num_parts=2, partitioner="metis", seed=0),
+                        overwrite=True)
     res = run_multiproc(_dump_worker, 2, str(parts), batches, env={"OMP_NUM_THREADS": "1"},
                         timeout=1800)
     arrays: dict[str, np.ndarray] = {"count": np.asarray(len(res[0]))}

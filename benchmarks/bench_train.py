@@ -34,6 +34,7 @@ from _measure import sync_budget
 
 from gnnpar.config import ArgumentParser
 from gnnpar.datasets.synthetic import sbm
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.writer import partition_graph
 from gnnpar.train.cli import launch
 from gnnpar.train.config import (
@@ -75,7 +76,7 @@ def main() -> None:
     if not (parts / "meta.json").is_file():
         ds = sbm(num_nodes=nodes, avg_degree=args.avg_degree, num_classes=16,
                  feat_dim=args.feat_dim, seed=0)
-        partition_graph(ds, args.nproc, parts)
+        partition_graph(ds, parts, PartitionConfig(num_parts=args.nproc))
     prepare_s = time.perf_counter() - t0
 
     cfg = Config(

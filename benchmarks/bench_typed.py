@@ -87,7 +87,8 @@ def make_partitions(workdir: Path, papers: int, authors: int, venues: int
     for name, k in (("typed2", 2), ("typed1", 1)):
         if not (dirs[name] / "meta.json").exists():
             t = time.perf_counter()
-            partition_graph(ds, k, dirs[name], PartitionConfig(partitioner="metis", seed=0),
+            partition_graph(ds, dirs[name],
+                            PartitionConfig(num_parts=k, partitioner="metis", seed=0),
                             overwrite=True)
             print(f"  partitioned {name}: {k} part(s) (metis) in "
                   f"{time.perf_counter() - t:.1f} s")
@@ -97,8 +98,8 @@ def make_partitions(workdir: Path, papers: int, authors: int, venues: int
         for k, part in enumerate(parts):
             assignment[np.asarray(part.orig_ids)] = k
         t = time.perf_counter()
-        partition_graph(ds.to_homogeneous(), 2, dirs["homo2"], assignment=assignment,
-                        overwrite=True)
+        partition_graph(ds.to_homogeneous(), dirs["homo2"], PartitionConfig(num_parts=2),
+                        assignment=assignment, overwrite=True)
         print(f"  partitioned homo2: the homogeneous view, typed2's assignment, in "
               f"{time.perf_counter() - t:.1f} s")
     for k, part in enumerate(parts):  # identical parts: same owned nodes, ids and edges

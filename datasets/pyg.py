@@ -79,7 +79,7 @@ def from_pyg(data: Any, name: str = "pyg") -> GraphDataset | TypedGraphDataset:
 
         from torch_geometric.datasets import Planetoid
         ds = gnnpar.from_pyg(Planetoid("data", "Cora")[0], name="cora")
-        gnnpar.partition_graph(ds, 2, "parts/cora-2")
+        gnnpar.partition_graph(ds, "parts/cora-2", gnnpar.PartitionConfig(num_parts=2))
     """
     if _is_typed(data):
         return from_pyg_typed(data, name=name)

@@ -36,7 +36,7 @@ import numpy as np
 
 from gnnpar.artifacts.arrays import check_written, copy_rows, release
 
-DEFAULT_BUDGET = 2 << 30  # bytes of working set where a caller gives none (the spec: GB)
+DEFAULT_BUDGET = 2 << 30  # bytes of working set where a caller gives none (the config: GB)
 # Working bytes per entry: a chunk of the edge list (two ids read, key, bucket, order,
 # reordered key) and a bucket being sorted (key, columns, output cast).
 _CHUNK_BYTES_PER_EDGE = 64

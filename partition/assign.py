@@ -43,13 +43,17 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gnnpar.artifacts.arrays import copy_rows, release
 from gnnpar.errors import ConfigError, PartitionError
-from gnnpar.partition.adjacency import CSR, DEFAULT_BUDGET, InEdges, metis_graph
+from gnnpar.partition.adjacency import CSR, InEdges, metis_graph
 from gnnpar.partition.balance import EPSILON, balance_partition
+
+if TYPE_CHECKING:
+    from gnnpar.partition.config import PartitionConfig
 
 METHODS = ("metis", "kaminpar", "stream", "random", "contiguous")
 GRAPH_METHODS = ("metis", "kaminpar", "stream")
@@ -268,36 +272,32 @@ def check_method(method: str) -> None:
                           f"{METHODS[0]!r}) in Python).")
 
 
-def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequence[str],
-                 seed: int, train_idx: np.ndarray, workdir: Path,
-                 assignment: np.ndarray | None = None, budget: int = DEFAULT_BUDGET,
-                 threads: int = 1, compress: bool = False, repeats: int = KAMINPAR_REPEATS,
+def assign_parts(in_edges: InEdges, config: PartitionConfig, train_idx: np.ndarray,
+                 workdir: Path, assignment: np.ndarray | None = None,
                  node_offsets: Sequence[int] | None = None
                  ) -> tuple[np.ndarray, dict[str, object]]:
-    """The part of every node, by ``method`` or from ``assignment``.
+    """The part of every node, by ``config.partitioner`` or from ``assignment``.
 
-    Checks ``method`` (unless ``assignment`` is given) and ``balance``.
+    Checks the partitioner (unless ``assignment`` is given) and the balanced quantities.
 
     Args:
         in_edges: The grouped source graph.
-        num_parts: ``K``, already checked against ``N``.
-        method: One of :data:`METHODS`; ignored when ``assignment`` is given.
-        balance: Quantities the graph methods balance (see :func:`balance_weights`).
-        seed: Random seed (every method but ``contiguous``).
+        config: The partition settings: ``num_parts`` (``K``, already checked against
+            ``N``), the partitioner (ignored when ``assignment`` is given), the balanced
+            quantities (see :func:`balance_weights`), the seed (every method but
+            ``contiguous``), the memory budget for building the undirected graph and
+            KaMinPar's threads, compression and repeats.
         train_idx: Training node ids (for the ``"train"`` weight).
         workdir: Scratch directory for the undirected graph the graph methods read.
         assignment: A precomputed ``[N]`` part array.
-        budget: Bytes of working set for building the undirected graph.
-        threads: Threads of KaMinPar.
-        compress: KaMinPar holds the graph compressed.
-        repeats: KaMinPar runs (seeds), the one that cuts fewest edges kept.
         node_offsets: A typed graph's node-type boundaries (see :func:`balance_weights`).
 
     Returns:
         ``(part, partitioner)``: int64 ``[N]`` and the method with its arguments, for
         ``meta.json``.
     """
-    n = in_edges.num_nodes
+    n, num_parts = in_edges.num_nodes, config.require_parts()
+    method, seed = config.partitioner, config.seed
     if assignment is not None:
         return check_assignment(assignment, n, num_parts), {"method": "precomputed"}
     check_method(method)
@@ -305,14 +305,15 @@ def assign_parts(in_edges: InEdges, num_parts: int, method: str, balance: Sequen
         return random_assignment(n, num_parts, seed), {"method": method, "seed": seed}
     if method == "contiguous":
         return contiguous_assignment(n, num_parts), {"method": method}
-    weights, used = balance_weights(balance, in_edges, train_idx, node_offsets, num_parts)
-    graph = metis_graph(in_edges, workdir, budget)
+    weights, used = balance_weights(config.balance, in_edges, train_idx, node_offsets,
+                                    num_parts)
+    graph = metis_graph(in_edges, workdir, int(config.memory_budget * 1e9))
     if method == "kaminpar":
         from gnnpar.partition.kaminpar import kaminpar_assignment
 
         part, extra = kaminpar_assignment(graph.indptr, graph.indices, num_parts, weights,
-                                          used, seed, threads, workdir, compress,
-                                          repeats=repeats)
+                                          used, seed, config.threads, workdir,
+                                          config.compress, repeats=config.repeats)
     elif method == "stream":
         from gnnpar.partition.stream import stream_assignment
 

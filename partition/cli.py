@@ -33,25 +33,18 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from tqdm import tqdm
 
 from gnnpar.artifacts.kinds import PARTITION
 from gnnpar.artifacts.ownership import check_output_dir
 from gnnpar.config import ArgumentParser, add_config_arguments, parse_config
-from gnnpar.console import bars_off, log_to_stderr
+from gnnpar.console import log_to_stderr
 from gnnpar.datasets.config import DataConfig
-from gnnpar.errors import ConfigError, GnnparError, PartitionError
+from gnnpar.errors import GnnparError, PartitionError
 from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import PartitionMeta
 from gnnpar.partition.quality import format_quality
 from gnnpar.partition.stages import StageMeter
-from gnnpar.partition.writer import partition_graph
-
-if TYPE_CHECKING:
-    from gnnpar.datasets.graph import GraphDataset
-    from gnnpar.datasets.typed import TypedGraphDataset as HeteroGraphDataset
+from gnnpar.partition.writer import load_data, partition_dataset
 
 PROG = "gnnpar-partition"
 _PARTITION_FLAGS = ("--num-parts", "--out", "-o")
@@ -117,32 +110,17 @@ def _info_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load(data: DataConfig, progress: bool) -> GraphDataset | HeteroGraphDataset:
-    with tqdm(total=1, desc=f"load {data.dataset}", disable=bars_off(progress)) as bar:
-        dataset = data.load_any()
-        bar.update()
-    return dataset
-
-
 def _run_partition(argv: Sequence[str]) -> int:
     parser = _partition_parser()
     job, ns, _ = parse_config(parser, PartitionJob, argv)
     job.data.validate()
-    job.partition.validate()
-    if job.partition.num_parts is None:
-        raise ConfigError("the number of parts is missing.", field="partition.num_parts",
-                          fix="pass --num-parts K.")
+    job.partition.validate().require_parts()
     out = Path(ns.out)
     check_output_dir(out, ns.overwrite, PARTITION, PartitionError,
                      "pass --overwrite to replace the partition in it, or choose another --out.")
     meter = StageMeter()
-    with meter.stage("load"):
-        dataset = _load(job.data, ns.progress)
-    if dataset.y is not None and job.data.task == "node":
-        dataset.require_node_task(job.data.dataset)
-    meta = partition_graph(dataset, job.partition.num_parts, out, job.partition,
-                           task=job.data.task, overwrite=ns.overwrite, progress=ns.progress,
-                           validate=False, meter=meter)
+    meta = partition_dataset(job.data, out, job.partition, overwrite=ns.overwrite,
+                             progress=ns.progress, meter=meter)
     print(f"wrote {out}: {meta.num_parts} parts of {meta.name} "
           f"({meta.num_nodes:,} nodes, {meta.num_edges:,} edges), {meta.partitioner}")
     print(format_quality(meta.quality, meta.num_edges))
@@ -154,7 +132,7 @@ def _run_verify(argv: Sequence[str]) -> int:
     from gnnpar.partition.verify import verify_partition
 
     job, ns, explicit = parse_config(_verify_parser(), VerifyJob, argv)
-    dataset = _load(job.data.validate(), True) if "data.dataset" in explicit else None
+    dataset = load_data(job.data.validate(), True) if "data.dataset" in explicit else None
     print(verify_partition(ns.dir, dataset))
     return 0
 

@@ -17,21 +17,22 @@ HOW_ONLY = ("memory_budget", "workers", "threads")
 class PartitionConfig:
     """How a dataset is split into parts (one part per training process).
 
-    The ``spec`` of :func:`~gnnpar.partition.partition_graph` and the ``partition``
-    section of ``gnnpar-partition`` and ``gnnpar-train``, whose flag of a field is its
-    name (``halo_hops``: ``--halo-hops``) but for ``seed`` (``--partition-seed``),
-    ``threads`` (``--partition-threads``), ``compress`` (``--kaminpar-compress``) and
-    ``repeats`` (``--kaminpar-repeats``).
+    The ``config`` of :func:`~gnnpar.partition.partition_graph` (and of every stage it
+    passes it down to) and the ``partition`` section of ``gnnpar-partition`` and
+    ``gnnpar-train``, whose flag of a field is its name (``halo_hops``: ``--halo-hops``)
+    but for ``seed`` (``--partition-seed``), ``threads`` (``--partition-threads``),
+    ``compress`` (``--kaminpar-compress``) and ``repeats`` (``--kaminpar-repeats``).
 
     Example::
 
-        spec = PartitionConfig(partitioner="random", seed=1, balance=("nodes", "train"))
-        meta = gnnpar.partition_graph(dataset, 4, "parts/mine-4", spec)
+        config = PartitionConfig(num_parts=4, partitioner="random", seed=1,
+                                 balance=("nodes", "train"))
+        meta = gnnpar.partition_graph(dataset, "parts/mine-4", config)
     """
 
     num_parts: int | None = None
     """Number of parts K (gnnpar-train: default and only value, the number of
-    processes)."""
+    processes; partitioning needs it set)."""
 
     partitioner: str = "metis"
     """metis (few cut edges, balanced), kaminpar (as good, multi-threaded, less memory;
@@ -104,3 +105,11 @@ class PartitionConfig:
         except ConfigError as exc:
             raise ConfigError(exc.message, field="partition.balance", fix=fix) from None
         return self
+
+    def require_parts(self) -> int:
+        """``num_parts``, which partitioning needs; :class:`ConfigError` when unset."""
+        if self.num_parts is None:
+            raise ConfigError("the number of parts is missing.", field="partition.num_parts",
+                              fix="pass --num-parts K (PartitionConfig(num_parts=K) in "
+                              "Python).")
+        return self.num_parts

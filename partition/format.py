@@ -1,4 +1,4 @@
-"""The partition directory, format version 4: its schema and its reader.
+"""The partition directory, format version 5: its schema and its reader.
 
 Nodes are renumbered so that part ``k`` owns the contiguous range
 ``offsets[k] .. offsets[k+1]`` of new global ids; the partition book is ``offsets``.
@@ -17,8 +17,8 @@ Edges follow message direction (source -> destination)::
                                            stored (owned nodes always; halo nodes within
                                            halo_hops - 1 hops of an owned node)
         feat.npy         [n_owned, F]  row order = local id; float32, float16 or the raw
-                                           bits of bfloat16 (uint16), as meta.json's feat_dtype
-                                           (fp32, fp16, bf16) says
+                                           bits of bfloat16 (uint16), as meta.json's
+                                           feature_dtype (fp32, fp16, bf16) says
         label.npy        int64 [n_owned]   (-1 = unlabelled)
         train_idx.npy val_idx.npy test_idx.npy   int64 local ids of owned nodes
         e_id.npy         int64 [nnz]       dataset edge id of each in-edge (indices' order)
@@ -32,13 +32,24 @@ Edges follow message direction (source -> destination)::
                                            split's edge i (neg_kind "per_edge"), or [m', 2]
                                            negative pairs whose source this part owns
                                            ("shared")
+        etype.npy        int16 [nnz]       typed graphs only: relation of each in-edge
+                                           (indices' order; each row's in-edges sorted by
+                                           relation)
+        feat_{t}.npy     [n_owned of type t, F_t]  typed graphs only, one per node type t
+                                           with features: its owned rows in local order,
+                                           stored as feat.npy (feat.npy has no columns)
 
 Local id ``i < n_owned`` is global id ``offsets[K] + i``; local id ``n_owned + j`` is global
 id ``halo_gids[j]``.  With ``halo_hops = 1`` the halo rows of ``indptr`` are empty.
 
-Versions 1 and 2 (no edge ids, edge features or link supervision) are still read: their
-parts have ``e_id = None``, no edge features and no supervision edges, and anything that
-needs edge ids refuses them with the fix (re-partition).
+A typed partition's files and ``meta.json``'s ``hetero`` are specified in
+:mod:`~gnnpar.partition.typed`.
+
+Every older version is still read (:data:`READABLE_VERSIONS`).  Versions 2 to 4 name the
+feature dtype ``feat_dtype`` in ``meta.json`` (version 1 has none: ``fp32``); versions
+1 and 2 (no edge ids, edge features or link supervision) read with ``e_id = None``, no
+edge features and no supervision edges, and anything that needs edge ids refuses them
+with the fix (re-partition).
 """
 
 from __future__ import annotations
@@ -59,11 +70,14 @@ from gnnpar.artifacts.files import json_digest, sha256_file
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.partition.typed import ETYPE_DTYPE, TypeBook, check_typed_part, type_feat_name
 
-FORMAT_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
-"""Version 2 added ``feat_dtype`` (a version-1 directory reads as ``fp32`` features);
+FORMAT_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
+"""Version 2 added the feature dtype (a version-1 directory reads as ``fp32`` features);
 version 3 edge ids, edge features and link supervision (``EDGE_DTYPES``); version 4 typed
-graphs (``hetero``, :mod:`~gnnpar.partition.typed`)."""
+graphs (``hetero``, :mod:`~gnnpar.partition.typed`); version 5 renamed ``meta.json``'s
+``feat_dtype`` to ``feature_dtype`` (:data:`RENAMED`)."""
+RENAMED = {"feature_dtype": (5, "feat_dtype")}
+"""``meta.json`` fields renamed: field -> (the version that renamed it, its older name)."""
 META_FILE = "meta.json"
 FEATURE_DTYPES: dict[str, type[np.generic]] = {
     "fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}
@@ -86,9 +100,15 @@ META_TYPES = {
     "format_version": "int", "name": "str", "num_parts": "int", "num_nodes": "int",
     "num_edges": "int", "feat_dim": "int", "num_classes": "int", "offsets": "list[int]",
     "halo_hops": "int", "partitioner": "dict", "quality": "dict", "parts": "list[dict]",
-    "files": "dict[str, str]", "feat_dtype": "str", "edge_dim": "int", "neg_kind": "str",
+    "files": "dict[str, str]", "feature_dtype": "str", "edge_dim": "int", "neg_kind": "str",
     "hetero": "dict"}
 """The JSON type of every ``meta.json`` field."""
+
+
+def _stored_name(name: str, version: int) -> str:
+    """The key under which a ``meta.json`` of ``version`` stores field ``name``."""
+    renamed_in, old = RENAMED.get(name, (0, name))
+    return old if version < renamed_in else name
 
 
 def _has_type(value: Any, kind: str) -> bool:
@@ -111,22 +131,22 @@ def _has_type(value: Any, kind: str) -> bool:
                                            for k, v in value.items())
 
 
-def store_features(x: np.ndarray, feat_dtype: str) -> np.ndarray:
-    """Finite feature rows as ``feat.npy`` stores them for ``feat_dtype``.
+def store_features(x: np.ndarray, feature_dtype: str) -> np.ndarray:
+    """Finite feature rows as ``feat.npy`` stores them for ``feature_dtype``.
 
     ``bf16`` is rounded to nearest even and kept as its raw 16 bits; check ``fp16``
     features with :func:`check_feature_range` first.
     """
     x = np.ascontiguousarray(x, dtype=np.float32)
-    if feat_dtype == "bf16":
+    if feature_dtype == "bf16":
         bits = x.view(np.uint32)
         return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-    return x.astype(FEATURE_DTYPES[feat_dtype], copy=False)
+    return x.astype(FEATURE_DTYPES[feature_dtype], copy=False)
 
 
-def check_feature_range(blocks: Iterable[np.ndarray], feat_dtype: str) -> None:
-    """Raise :class:`ConfigError` if a feature value does not fit ``feat_dtype``."""
-    if feat_dtype != "fp16":
+def check_feature_range(blocks: Iterable[np.ndarray], feature_dtype: str) -> None:
+    """Raise :class:`ConfigError` if a feature value does not fit ``feature_dtype``."""
+    if feature_dtype != "fp16":
         return
     for block in blocks:
         peak = float(np.abs(block).max()) if block.size else 0.0
@@ -154,7 +174,8 @@ class PartitionMeta:
         num_nodes: Nodes in the whole graph.
         num_edges: Edges in the whole graph.
         feat_dim: Feature width ``F``.
-        feat_dtype: ``fp32``, ``fp16`` or ``bf16`` (``feat.npy`` holds bfloat16's raw bits).
+        feature_dtype: ``fp32``, ``fp16`` or ``bf16`` (``feat.npy`` holds bfloat16's raw
+            bits); ``feat_dtype`` in versions 2 to 4.
         num_classes: Number of classes.
         offsets: ``K + 1`` monotone global-id boundaries: part ``k`` owns
             ``offsets[k] .. offsets[k+1]``.
@@ -183,7 +204,7 @@ class PartitionMeta:
     quality: dict[str, Any] = field(default_factory=dict)
     parts: tuple[dict[str, int], ...] = ()
     files: dict[str, str] = field(default_factory=dict)
-    feat_dtype: str = "fp32"
+    feature_dtype: str = "fp32"
     edge_dim: int = 0
     neg_kind: str = "per_edge"
     hetero: dict[str, Any] = field(default_factory=dict)
@@ -210,25 +231,27 @@ class PartitionMeta:
             check_json_digest(d, path, PartitionError)
         kwargs: dict[str, Any] = {}
         for f in fields(cls):
-            if f.name not in d:
-                if f.name == "quality" or (version < 2 and f.name in ("feat_dtype", "parts")) \
+            key = _stored_name(f.name, version)
+            if key not in d:
+                if f.name == "quality" or (version < 2 and f.name in ("feature_dtype", "parts")) \
                         or (version < 3 and f.name in ("edge_dim", "neg_kind")) \
                         or (version < 4 and f.name == "hetero"):
                     continue  # optional (in older versions)
-                raise PartitionError("field is missing.", path=path, field=f.name, fix=fix)
-            value = d[f.name]
+                raise PartitionError("field is missing.", path=path, field=key, fix=fix)
+            value = d[key]
             if not _has_type(value, META_TYPES[f.name]):
                 raise PartitionError(f"is {type(value).__name__} {value!r:.60}, expected "
-                                     f"{META_TYPES[f.name]}.", path=path, field=f.name,
-                                     fix=fix)
+                                     f"{META_TYPES[f.name]}.", path=path, field=key, fix=fix)
             kwargs[f.name] = value
         kwargs["offsets"] = tuple(kwargs["offsets"])
         kwargs["parts"] = tuple(kwargs.get("parts", ()))
         meta = cls(**kwargs)
-        if meta.feat_dtype not in FEATURE_DTYPES:
-            raise PartitionError(f"feat_dtype is {meta.feat_dtype!r}.", path=path,
-                                 field="feat_dtype",
-                                 fix=f"use one of {', '.join(FEATURE_DTYPES)} (re-partition).")
+        if meta.feature_dtype not in FEATURE_DTYPES:
+            key = _stored_name("feature_dtype", version)
+            raise PartitionError(f"{key} is {meta.feature_dtype!r}, not one of "
+                                 f"{', '.join(FEATURE_DTYPES)}.", path=path, field=key,
+                                 fix="re-partition with this gnnpar (gnnpar-partition ... "
+                                 "--feature-dtype fp32|fp16|bf16 --overwrite).")
         if meta.neg_kind not in ("per_edge", "shared"):
             raise PartitionError(f"neg_kind is {meta.neg_kind!r}.", path=path, field="neg_kind",
                                  fix="use per_edge or shared (re-partition).")
@@ -263,7 +286,7 @@ class PartitionMeta:
         return meta
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict for ``meta.json``."""
+        """Plain dict for ``meta.json``, under the current version's field names."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["offsets"] = list(self.offsets)
         d["parts"] = list(self.parts)
@@ -294,10 +317,10 @@ class PartitionMeta:
         edge = EDGE_DTYPES if self.format_version >= 3 else {}
         typed: dict[str, type[np.generic]] = {}
         if self.types is not None:
-            feat = FEATURE_DTYPES[self.feat_dtype]
+            feat = FEATURE_DTYPES[self.feature_dtype]
             typed = {"etype": ETYPE_DTYPE, **{type_feat_name(t): feat for t, f in enumerate(
                 self.types.layout.feat_dims) if f}}
-        return {**PART_DTYPES, "feat": FEATURE_DTYPES[self.feat_dtype], **edge, **typed}
+        return {**PART_DTYPES, "feat": FEATURE_DTYPES[self.feature_dtype], **edge, **typed}
 
     @property
     def has_edge_ids(self) -> bool:
@@ -470,13 +493,13 @@ def check_part(d: Path, p: Partition, finite: bool = True) -> None:
     if finite:
         for name, feat in (("feat", p.feat), *((type_feat_name(t), f)
                                                 for t, f in p.type_feat.items())):
-            _check_finite(d / f"{name}.npy", name, feat, meta.feat_dtype)
+            _check_finite(d / f"{name}.npy", name, feat, meta.feature_dtype)
 
 
-def _check_finite(path: Path, name: str, feat: np.ndarray, feat_dtype: str) -> None:
+def _check_finite(path: Path, name: str, feat: np.ndarray, feature_dtype: str) -> None:
     """Raise naming ``path`` if a stored feature row holds NaN or inf (in row blocks)."""
     n = len(feat)
-    if feat_dtype != "bf16":
+    if feature_dtype != "bf16":
         step = max(1, (1 << 24) // max(1, feat.shape[1] * feat.itemsize))
         for start in range(0, n, step):
             if not np.isfinite(feat[start:start + step]).all():

@@ -1,7 +1,7 @@
-"""Typed partitions (format version 4): node and edge types, per part and per type.
+"""Typed partitions (format version 4 on): node and edge types, per part and per type.
 
-A typed graph (:class:`~gnnpar.datasets.hetero.HeteroGraphDataset`) is partitioned as its
-homogeneous view (:meth:`~gnnpar.datasets.hetero.HeteroGraphDataset.to_homogeneous`): node
+A typed graph (:class:`~gnnpar.datasets.typed.TypedGraphDataset`) is partitioned as its
+homogeneous view (:meth:`~gnnpar.datasets.typed.TypedGraphDataset.to_homogeneous`): node
 type ``t`` holds dataset ids ``node_offsets[t] .. node_offsets[t+1]`` and relation ``r``
 dataset edge ids ``edge_offsets[r] .. edge_offsets[r+1]``, as DistDGL does.  Because the
 renumbering keeps dataset-id order within a part, part ``k``'s owned range is sorted by
@@ -16,7 +16,7 @@ Per part, beside the homogeneous files:
   destination the in-edges are sorted by relation, so relation ``r``'s CSC is a
   contiguous sub-range of every row, found by binary search (GraphBolt's fused CSC);
 - ``feat_{t}.npy``: the features of the owned nodes of type ``t`` (types with features
-  only), rows in local order, in the partition's ``feat_dtype``;
+  only), rows in local order, in the partition's ``feature_dtype``;
 - labels and splits as in a homogeneous part, over the target type (other types'
   labels are ``-1``); ``feat.npy`` has no columns.
 
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from gnnpar.errors import DatasetError, PartitionError
-from gnnpar.typed import TypedLayout as HeteroLayout
+from gnnpar.typed import TypedLayout
 
 ETYPE_DTYPE = np.int16
 MAX_RELATIONS = int(np.iinfo(ETYPE_DTYPE).max)
@@ -56,7 +56,7 @@ class TypeBook:
         halo: ``[K][R]`` halo nodes that are sources of a stored in-edge of each relation.
     """
 
-    layout: HeteroLayout
+    layout: TypedLayout
     counts: tuple[tuple[int, ...], ...]
     edges: tuple[tuple[int, ...], ...]
     halo: tuple[tuple[int, ...], ...]
@@ -91,7 +91,7 @@ class TypeBook:
         """Parse ``meta.json``'s ``hetero``; raise :class:`PartitionError` naming the field."""
         fix = "re-create the partition with gnnpar-partition ... --overwrite."
         try:
-            layout = HeteroLayout.from_dict(d, path)
+            layout = TypedLayout.from_dict(d, path)
         except DatasetError as exc:
             raise PartitionError(exc.message, path=path, field=f"hetero.{exc.field}",
                                  fix=fix) from None

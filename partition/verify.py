@@ -1,4 +1,8 @@
-"""``verify_partition``: check a partition directory against every invariant of format v1.
+"""``verify_partition``: check a partition directory against every invariant of its format.
+
+Every readable format version (:data:`~gnnpar.partition.format.READABLE_VERSIONS`, 1 to
+5) is checked against the invariants it has: version 3's edge ids, edge features and link
+supervision, and version 4's types (:mod:`~gnnpar.partition.typed`), where it stores them.
 
 Without the source dataset it checks what the directory alone determines: checksums,
 dtypes and shapes, offsets, that the parts own every node exactly once, that every
@@ -22,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gnnpar.datasets.graph import SPLITS, GraphDataset
-from gnnpar.datasets.typed import TypedGraphDataset as HeteroGraphDataset
+from gnnpar.datasets.typed import TypedGraphDataset
 from gnnpar.errors import PartitionError
 from gnnpar.partition.format import (
     Partition,
@@ -68,7 +72,7 @@ def _fail(path: Path | str, field: str, message: str) -> PartitionError:
 
 
 def verify_partition(out_dir: str | os.PathLike[str],
-                     dataset: GraphDataset | HeteroGraphDataset | None = None) -> VerifyReport:
+                     dataset: GraphDataset | TypedGraphDataset | None = None) -> VerifyReport:
     """Check a partition directory; raise :class:`PartitionError` at the first violation.
 
     A typed partition's parts are also checked type by type (relations sorted and
@@ -84,9 +88,9 @@ def verify_partition(out_dir: str | os.PathLike[str],
         The report of what was checked.
     """
     out = Path(out_dir)
-    typed = dataset if isinstance(dataset, HeteroGraphDataset) else None
+    typed = dataset if isinstance(dataset, TypedGraphDataset) else None
     # The dataset in homogeneous ids: a typed one's homogeneous view.
-    plain = dataset.to_homogeneous() if isinstance(dataset, HeteroGraphDataset) else dataset
+    plain = dataset.to_homogeneous() if isinstance(dataset, TypedGraphDataset) else dataset
     meta = PartitionMeta.load(out)  # the schema, its digest, a checksum for every file
     # Every part's checksums, dtypes, shapes, ranges and finite features (as training
     # loads it), then what only the whole partition shows.
@@ -214,7 +218,7 @@ def _check_round_trip(out: Path, parts: list[Partition], meta: PartitionMeta,
         for start in range(0, len(orig), _ROWS):
             rows = orig[start:start + _ROWS]
             want = store_features(np.zeros((len(rows), 0), np.float32) if ds.x is None
-                                  else ds.x[rows], meta.feat_dtype)
+                                  else ds.x[rows], meta.feature_dtype)
             got = np.asarray(p.feat[start:start + _ROWS])
             if want.tobytes() != got.tobytes():
                 raise _fail(d / "feat.npy", "feat", f"row {start} onwards differs from the "
@@ -240,7 +244,7 @@ def _check_round_trip(out: Path, parts: list[Partition], meta: PartitionMeta,
 
 
 def _check_typed_round_trip(out: Path, parts: list[Partition], meta: PartitionMeta,
-                            ds: HeteroGraphDataset) -> None:
+                            ds: TypedGraphDataset) -> None:
     """The layout is the dataset's and every type's features round-trip through ``orig_ids``."""
     assert meta.types is not None
     if meta.types.layout != ds.layout():
@@ -254,7 +258,7 @@ def _check_typed_round_trip(out: Path, parts: list[Partition], meta: PartitionMe
             if not lay.feat_dims[t]:
                 continue
             rows = orig[bounds[t]:bounds[t + 1]] - lay.node_offsets[t]
-            want = store_features(np.asarray(ds.x[name])[rows], meta.feat_dtype)
+            want = store_features(np.asarray(ds.x[name])[rows], meta.feature_dtype)
             if want.tobytes() != np.asarray(p.type_feat[t]).tobytes():
                 raise _fail(out / part_dir_name(p.part_id) / f"{type_feat_name(t)}.npy",
                             type_feat_name(t), f"differs from the dataset's {name!r} "

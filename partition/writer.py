@@ -1,14 +1,15 @@
 """``partition_graph``: split a :class:`GraphDataset` into K parts and write the directory.
 
-The directory is format version 4 of :mod:`gnnpar.partition.format` (whose docstring is
-the contract every reader relies on)::
+The directory is the current format version (:data:`~gnnpar.partition.format.FORMAT_VERSION`)
+of :mod:`gnnpar.partition.format` (whose docstring is the contract every reader relies on)::
 
     OUT/
       meta.json            format_version, name, num_parts, num_nodes, num_edges, feat_dim,
-                           num_classes, offsets (partition book), halo_hops,
+                           feature_dtype, num_classes, offsets (partition book), halo_hops,
                            partitioner (method + arguments), quality (edge cut, per-part
                            load, replication, imbalance), parts (per-part sizes),
-                           files (sha256 of every array file)
+                           files (sha256 of every array file), edge_dim, neg_kind,
+                           hetero (a typed graph's types and per-part type figures)
       part-0/
         orig_ids.npy       int64 [n_owned]           original id of each owned node
         halo_gids.npy      int64 [n_halo]            sorted new global ids of halo nodes
@@ -24,10 +25,13 @@ the contract every reader relies on)::
         train_edges.npy val_edges.npy test_edges.npy   int64 [m, 2] link supervision
                            edges whose source the part owns (new global ids)
         val_neg.npy test_neg.npy   their fixed negatives (new global ids)
+        etype.npy          int16 [nnz]               typed graphs: relation of each in-edge
+        feat_{t}.npy       [n_owned of type t, F_t]  typed graphs: features of each
+                           featured node type t (feat.npy then has no columns)
       part-1/ ...
 
 How it is written, each stage from memory maps in chunks, under a working-set budget
-(the spec's ``memory_budget``), so that the peak is the partitioner's own graph plus that
+(the config's ``memory_budget``), so that the peak is the partitioner's own graph plus that
 budget:
 
 1. ``check``: the dataset is validated in row blocks;
@@ -38,7 +42,7 @@ budget:
    undirected graph, built on disk the same way) and nodes are renumbered so that part
    ``k`` owns new ids ``offsets[k] .. offsets[k+1]`` in original-id order
    (:func:`renumber`);
-4. ``write``: parts are written one at a time per writer (``spec.workers`` processes side
+4. ``write``: parts are written one at a time per writer (``config.workers`` processes side
    by side, each part's bytes the same whichever process writes it): only one part's arrays
    are in memory, features are streamed from a (possibly memory-mapped) ``x`` in row
    blocks, every file is hashed while it is written, and pages read from memory maps
@@ -47,10 +51,12 @@ budget:
    ``meta.json`` is written, so a failure leaves no partial directory and never
    destroys an existing one; scratch files live in another sibling, removed at the end.
 
-The output depends only on the dataset and the spec, but not on its budget or number of
+The output depends only on the dataset and the config, but not on its budget or number of
 writers: two runs give byte-identical directories (METIS is seeded,
 ``meta.json`` holds no timestamp). :class:`~gnnpar.partition.stages.StageMeter` measures
 each stage's time and peak RSS when ``partition_graph`` is handed one.
+``gnnpar-partition`` and ``gnnpar-train``'s partition cache reach it through
+:func:`partition_dataset`, which loads and checks a dataset spec first (stage ``load``).
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from tqdm import tqdm
@@ -72,7 +78,7 @@ from gnnpar.artifacts.files import write_digested_json
 from gnnpar.artifacts.kinds import PARTITION
 from gnnpar.console import bars_off
 from gnnpar.datasets.graph import SPLITS, GraphDataset, class_count
-from gnnpar.datasets.typed import TypedGraphDataset as HeteroGraphDataset
+from gnnpar.datasets.typed import TypedGraphDataset
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.partition.adjacency import InEdges, group_in_edges
 from gnnpar.partition.assign import assign_parts, check_num_parts
@@ -91,16 +97,18 @@ from gnnpar.partition.local_graph import LocalGraph, Renumbering, build_local_gr
 from gnnpar.partition.quality import PartStats, quality_report
 from gnnpar.partition.stages import StageMeter
 from gnnpar.partition.typed import TypeBook, sort_by_relation, type_feat_name
-from gnnpar.typed import TypedLayout as HeteroLayout
+from gnnpar.typed import TypedLayout
+
+if TYPE_CHECKING:
+    from gnnpar.datasets.config import DataConfig
 
 _BLOCK_BYTES = 1 << 24  # feature rows gathered per block
 
 
 def partition_graph(
-    dataset: GraphDataset | HeteroGraphDataset,
-    num_parts: int,
+    dataset: GraphDataset | TypedGraphDataset,
     out_dir: str | os.PathLike[str],
-    spec: PartitionConfig | None = None,
+    config: PartitionConfig,
     *,
     task: str = "node",
     assignment: np.ndarray | None = None,
@@ -109,22 +117,21 @@ def partition_graph(
     validate: bool = True,
     meter: StageMeter | None = None,
 ) -> PartitionMeta:
-    """Partition ``dataset`` into ``num_parts`` parts and write the partition directory.
+    """Partition ``dataset`` into ``config.num_parts`` parts and write the directory.
 
     Args:
         dataset: The graph; a typed graph is partitioned as its homogeneous view, with
-            the types kept (format version 4, :mod:`~gnnpar.partition.typed`).
-        num_parts: ``K``, in ``1 .. num_nodes``; every part owns at least one node.
+            the types kept (:mod:`~gnnpar.partition.typed`).
         out_dir: Directory to create (see the module docstring for its layout).
-        spec: How to split it: the partitioner, halo depth, balanced quantities, seed,
-            feature dtype, memory budget (GB), writers and KaMinPar's settings, as
-            ``gnnpar-partition``'s flags give them (``None``: the defaults, METIS). Its
-            ``num_parts``, when set, must be ``num_parts``.
+        config: How to split it, as ``gnnpar-partition``'s flags give it: ``num_parts``
+            (``K``, in ``1 .. num_nodes``: every part owns at least one node), the
+            partitioner, halo depth, balanced quantities, seed, feature dtype, memory
+            budget (GB), writers and KaMinPar's settings.
         task: ``"node"`` or ``"link"``: with ``"link"`` the ``"train"`` balance weighs
             each node by the training supervision edges it is the source of (they are
             stored, and trained on, by the part that owns their source).
         assignment: A precomputed int ``[N]`` part per node; overrides
-            ``spec.partitioner``.
+            ``config.partitioner``.
         overwrite: Replace an existing ``out_dir`` (only once the new one is complete).
         progress: Show a progress bar per stage.
         validate: Validate ``dataset`` first (:meth:`GraphDataset.validate`); pass
@@ -136,33 +143,29 @@ def partition_graph(
         The metadata written to ``meta.json``.
 
     Raises:
-        ConfigError: A bad ``spec`` (before any data is read, naming the field and its
-            flag), ``task`` or ``num_parts``.
+        ConfigError: A bad ``config`` (before any data is read, naming the field and its
+            flag; ``num_parts`` unset, or more than the nodes) or ``task``.
         PartitionError: ``out_dir`` exists without ``overwrite``, or a bad ``assignment``.
 
     Example::
 
         ds = gnnpar.load_dataset("synthetic:sbm")
-        meta = gnnpar.partition_graph(ds, 4, "parts/sbm-4")   # METIS
+        meta = gnnpar.partition_graph(ds, "parts/sbm-4",
+                                      gnnpar.PartitionConfig(num_parts=4))   # METIS
         meta.quality["edge_cut_share"]
-        gnnpar.partition_graph(ds, 4, "parts/sbm-4-kaminpar",
-                               gnnpar.PartitionConfig(partitioner="kaminpar", threads=4))
+        gnnpar.partition_graph(ds, "parts/sbm-4-kaminpar", gnnpar.PartitionConfig(
+            num_parts=4, partitioner="kaminpar", threads=4))
     """
-    spec = (spec if spec is not None else PartitionConfig()).validate()
-    if spec.num_parts is not None and spec.num_parts != num_parts:
-        raise ConfigError(f"the spec says {spec.num_parts} parts and num_parts is {num_parts}.",
-                          field="partition.num_parts",
-                          fix="pass the same K to both, or leave the spec's num_parts "
-                          "(--num-parts) unset.")
+    config = config.validate()
+    num_parts = config.require_parts()
     if task not in ("node", "link"):
         raise ConfigError(f"got task={task!r}.", field="task", fix="pass node or link.")
-    budget = int(spec.memory_budget * 1e9)
     meter = meter if meter is not None else StageMeter()
     typed: _Typed | None = None
     with meter.stage("check"):
         if validate:
             dataset.validate()
-        if isinstance(dataset, HeteroGraphDataset):
+        if isinstance(dataset, TypedGraphDataset):
             if task != "node":
                 raise ConfigError("link prediction on a typed graph is not supported.",
                                   field="task", fix="pass task='node' (--task node).")
@@ -171,7 +174,7 @@ def partition_graph(
         check_num_parts(num_parts, dataset.num_nodes)
         for x in ([dataset.x] if dataset.x is not None else []) + (
                 list(typed.x.values()) if typed is not None else []):
-            check_feature_range(_feature_blocks(x, np.arange(len(x))), spec.feature_dtype)
+            check_feature_range(_feature_blocks(x, np.arange(len(x))), config.feature_dtype)
     hint = "pass overwrite=True (CLI: --overwrite) or choose another --out."
     out = Path(out_dir)
     with (atomic_directory(out, overwrite, PartitionError, hint,
@@ -179,18 +182,17 @@ def partition_graph(
           tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp-scratch-",
                                       dir=out.parent) as scratch_dir):
         scratch = Path(scratch_dir)
-        how = "precomputed" if assignment is not None else spec.partitioner
+        how = "precomputed" if assignment is not None else config.partitioner
         with tqdm(total=3, desc=f"assign ({how})", disable=bars_off(progress)) as bar:
             with meter.stage("group"):
                 in_edges = group_in_edges(dataset.num_nodes, dataset.src, dataset.dst,
-                                          scratch, budget)
+                                          scratch, int(config.memory_budget * 1e9))
             bar.update()
             with meter.stage("assign"):
                 train = (np.asarray(dataset.train_edges)[:, 0] if task == "link"
                          else np.asarray(dataset.train_idx))
                 part, partitioner = assign_parts(
-                    in_edges, num_parts, spec.partitioner, spec.balance, spec.seed, train,
-                    scratch, assignment, budget, spec.threads, spec.compress, spec.repeats,
+                    in_edges, config, train, scratch, assignment,
                     None if typed is None else typed.layout.node_offsets)
                 bar.update()
                 ren = renumber(part, num_parts)
@@ -199,10 +201,11 @@ def partition_graph(
         with meter.stage("write"):
             job = _PartJob(tmp, dataset, in_edges, ren, in_edges.degree(),
                            {name: np.sort(ren.new_of_old[np.asarray(getattr(dataset, name))])
-                            for name in SPLITS}, spec.halo_hops, spec.feature_dtype,
+                            for name in SPLITS}, config.halo_hops, config.feature_dtype,
                            _link_arrays(dataset, ren), typed)
-            written = list(tqdm(_write_parts(job, num_parts, spec.workers), total=num_parts,
-                                desc="write", unit="part", disable=bars_off(progress)))
+            written = list(tqdm(_write_parts(job, num_parts, config.workers),
+                                total=num_parts, desc="write", unit="part",
+                                disable=bars_off(progress)))
         hetero = {}
         if typed is not None:
             hetero = TypeBook(typed.layout, *(tuple(tuple(w.figures[key]) for w in written)
@@ -212,21 +215,76 @@ def partition_graph(
             format_version=FORMAT_VERSION, name=dataset.name, num_parts=num_parts,
             num_nodes=dataset.num_nodes, num_edges=dataset.num_edges,
             feat_dim=dataset.feat_dim, num_classes=class_count(dataset),
-            offsets=tuple(int(o) for o in ren.offsets), halo_hops=spec.halo_hops,
+            offsets=tuple(int(o) for o in ren.offsets), halo_hops=config.halo_hops,
             partitioner=partitioner,
             quality=quality_report([w.load for w in written], dataset.num_edges),
             parts=tuple(w.sizes for w in written), files=dict(sorted(files.items())),
-            feat_dtype=spec.feature_dtype, edge_dim=dataset.edge_dim,
+            feature_dtype=config.feature_dtype, edge_dim=dataset.edge_dim,
             neg_kind=dataset.neg_kind, hetero=hetero)
         write_digested_json(tmp / META_FILE, meta.to_dict())
     return meta
+
+
+def partition_dataset(
+    data: DataConfig,
+    out_dir: str | os.PathLike[str],
+    config: PartitionConfig,
+    *,
+    check: Callable[[GraphDataset | TypedGraphDataset], None] | None = None,
+    need_labels: bool = False,
+    overwrite: bool = False,
+    progress: bool = False,
+    meter: StageMeter | None = None,
+) -> PartitionMeta:
+    """Load ``data``'s dataset, check it for its task, and partition it into ``out_dir``.
+
+    The one load -> check -> partition sequence of ``gnnpar-partition`` and of
+    ``gnnpar-train``'s partition cache: the settings are checked before any data is
+    read, the dataset is loaded (validated) as stage ``load`` of ``meter``, checked for a
+    node task (labels and a training split) when it has labels or ``need_labels``, handed
+    to ``check`` and written by :func:`partition_graph`.
+
+    Args:
+        data: The dataset spec, its data flags and its task.
+        out_dir: The partition directory to create.
+        config: How to split it (``num_parts`` set).
+        check: The caller's own checks of the loaded dataset, run last before the
+            partitioning.
+        need_labels: A node task needs labels (training does; a partition may be of an
+            unlabelled graph).
+        overwrite: Replace an existing ``out_dir`` (only once the new one is complete).
+        progress: Show a progress bar per stage.
+        meter: Receives each stage's time and peak RSS, ``load`` first.
+
+    Returns:
+        The metadata written to ``meta.json``.
+    """
+    data.validate()
+    config.validate().require_parts()
+    meter = meter if meter is not None else StageMeter()
+    with meter.stage("load"):
+        dataset = load_data(data, progress)
+    if data.task == "node" and (need_labels or dataset.y is not None):
+        dataset.require_node_task(data.dataset)
+    if check is not None:
+        check(dataset)
+    return partition_graph(dataset, out_dir, config, task=data.task, overwrite=overwrite,
+                           progress=progress, validate=False, meter=meter)
+
+
+def load_data(data: DataConfig, progress: bool) -> GraphDataset | TypedGraphDataset:
+    """``data``'s dataset (:meth:`~gnnpar.datasets.config.DataConfig.load_any`), with a bar."""
+    with tqdm(total=1, desc=f"load {data.dataset}", disable=bars_off(progress)) as bar:
+        dataset = data.load_any()
+        bar.update()
+    return dataset
 
 
 @dataclass(frozen=True)
 class _Typed:
     """What a typed graph adds to a part job: its layout and per-type features."""
 
-    layout: HeteroLayout
+    layout: TypedLayout
     x: dict[str, np.ndarray]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from gnnpar.datasets.synthetic import sbm
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 
@@ -64,7 +65,7 @@ def caller_group_worker(part_dir: str, out: str, backend: str) -> dict[str, Any]
 def part_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("caller")
     partition_graph(sbm(num_nodes=1500, avg_degree=8, num_classes=4, feat_dim=16, seed=2,
-                        homophily=0.8), 2, root / "p")
+                        homophily=0.8), root / "p", PartitionConfig(num_parts=2))
     return str(root / "p")
 
 

@@ -36,6 +36,7 @@ import pytest
 import torch
 
 from gnnpar.datasets.synthetic import sbm, typed
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.writer import partition_graph
 from gnnpar.shadow import DeviceShadow, DeviceShadowError
 from gnnpar.testing import run_multiproc
@@ -59,8 +60,8 @@ def _sampler(graph: Any, ctx: Any, fanouts: Any = FANOUTS, **kw: Any) -> Any:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("shadow-tiny")
-    partition_graph(sbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=4, seed=0), 2,
-                    root / "p")
+    partition_graph(sbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=4, seed=0),
+                    root / "p", PartitionConfig(num_parts=2))
     return root / "p"
 
 
@@ -179,8 +180,8 @@ def _collective_workers(part_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
 def test_one_rank_runs_its_collectives_under_the_switch(tmp_path: Path) -> None:
     """``GNNPAR_FORCE_COLLECTIVES=1`` keeps every collective at world size 1 (gpu_check.sh's
     NCCL check on one GPU); without it a world of one skips them."""
-    partition_graph(sbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=4, seed=0), 1,
-                    tmp_path / "p1")
+    partition_graph(sbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=4, seed=0),
+                    tmp_path / "p1", PartitionConfig(num_parts=1))
     forced, skipped = run_multiproc(_collective_workers, 1, str(tmp_path / "p1"))[0]
     assert forced["host_ok"] is False  # a host tensor in a real collective: caught
     # Per hop the count all-gather (nothing to request from oneself); the features:
@@ -356,8 +357,8 @@ def shadowed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                   (link.num_edges, 3)).astype(np.float32)),
               "typed": typed(num_papers=800, num_authors=400, num_venues=24)}
     for name, ds in graphs.items():
-        partition_graph(ds, 2, root / name, **({"task": "link"} if name in ("link", "edge")
-                                               else {}))
+        partition_graph(ds, root / name, PartitionConfig(num_parts=2),
+                        **({"task": "link"} if name in ("link", "edge") else {}))
     parts = {name: str(root / name) for name in graphs}
     return run_multiproc(shadow_jobs, 2, parts, str(root / "runs"), timeout=900)[0]
 

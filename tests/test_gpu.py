@@ -169,8 +169,8 @@ def _typed_worker(part_dir: str) -> dict[str, Any]:
 def test_cuda_typed_batches_and_embeddings_equal_cpu(tmp_path: Path, world: int) -> None:
     from gnnpar.datasets.synthetic import typed
 
-    partition_graph(typed(num_papers=2000, num_authors=1000, num_venues=40), world,
-                    tmp_path / "typed")
+    partition_graph(typed(num_papers=2000, num_authors=1000, num_venues=40), tmp_path / "typed",
+                    PartitionConfig(num_parts=world))
     cpu = run_multiproc(_typed_worker, world, str(tmp_path / "typed"), device="cpu")
     cuda = run_multiproc(_typed_worker, world, str(tmp_path / "typed"), device="cuda")
     for r in range(world):
@@ -187,7 +187,7 @@ def parts(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
     root = tmp_path_factory.mktemp("gpu")
     ds = sbm(num_nodes=6000, avg_degree=10, num_classes=4, feat_dim=16, seed=1)
     for k in (1, 2):
-        partition_graph(ds, k, root / f"k{k}", PartitionConfig(seed=0))
+        partition_graph(ds, root / f"k{k}", PartitionConfig(num_parts=k, seed=0))
     return {k: str(root / f"k{k}") for k in (1, 2)}
 
 
@@ -358,8 +358,8 @@ def test_budgets_hold_on_cuda(tmp_path: Path, world: int) -> None:
     graphs["link"] = replace(graphs["link"], edge_attr=np.ones(
         (graphs["link"].num_edges, 2), dtype=np.float32))
     for name, ds in graphs.items():
-        partition_graph(ds, world, tmp_path / name, **({"task": "link"} if name == "link"
-                                                        else {}))
+        partition_graph(ds, tmp_path / name, PartitionConfig(num_parts=world),
+                        **({"task": "link"} if name == "link" else {}))
     parts = {name: str(tmp_path / name) for name in graphs}
     for rank, r in enumerate(run_multiproc(_budget_worker, world, parts, device="cuda")):
         budget = {"node": NODE, "pinned": NODE, "step": 0, "link": LINK, "typed": TYPED,
@@ -504,7 +504,7 @@ def link_parts(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
     rng = np.random.default_rng(0)
     ds = replace(ds, edge_attr=rng.standard_normal((ds.num_edges, 3)).astype(np.float32))
     for k in (1, 2):
-        partition_graph(ds, k, root / f"k{k}", PartitionConfig(seed=0))
+        partition_graph(ds, root / f"k{k}", PartitionConfig(num_parts=k, seed=0))
     return {k: str(root / f"k{k}") for k in (1, 2)}
 
 

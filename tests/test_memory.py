@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 from tests.helpers import memory as m
@@ -41,7 +42,8 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     dirs = []
     for n in SIZES:
         dataset, assignment = m.scaled_graph(n)
-        partition_graph(dataset, 2, root / f"n{n}", assignment=assignment)
+        partition_graph(dataset, root / f"n{n}", PartitionConfig(num_parts=2),
+                        assignment=assignment)
         dirs.append(str(root / f"n{n}"))
     result: list[dict[str, Any]] = run_multiproc(m.memory_worker, 2, dirs[0], dirs,
                                                  timeout=300)[0]
@@ -101,7 +103,7 @@ def test_device_copies_are_made_once(tmp_path: Path) -> None:
     from gnnpar.storage.graph import DistGraph
 
     dataset, assignment = m.scaled_graph(2 * m.OWNED)
-    partition_graph(dataset, 2, tmp_path / "p", assignment=assignment)
+    partition_graph(dataset, tmp_path / "p", PartitionConfig(num_parts=2), assignment=assignment)
     graph = DistGraph.from_partition(load_partition(tmp_path / "p", 0))
     copy = graph.to("meta")
     assert copy is not graph and copy.indices.device.type == "meta"

@@ -14,6 +14,7 @@ import pytest
 
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import ConfigError, PartitionError
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import EDGE_DTYPES
 from gnnpar.partition.writer import partition_graph
 from gnnpar.plot import (
@@ -99,7 +100,8 @@ def _size(figsize: tuple[float, float]) -> tuple[int, int]:
 @pytest.fixture
 def partition_dir(tmp_path: Path) -> Path:
     out = tmp_path / "part"
-    partition_graph(sbm(num_nodes=300, avg_degree=5, num_classes=3, feat_dim=4, seed=0), 2, out)
+    partition_graph(sbm(num_nodes=300, avg_degree=5, num_classes=3, feat_dim=4, seed=0), out,
+                    PartitionConfig(num_parts=2))
     return out
 
 
@@ -237,7 +239,7 @@ def test_partition_without_quality_or_parts(partition_dir: Path, tmp_path: Path)
     meta_path = partition_dir / "meta.json"
     # As gnnpar 0.1 wrote them (format version 1: no digest, parts and quality optional).
     meta = {**json.loads(meta_path.read_text()), "format_version": 1}
-    del meta["digest"], meta["feat_dtype"], meta["edge_dim"], meta["neg_kind"]
+    del meta["digest"], meta["feature_dtype"], meta["edge_dim"], meta["neg_kind"]
     meta["files"] = {rel: d for rel, d in meta["files"].items()  # version 3 added these
                      if Path(rel).stem not in EDGE_DTYPES}
     meta["parts"] = [{k: v for k, v in p.items() if not k.endswith("_edges") or

@@ -88,8 +88,9 @@ class DocumentFormat:
         return isinstance(doc, dict) and doc.get("format") == self.format
 
 
-RUN_RECORD = DocumentFormat("gnnpar-run", (2, 3), "a run record", digest_from=3)
-"""``record.json``; version 3 added ``files`` (what the run wrote) and its digest."""
+RUN_RECORD = DocumentFormat("gnnpar-run", (2, 3, 4), "a run record", digest_from=3)
+"""``record.json``; version 3 added ``files`` (what the run wrote) and its digest, version 4
+renamed ``partition.feat_dtype`` to ``partition.feature_dtype``."""
 CHECKPOINT_STATE = DocumentFormat("gnnpar-checkpoint", (2,), "a checkpoint's state.json")
 PREDICTIONS_INDEX = DocumentFormat("gnnpar-predictions", (2,), "a predictions index")
 """``index.json``; version 2 added each shard file's size and digest and the binding."""

@@ -144,7 +144,7 @@ class DistGraph:
         if self.part.etype is None or self.meta.types is None:
             raise PartitionError("the partition is of a homogeneous graph; it has no "
                                  "relations.", path=META_FILE, field="hetero",
-                                 fix="partition a typed graph (HeteroGraphDataset).")
+                                 fix="partition a typed graph (TypedGraphDataset).")
         r = self.meta.types.num_relations
         best = torch.zeros(r, dtype=torch.int64)
         ptr = from_mmap(self.part.indptr).to(torch.int64)
@@ -190,11 +190,11 @@ class DistGraph:
     def features(self) -> torch.Tensor:
         """``[num_owned, F]`` features in their stored dtype, over the memory map (no copy).
 
-        ``float32``, ``float16`` or ``bfloat16``, as the partition's ``feat_dtype`` says;
+        ``float32``, ``float16`` or ``bfloat16``, as the partition's ``feature_dtype`` says;
         read-only: never write to it.
         """
         x = from_mmap(self.part.feat)
-        return x.view(torch.bfloat16) if self.meta.feat_dtype == "bf16" else x
+        return x.view(torch.bfloat16) if self.meta.feature_dtype == "bf16" else x
 
     def type_features(self, node_type: int) -> torch.Tensor:
         """Typed graphs: ``[n, F_t]`` features of the owned nodes of one type (no copy).
@@ -202,7 +202,7 @@ class DistGraph:
         Rows in local-id order, in the stored dtype, as :meth:`features`.
         """
         x: torch.Tensor = from_mmap(self.part.type_feat[node_type])
-        return x.view(torch.bfloat16) if self.meta.feat_dtype == "bf16" else x
+        return x.view(torch.bfloat16) if self.meta.feature_dtype == "bf16" else x
 
     @property
     def meta(self) -> PartitionMeta:
@@ -234,7 +234,7 @@ class DistGraph:
         if self.type_bounds is None:
             raise PartitionError("the partition is of a homogeneous graph; it has no node "
                                  "types.", path=META_FILE, field="hetero",
-                                 fix="partition a typed graph (HeteroGraphDataset).")
+                                 fix="partition a typed graph (TypedGraphDataset).")
         num_types = (self.type_bounds.numel() - 1) // self.meta.num_parts
         seg = torch.searchsorted(self.type_bounds, gids, right=True) - 1
         return torch.remainder(seg, num_types)

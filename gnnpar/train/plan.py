@@ -89,7 +89,7 @@ class GraphStats:
             raise ConfigError("the partition's meta.json lists no per-part sizes.",
                               field="parts", fix="re-create it with gnnpar-partition.")
         return cls(meta.num_nodes, meta.num_edges, meta.feat_dim,
-                   FEATURE_BYTES.get(meta.feat_dtype, 4), meta.num_classes,
+                   FEATURE_BYTES.get(meta.feature_dtype, 4), meta.num_classes,
                    float(meta.quality.get("edge_cut_share", 1.0)), parts)
 
 

@@ -157,8 +157,9 @@ def resolve(cfg: Any, record: dict[str, Any], nproc: int) -> Path:
         part_dir = partition_cache_dir(cfg, nproc)
         if not (part_dir / META_FILE).is_file():
             dataset = d.load()
-            partition_graph(dataset, nproc, part_dir, partition_settings(cfg), task="node",
-                            progress=cfg.run.progress, validate=False)
+            partition_graph(dataset, part_dir,
+                            dataclasses.replace(partition_settings(cfg), num_parts=nproc),
+                            task="node", progress=cfg.run.progress, validate=False)
     meta = PartitionMeta.load(part_dir)
     want = int(record["partition"]["feat_dim"])
     if meta.types is not None or meta.feat_dim != want:

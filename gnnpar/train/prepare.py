@@ -35,9 +35,10 @@ from gnnpar.train.config import Config
 from gnnpar.train.rundir import check_resume, dataset_slug, prepare_run_dir
 
 if TYPE_CHECKING:
+    from gnnpar.datasets.graph import GraphDataset
     from gnnpar.partition.config import PartitionConfig
     from gnnpar.partition.format import PartitionMeta
-    from gnnpar.typed import TypedLayout as HeteroLayout
+    from gnnpar.typed import TypedLayout
 
 META_FILE = "meta.json"
 log = logging.getLogger("gnnpar")
@@ -147,7 +148,7 @@ def check_partition_settings(cfg: Config, meta: PartitionMeta) -> None:
 
     p, default = cfg.partition, PartitionConfig()
     made = {"partitioner": meta.partitioner.get("method"), "halo_hops": meta.halo_hops,
-            "seed": meta.partitioner.get("seed"), "feature_dtype": meta.feat_dtype,
+            "seed": meta.partitioner.get("seed"), "feature_dtype": meta.feature_dtype,
             "balance": tuple(meta.partitioner.get("balance", ()))}
     for name, value in made.items():
         given = getattr(p, name)
@@ -163,7 +164,7 @@ def check_partition_settings(cfg: Config, meta: PartitionMeta) -> None:
                 f"{meta.num_parts} {flag} {shown} --out DIR`.")
 
 
-def check_typed_settings(cfg: Config, where: str, layout: HeteroLayout) -> None:
+def check_typed_settings(cfg: Config, where: str, layout: TypedLayout) -> None:
     """Refuse what typed graphs do not train, and relations the graph does not have.
 
     Typed graphs train node classification in sample mode with relation-wise GraphSAGE,
@@ -198,7 +199,7 @@ TYPED_ONLY = (("sample", "relation_fanouts"), ("model", "embed_dim"),
 """Settings that only typed graphs read (the last three: and graphs without features)."""
 
 
-def check_graph_settings(cfg: Config, where: str, layout: HeteroLayout | None,
+def check_graph_settings(cfg: Config, where: str, layout: TypedLayout | None,
                          feat_dim: int, num_classes: int = 0) -> None:
     """The checks of a typed graph (``layout``) or of one without features, and the size.
 
@@ -236,7 +237,7 @@ def check_graph_settings(cfg: Config, where: str, layout: HeteroLayout | None,
                           path=where, field=set_[0][0], fix=f"drop {flags}.")
 
 
-def check_model_size(cfg: Config, where: str, layout: HeteroLayout | None, feat_dim: int,
+def check_model_size(cfg: Config, where: str, layout: TypedLayout | None, feat_dim: int,
                      num_classes: int) -> None:
     """Refuse a ``--hidden`` whose model would not fit in this machine's memory.
 
@@ -425,9 +426,14 @@ def _partition_spec(cfg: Config, world_size: int, out: Path, progress: bool,
                     phases: dict[str, float] | None) -> None:
     """Load ``cfg.data``'s dataset spec and partition it into the cache directory ``out``.
 
-    The dataset is checked against the settings first; each phase is logged and timed
-    into ``phases``.
+    :func:`~gnnpar.partition.writer.partition_dataset`, with the dataset checked against
+    the settings first; each phase is logged and timed into ``phases``.
     """
+    from gnnpar.datasets.graph import class_count
+    from gnnpar.datasets.typed import TypedGraphDataset
+    from gnnpar.partition.stages import StageMeter
+    from gnnpar.partition.writer import partition_dataset
+
     try:  # before the dataset is read: a --root that cannot hold the partition
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -435,32 +441,30 @@ def _partition_spec(cfg: Config, world_size: int, out: Path, progress: bool,
                           f"({exc.strerror or exc}).", path=cfg.data.root, field="data.root",
                           fix="pass --root DIR under a writable directory (every part of "
                           "the path a directory).") from None
+    meter = StageMeter()
+    started = 0.0  # when the partitioning starts, once the checks passed
+
+    def check(dataset: GraphDataset | TypedGraphDataset) -> None:
+        nonlocal started
+        took = meter.stages[-1].seconds  # the load
+        log.info("loaded %s in %.1f s: %s nodes, %s edges", cfg.data.dataset, took,
+                 f"{dataset.num_nodes:,}" if isinstance(dataset.num_nodes, int)
+                 else f"{sum(dataset.num_nodes.values()):,}", f"{dataset.num_edges:,}")
+        if phases is not None:
+            phases["load"] = took
+        if isinstance(dataset, TypedGraphDataset):
+            check_graph_settings(cfg, cfg.data.dataset, dataset.layout(), 0,
+                                 class_count(dataset))
+        else:
+            check_graph_settings(cfg, cfg.data.dataset, None, dataset.feat_dim,
+                                 class_count(dataset))
+        log.info("partitioning into %d parts (%s) ...", world_size, cfg.partition.partitioner)
+        started = time.time()
+
     log.info("loading %s ...", cfg.data.dataset)
-    t0 = time.time()
-    dataset = cfg.data.load_any()  # a link task is checked there
-    from gnnpar.datasets.graph import class_count
-    from gnnpar.datasets.typed import TypedGraphDataset as HeteroGraphDataset
-    from gnnpar.partition.writer import partition_graph
-
-    took = time.time() - t0
-    log.info("loaded %s in %.1f s: %s nodes, %s edges", cfg.data.dataset, took,
-             f"{dataset.num_nodes:,}" if isinstance(dataset.num_nodes, int)
-             else f"{sum(dataset.num_nodes.values()):,}", f"{dataset.num_edges:,}")
-    if phases is not None:
-        phases["load"] = took
-
-    if isinstance(dataset, HeteroGraphDataset):  # checked before the partitioning
-        check_graph_settings(cfg, cfg.data.dataset, dataset.layout(), 0, class_count(dataset))
-    else:
-        check_graph_settings(cfg, cfg.data.dataset, None, dataset.feat_dim,
-                             class_count(dataset))
-    if cfg.data.task == "node":
-        dataset.require_node_task(cfg.data.dataset)
-    log.info("partitioning into %d parts (%s) ...", world_size, cfg.partition.partitioner)
-    t0 = time.time()
-    partition_graph(dataset, world_size, out, partition_settings(cfg), task=cfg.data.task,
-                    progress=progress, validate=False)
-    took = time.time() - t0
+    partition_dataset(cfg.data, out, replace(partition_settings(cfg), num_parts=world_size),
+                      check=check, need_labels=True, progress=progress, meter=meter)
+    took = time.time() - started
     log.info("partitioned in %.1f s: %s", took, out)
     if phases is not None:
         phases["partition"] = took

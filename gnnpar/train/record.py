@@ -42,7 +42,8 @@ STATUSES = ("running", "complete", "interrupted", "failed")
 
 TOP_FIELDS = {
     "format": '"gnnpar-run".',
-    "format_version": "3 (version 2 had no files nor digest; version 1, gnnpar 0.1, kept "
+    "format_version": "4 (version 3 named the partition's feature_dtype feat_dtype; version "
+                      "2 had no files nor digest; version 1, gnnpar 0.1, kept "
                       "args/comm_bytes per example).",
     "files": "What the run writes into its directory, besides this file (config.json, "
              "checkpoint, metrics, predictions): what --overwrite moves aside, and all a "
@@ -51,7 +52,7 @@ TOP_FIELDS = {
     "config": "The whole resolved configuration, section by section (the --config file "
               "that repeats the run).",
     "partition": "The partition trained on: dir, name, num_parts, num_nodes, num_edges, "
-                 "feat_dim, feat_dtype, num_classes, partitioner.",
+                 "feat_dim, feature_dtype, num_classes, partitioner.",
     "env": "Where it ran: gnnpar, torch and python versions, host, world_size, backend, "
            "device, torch_threads.",
     "epochs": "One entry per finished epoch (EPOCH_FIELDS).",

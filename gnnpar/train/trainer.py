@@ -274,7 +274,7 @@ class Trainer:
             config=cfg.to_dict(),
             partition={"dir": self.part_dir, "name": meta.name, "num_parts": meta.num_parts,
                        "num_nodes": meta.num_nodes, "num_edges": meta.num_edges,
-                       "feat_dim": meta.feat_dim, "feat_dtype": meta.feat_dtype,
+                       "feat_dim": meta.feat_dim, "feature_dtype": meta.feature_dtype,
                        "num_classes": meta.num_classes,
                        "partitioner": meta.partitioner.get("method"),
                        "node_types": list(meta.types.layout.node_types) if meta.types

@@ -18,6 +18,7 @@ import pytest
 from gnnpar.artifacts.registry import SURFACES
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.spec import load_dataset
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import load_partition
 from gnnpar.partition.writer import partition_graph
 from gnnpar.plot import plot_records
@@ -105,7 +106,7 @@ def _user_dir(out: Path) -> Path:
 
 WRITERS: dict[str, Callable[[Bench, Path, bool], Any]] = {
     "partition_graph": lambda b, out, ow: partition_graph(
-        load_dataset(SPEC), 1, out, overwrite=ow, progress=False),
+        load_dataset(SPEC), out, PartitionConfig(num_parts=1), overwrite=ow, progress=False),
     "GraphDataset.save": lambda b, out, ow: GraphDataset.load(b.dataset()).save(
         out, overwrite=ow),
     "export": lambda b, out, ow: export(b.run_dir(), out / "model.pt" if out.is_dir()

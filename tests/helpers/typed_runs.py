@@ -17,6 +17,7 @@ import pytest
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm, typed
 from gnnpar.datasets.typed import TypedGraphDataset
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
 from tests.helpers import typed_train as T
@@ -66,8 +67,8 @@ def typed_runs(runtime_graph: TypedGraphDataset,
     ``featureless`` (``train_typed``, ``resume_typed``, ``train_featureless``) at 2."""
     root = tmp_path_factory.mktemp("typed")
     for k in (1, 2):
-        partition_graph(training_graph, k, root / f"train-k{k}")
-    partition_graph(featureless_graph, 2, root / "featureless")
+        partition_graph(training_graph, root / f"train-k{k}", PartitionConfig(num_parts=k))
+    partition_graph(featureless_graph, root / "featureless", PartitionConfig(num_parts=2))
     todo: dict[int, dict[str, tuple[str, tuple[Any, ...]]]] = {
         1: {"one": ("train_typed", (str(root / "train-k1"), str(root / "one")))},
         2: {"two": ("train_typed", (str(root / "train-k2"), str(root / "two"))),
@@ -78,7 +79,7 @@ def typed_runs(runtime_graph: TypedGraphDataset,
     out = {}
     for k in RUNTIME_WORLDS:
         runtime = root / f"runtime-k{k}"
-        partition_graph(runtime_graph, k, runtime)
+        partition_graph(runtime_graph, runtime, PartitionConfig(num_parts=k))
         jobs = {"runtime": ("sample_and_embed", (str(runtime), runtime_steps)), **todo[k]}
         out[k] = {"runtime": str(runtime), "ranks": run_multiproc(T.jobs, k, jobs)}
     return out

@@ -245,7 +245,8 @@ def test_two_ranks_metis(dataset: GraphDataset, tmp_path: Path) -> None:
     from torch_geometric.data import Data
 
     part_dir = tmp_path / "metis2"
-    meta = partition_graph(dataset, 2, part_dir, PartitionConfig(partitioner="metis", seed=0))
+    meta = partition_graph(dataset, part_dir,
+                           PartitionConfig(num_parts=2, partitioner="metis", seed=0))
     orig = _orig_of_gid(part_dir, 2)
     # The compiled CPU kernels where numba is installed (the suite's default is torch's).
     res = run_multiproc(_main_worker, 2, str(part_dir), env={"GNNPAR_SAMPLER": "compiled"})
@@ -285,8 +286,8 @@ def test_two_ranks_metis(dataset: GraphDataset, tmp_path: Path) -> None:
 
 def test_four_ranks_random_halo2_cache(dataset: GraphDataset, tmp_path: Path) -> None:
     part_dir = tmp_path / "random4"
-    partition_graph(dataset, 4, part_dir,
-                    PartitionConfig(partitioner="random", halo_hops=2, seed=0))
+    partition_graph(dataset, part_dir,
+                    PartitionConfig(num_parts=4, partitioner="random", halo_hops=2, seed=0))
     orig = _orig_of_gid(part_dir, 4)
     res = run_multiproc(_coverage_worker, 4, str(part_dir))
     _check_epoch([r["epoch"] for r in res], dataset, orig)
@@ -312,7 +313,7 @@ def test_four_ranks_random_halo2_cache(dataset: GraphDataset, tmp_path: Path) ->
 
 def test_bad_arguments_raise_on_every_rank(dataset: GraphDataset, tmp_path: Path) -> None:
     part_dir = tmp_path / "contig2"
-    partition_graph(dataset, 2, part_dir, PartitionConfig(partitioner="contiguous"))
+    partition_graph(dataset, part_dir, PartitionConfig(num_parts=2, partitioner="contiguous"))
     for caught in run_multiproc(_errors_worker, 2, str(part_dir)):
         assert caught == ["fanouts", "batch_size", "seeds", "batch_size", "seeds",
                           "batch_size", "True"]
@@ -344,7 +345,7 @@ def test_even_seed_split_on_an_unbalanced_partition(tmp_path: Path) -> None:
     ds = GraphDataset(n, base.src, base.dst, base.x, base.y, train, np.sort(rest[:300]),
                       np.sort(rest[300:600]), num_classes=base.num_classes)
     part_dir = tmp_path / "skewed"
-    meta = partition_graph(ds, 3, part_dir, PartitionConfig(partitioner="contiguous"))
+    meta = partition_graph(ds, part_dir, PartitionConfig(num_parts=3, partitioner="contiguous"))
     offsets = np.asarray(meta.offsets)
     owned = np.bincount(np.searchsorted(offsets, train, side="right") - 1, minlength=3)
     assert owned.max() > 2 * owned.min()  # unbalanced indeed

@@ -48,7 +48,7 @@ def dataset() -> GraphDataset:
 def parts(dataset: GraphDataset, tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     root = tmp_path_factory.mktemp("linkloader")
     for k in (1, 2, 4):
-        partition_graph(dataset, k, root / f"p{k}", PartitionConfig(seed=0))
+        partition_graph(dataset, root / f"p{k}", PartitionConfig(num_parts=k, seed=0))
     return {k: root / f"p{k}" for k in (1, 2, 4)}
 
 
@@ -149,10 +149,10 @@ def runs(parts: dict[int, Path], tmp_path_factory: pytest.TempPathFactory
          ) -> dict[int, list[dict[str, Any]]]:
     """Every rank's results of this module's jobs, per world size (one spawn each)."""
     root = tmp_path_factory.mktemp("linkloader-runs")
-    partition_graph(_no_seeds_graph(), 1, root / "no-seeds")
-    contiguous = PartitionConfig(partitioner="contiguous")
-    partition_graph(_shared_negatives_graph(), 2, root / "shared", contiguous)
-    partition_graph(_no_in_edges_graph(), 2, root / "no-in-edges", contiguous)
+    partition_graph(_no_seeds_graph(), root / "no-seeds", PartitionConfig(num_parts=1))
+    contiguous = PartitionConfig(num_parts=2, partitioner="contiguous")
+    partition_graph(_shared_negatives_graph(), root / "shared", contiguous)
+    partition_graph(_no_in_edges_graph(), root / "no-in-edges", contiguous)
     p1, p2 = str(parts[1]), str(parts[2])
     state = {k: v.numpy() for k, v in _edge_layers().state_dict().items()}
     todo: dict[int, dict[str, tuple[str, tuple[Any, ...]]]] = {

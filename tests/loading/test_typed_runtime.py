@@ -22,7 +22,7 @@ import torch
 from gnnpar.datasets.synthetic import typed
 from gnnpar.datasets.typed import TypedGraphDataset
 from gnnpar.errors import PartitionError
-from gnnpar.partition.format import PartitionMeta, load_partition
+from gnnpar.partition.format import FORMAT_VERSION, PartitionMeta, load_partition
 from gnnpar.partition.typed import check_typed_part
 from gnnpar.partition.verify import verify_partition
 from gnnpar.partition.writer import partition_graph
@@ -62,7 +62,7 @@ def test_typed_partition_round_trips(graph: TypedGraphDataset, runs: Any, world:
     report = verify_partition(part_dir, graph)
     assert "typed features" in report.checks and "endpoint types" in report.checks
     meta = PartitionMeta.load(part_dir)
-    assert meta.types is not None and meta.format_version == 4
+    assert meta.types is not None and meta.format_version == FORMAT_VERSION == 5
     counts = np.array(meta.types.counts)
     assert counts.sum(0).tolist() == list(graph.num_nodes.values())
     owned = np.array([p["num_owned"] for p in meta.parts])

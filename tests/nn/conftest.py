@@ -44,9 +44,10 @@ def _grouped_run(world: int, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     root = tmp_path_factory.mktemp(f"nn-world{world}")
     directed = cases.directed_graph()
     feedforward, assignment = cases.feedforward_graph(world)
-    partition_graph(directed, world, root / "directed",
-                    PartitionConfig(partitioner="random", seed=0))
-    partition_graph(feedforward, world, root / "feedforward", assignment=assignment)
+    partition_graph(directed, root / "directed",
+                    PartitionConfig(num_parts=world, partitioner="random", seed=0))
+    partition_graph(feedforward, root / "feedforward", PartitionConfig(num_parts=world),
+                    assignment=assignment)
     datasets = {"directed": directed, "feedforward": feedforward}
     weights = {k: cases.loss_weights(d.num_nodes) for k, d in datasets.items()}
     dirs = {k: str(root / k) for k in datasets}
@@ -56,9 +57,10 @@ def _grouped_run(world: int, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         # Features alone: ~59% test accuracy (2-layer MLP); exact 2-layer GCN: ~95%.
         graph = sbm(num_nodes=2000, avg_degree=10, num_classes=4, feat_dim=16, seed=0,
                     homophily=0.7, feature_noise=3.0)
-        partition_graph(graph, 2, root / "sbm-random",
-                        PartitionConfig(partitioner="random", seed=0))
-        partition_graph(graph, 2, root / "sbm-metis", PartitionConfig(partitioner="metis", seed=0))
+        partition_graph(graph, root / "sbm-random",
+                        PartitionConfig(num_parts=2, partitioner="random", seed=0))
+        partition_graph(graph, root / "sbm-metis",
+                        PartitionConfig(num_parts=2, partitioner="metis", seed=0))
         tasks["train"] = ("train", (str(root / "sbm-random"), str(root / "runs"), TRAIN_EPOCHS,
                                     TRAIN_CONFIGS))
         tasks["resume"] = ("resume", (str(root / "sbm-metis"), str(root / "resume"),
@@ -66,8 +68,8 @@ def _grouped_run(world: int, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     grid_graph = None
     if world in gc.GRIDS:  # test_grid's graph: 53 nodes, 3 classes, every split uneven
         grid_graph = cases.directed_graph(num_nodes=gc.NUM_NODES)
-        partition_graph(grid_graph, world, root / "grid",
-                        PartitionConfig(partitioner="random", seed=0))
+        partition_graph(grid_graph, root / "grid",
+                        PartitionConfig(num_parts=world, partitioner="random", seed=0))
         tasks["grid_errors"] = ("grid_errors", (str(root / "grid"), grid_graph,
                                                 gc.GRIDS[world]))
         if world == 4:

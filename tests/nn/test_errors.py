@@ -26,7 +26,8 @@ CTX = DistContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu")
 @pytest.fixture(scope="module")
 def one_part(tmp_path_factory: pytest.TempPathFactory) -> DistGraph:
     out = tmp_path_factory.mktemp("one-part") / "p"
-    partition_graph(cases.directed_graph(), 1, out, PartitionConfig(partitioner="contiguous"))
+    partition_graph(cases.directed_graph(), out,
+                    PartitionConfig(num_parts=1, partitioner="contiguous"))
     return DistGraph.from_partition(load_partition(out, 0))
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from gnnpar.partition.config import PartitionConfig
 from tests.helpers import nn_cases as cases
 
 GRAPHS = ("directed", "feedforward")
@@ -91,8 +92,8 @@ def test_a_layer_allocates_its_output_and_one_chunk_budget(tmp_path: Any, kind: 
     from gnnpar.partition.writer import partition_graph
     from gnnpar.storage.graph import DistGraph
 
-    partition_graph(sbm(num_nodes=3000, avg_degree=20, feat_dim=cases.FEAT, seed=0), 1,
-                    tmp_path / "p")
+    partition_graph(sbm(num_nodes=3000, avg_degree=20, feat_dim=cases.FEAT, seed=0),
+                    tmp_path / "p", PartitionConfig(num_parts=1))
     started = not torch.distributed.is_initialized()
     ctx = gdist.init()
     try:

@@ -28,9 +28,10 @@ def dataset():  # type: ignore[no-untyped-def]
                          [("bf16", torch.bfloat16), ("fp16", torch.float16)])
 def test_features_stored_as_torch_rounds_them(tmp_path: Path, dataset, name: str,
                                               torch_dtype: torch.dtype) -> None:  # type: ignore[no-untyped-def]
-    fp32 = partition_graph(dataset, 2, tmp_path / "fp32", PartitionConfig(seed=1))
-    half = partition_graph(dataset, 2, tmp_path / name, PartitionConfig(seed=1, feature_dtype=name))
-    assert half.feat_dtype == name and fp32.feat_dtype == "fp32"
+    fp32 = partition_graph(dataset, tmp_path / "fp32", PartitionConfig(num_parts=2, seed=1))
+    half = partition_graph(dataset, tmp_path / name,
+                           PartitionConfig(num_parts=2, seed=1, feature_dtype=name))
+    assert half.feature_dtype == name and fp32.feature_dtype == "fp32"
     verify_partition(tmp_path / name, dataset)
     for k in range(2):
         p = load_partition(tmp_path / name, k)
@@ -50,7 +51,7 @@ def test_fp16_overflow_is_refused_before_anything_is_written(tmp_path: Path,
     ds.x[5] = 7e4
     try:
         with pytest.raises(ConfigError) as exc:
-            partition_graph(ds, 2, tmp_path / "p", PartitionConfig(feature_dtype="fp16"))
+            partition_graph(ds, tmp_path / "p", PartitionConfig(num_parts=2, feature_dtype="fp16"))
         assert exc.value.field == "partition.feature_dtype" and "bf16" in exc.value.fix
         assert not (tmp_path / "p").exists()
     finally:
@@ -59,4 +60,4 @@ def test_fp16_overflow_is_refused_before_anything_is_written(tmp_path: Path,
 
 def test_unknown_feature_dtype(tmp_path: Path, dataset) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigError, match="feature_dtype"):
-        partition_graph(dataset, 2, tmp_path / "p", PartitionConfig(feature_dtype="int8"))
+        partition_graph(dataset, tmp_path / "p", PartitionConfig(num_parts=2, feature_dtype="int8"))

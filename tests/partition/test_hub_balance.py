@@ -66,14 +66,15 @@ def test_edges_balanced_on_a_graph_with_hubs(graph: GraphDataset, tmp_path: Path
     # left this graph's parts at 1.40-1.42x the mean in-edges and 1.21-1.26x the nodes.
     if method == "kaminpar":
         pytest.importorskip("kaminpar")
-    partition_graph(graph, K, tmp_path / "p",
-                    PartitionConfig(partitioner=method, balance=("nodes", "train", "edges")))
+    partition_graph(graph, tmp_path / "p",
+                    PartitionConfig(num_parts=K, partitioner=method,
+                                    balance=("nodes", "train", "edges")))
     for name, load in loads(graph, tmp_path / "p").items():
         assert load.max() / load.mean() <= BOUND, (name, load.tolist())
 
 
 def test_default_balance_evens_sampled_work(graph: GraphDataset, tmp_path: Path) -> None:
-    meta = partition_graph(graph, K, tmp_path / "p")
+    meta = partition_graph(graph, tmp_path / "p", PartitionConfig(num_parts=K))
     assert meta.partitioner["balance"] == ["nodes", "train", "sampled"]
     counted = loads(graph, tmp_path / "p")
     part = np.empty(graph.num_nodes, dtype=np.int64)

@@ -55,8 +55,9 @@ def test_every_invariant_on_random_graphs(ds: GraphDataset, data: st.DataObject)
     hops = data.draw(st.sampled_from([1, 1, 2, 3]))
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "parts"
-        meta = partition_graph(ds, k, out,
-                               PartitionConfig(partitioner=method, halo_hops=hops, seed=3))
+        meta = partition_graph(ds, out,
+                               PartitionConfig(num_parts=k, partitioner=method,
+                                               halo_hops=hops, seed=3))
         assert meta.num_parts == k and meta.halo_hops == hops
         check_partition(out, ds)
         verify_partition(out, ds)
@@ -75,7 +76,7 @@ def test_precomputed_assignment_is_respected(ds: GraphDataset, data: st.DataObje
         np.concatenate([np.arange(k), np.array(rest, dtype=np.int64)]))
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "parts"
-        meta = partition_graph(ds, k, out, assignment=assignment)
+        meta = partition_graph(ds, out, PartitionConfig(num_parts=k), assignment=assignment)
         assert meta.partitioner == {"method": "precomputed"}
         for p in range(k):
             orig = np.load(out / f"part-{p}" / "orig_ids.npy")

@@ -19,9 +19,9 @@ def test_metis_cuts_far_fewer_edges_than_random(tmp_path: Path) -> None:
     # the edges, random 74.8% (ratio 0.13); the bound below leaves room for METIS
     # versions and seeds.
     ds = sbm(num_nodes=4000, avg_degree=10, num_classes=4, feat_dim=4, homophily=0.9, seed=0)
-    metis = partition_graph(ds, 4, tmp_path / "metis").quality
-    random = partition_graph(ds, 4, tmp_path / "random",
-                             PartitionConfig(partitioner="random")).quality
+    metis = partition_graph(ds, tmp_path / "metis", PartitionConfig(num_parts=4)).quality
+    random = partition_graph(ds, tmp_path / "random",
+                             PartitionConfig(num_parts=4, partitioner="random")).quality
     assert random["edge_cut_share"] > 0.7  # 3/4 of the edges, as expected for 4 parts
     assert metis["edge_cut"] < 0.3 * random["edge_cut"]
     assert metis["replication_factor"] < random["replication_factor"]
@@ -44,7 +44,7 @@ def brute_force_quality(ds: GraphDataset, part: np.ndarray, k: int) -> dict:
 @pytest.mark.parametrize("method", ["metis", "random", "contiguous"])
 def test_stored_quality_matches_brute_force(tmp_path: Path, method: str) -> None:
     ds = sbm(num_nodes=500, avg_degree=6, num_classes=5, feat_dim=2, seed=3)
-    meta = partition_graph(ds, 5, tmp_path / "p", PartitionConfig(partitioner=method))
+    meta = partition_graph(ds, tmp_path / "p", PartitionConfig(num_parts=5, partitioner=method))
     part = np.empty(ds.num_nodes, dtype=np.int64)
     for k in range(5):
         part[np.load(tmp_path / "p" / f"part-{k}" / "orig_ids.npy")] = k
@@ -63,7 +63,7 @@ def test_stored_quality_matches_brute_force(tmp_path: Path, method: str) -> None
 
 def test_quality_table_has_a_row_per_part(tmp_path: Path) -> None:
     ds = sbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=2, seed=1)
-    meta = partition_graph(ds, 3, tmp_path / "p")
+    meta = partition_graph(ds, tmp_path / "p", PartitionConfig(num_parts=3))
     lines = format_quality(meta.quality, meta.num_edges).splitlines()
     assert lines[0].split() == ["part", "owned", "train", "edges", "halo"]
     assert [line.split()[0] for line in lines[1:4]] == ["0", "1", "2"]

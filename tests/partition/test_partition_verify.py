@@ -13,8 +13,9 @@ import pytest
 from gnnpar.artifacts.files import json_digest, sha256_file, write_digested_json
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import PartitionError
+from gnnpar.partition.cli import main
 from gnnpar.partition.config import PartitionConfig
-from gnnpar.partition.format import EDGE_DTYPES, load_partition
+from gnnpar.partition.format import EDGE_DTYPES, FORMAT_VERSION, load_partition
 from gnnpar.partition.verify import verify_partition
 from gnnpar.partition.writer import partition_graph
 
@@ -26,7 +27,7 @@ def dataset():  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def out(tmp_path: Path, dataset) -> Path:  # type: ignore[no-untyped-def]
-    partition_graph(dataset, 3, tmp_path / "p", PartitionConfig(seed=1))
+    partition_graph(dataset, tmp_path / "p", PartitionConfig(num_parts=3, seed=1))
     return tmp_path / "p"
 
 
@@ -53,6 +54,7 @@ def test_a_valid_partition_verifies(out: Path, dataset) -> None:  # type: ignore
 def _as_older_version(out: Path, version: int) -> None:
     """Rewrite ``out`` as a version-1 or -2 directory: no edge-id, edge or link files."""
     meta = json.loads((out / "meta.json").read_text())
+    meta["feat_dtype"] = meta.pop("feature_dtype")  # its name before version 5
     for key in ("digest", "edge_dim", "neg_kind", *(["feat_dtype"] if version < 2 else [])):
         del meta[key]
     for rel in [r for r in meta["files"] if Path(r).stem in EDGE_DTYPES]:
@@ -68,7 +70,7 @@ def _as_older_version(out: Path, version: int) -> None:
 
 def test_version_1_reads_as_fp32_features(out: Path, dataset) -> None:  # type: ignore[no-untyped-def]
     _as_older_version(out, 1)
-    assert load_partition(out, 0).meta.feat_dtype == "fp32"
+    assert load_partition(out, 0).meta.feature_dtype == "fp32"
     verify_partition(out, dataset)
 
 
@@ -82,9 +84,52 @@ def test_version_2_reads_without_edge_ids(out: Path, dataset) -> None:  # type: 
     assert exc.value.field == "format_version" and "re-partition" in exc.value.fix
 
 
+def _as_version_4(out: Path) -> None:
+    """Rewrite ``meta.json`` as version 4 wrote it: the feature dtype named ``feat_dtype``."""
+    def old(meta: dict[str, Any]) -> None:
+        meta["format_version"] = 4
+        meta["feat_dtype"] = meta.pop("feature_dtype")
+    edit_meta(out, old)
+
+
+def test_version_4_reads_its_feat_dtype(tmp_path: Path, dataset, capsys) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "bf16"
+    partition_graph(dataset, out, PartitionConfig(num_parts=3, seed=1, feature_dtype="bf16"))
+    written = json.loads((out / "meta.json").read_text())
+    assert written["format_version"] == FORMAT_VERSION == 5 and "feat_dtype" not in written
+    _as_version_4(out)
+    part = load_partition(out, 1)
+    assert (part.meta.format_version, part.meta.feature_dtype) == (4, "bf16")
+    assert part.feat.dtype == np.uint16 and part.e_id is not None
+    verify_partition(out, dataset)
+    assert main(["info", str(out)]) == 0
+    assert f"{out}: format v4, " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("version", "key", "value", "error"), [
+    (4, "feat_dtype", "int8", "feat_dtype is 'int8', not one of fp32, fp16, bf16"),
+    (5, "feat_dtype", "bf16", "field is missing"),  # version 5 names it feature_dtype
+])
+def test_a_feature_dtype_under_the_wrong_name_or_value_is_refused(
+        out: Path, version: int, key: str, value: str, error: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    def change(meta: dict[str, Any]) -> None:
+        del meta["feature_dtype"]
+        meta.update({"format_version": version, key: value})
+    edit_meta(out, change)
+    field = "feat_dtype" if version < 5 else "feature_dtype"
+    for call in (lambda: load_partition(out, 0), lambda: verify_partition(out)):
+        with pytest.raises(PartitionError, match=error) as exc:
+            call()
+        assert exc.value.path == str(out / "meta.json") and exc.value.field == field
+        assert "gnnpar-partition" in exc.value.fix
+    assert main(["info", str(out)]) == 1  # one line: the file, the field, the command
+    said = capsys.readouterr().err
+    assert str(out / "meta.json") in said and field in said and "gnnpar-partition" in said
+
+
 def test_other_format_version(out: Path) -> None:
     meta = json.loads((out / "meta.json").read_text())
-    meta["format_version"] = 5
+    meta["format_version"] = FORMAT_VERSION + 1
     (out / "meta.json").write_text(json.dumps(meta))
     for call in (lambda: load_partition(out, 0), lambda: verify_partition(out)):
         with pytest.raises(PartitionError) as exc:

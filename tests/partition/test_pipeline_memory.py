@@ -82,10 +82,11 @@ def test_output_bytes_do_not_depend_on_budget_or_writers(
                       dst=on_disk(tmp_path, "d", ds.dst), x=on_disk(tmp_path, "x", ds.x),
                       y=ds.y, train_idx=ds.train_idx, val_idx=ds.val_idx,
                       test_idx=ds.test_idx, name=ds.name)
-    partition_graph(ds, 3, tmp_path / "whole", PartitionConfig(partitioner=method, halo_hops=2))
+    partition_graph(ds, tmp_path / "whole",
+                    PartitionConfig(num_parts=3, partitioner=method, halo_hops=2))
     monkeypatch.setattr(adjacency, "_MIN_ENTRIES", 64)
-    partition_graph(ds, 3, tmp_path / "chunked", PartitionConfig(
-        partitioner=method, halo_hops=2, memory_budget=0.001, workers=3))
+    partition_graph(ds, tmp_path / "chunked", PartitionConfig(
+        num_parts=3, partitioner=method, halo_hops=2, memory_budget=0.001, workers=3))
     assert digests(tmp_path / "whole") == digests(tmp_path / "chunked")
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch left
 
@@ -94,9 +95,10 @@ def test_rmat_with_hubs_same_bytes_in_chunks(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     # Hubs whose rows alone exceed a bucket: a bucket then holds that one row.
     ds = rmat(num_nodes=4096, avg_degree=12, seed=5)
-    partition_graph(ds, 2, tmp_path / "whole")
+    partition_graph(ds, tmp_path / "whole", PartitionConfig(num_parts=2))
     monkeypatch.setattr(adjacency, "_MIN_ENTRIES", 16)
-    partition_graph(ds, 2, tmp_path / "chunked", PartitionConfig(memory_budget=0.001, workers=2))
+    partition_graph(ds, tmp_path / "chunked",
+                    PartitionConfig(num_parts=2, memory_budget=0.001, workers=2))
     assert digests(tmp_path / "whole") == digests(tmp_path / "chunked")
 
 

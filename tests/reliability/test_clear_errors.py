@@ -38,6 +38,7 @@ from gnnpar.datasets.synthetic import sbm
 from gnnpar.distributed import DistContext, init
 from gnnpar.errors import DatasetError, StorageError
 from gnnpar.partition.cli import main as partition_main
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.writer import partition_graph
 from gnnpar.sizes import physical_memory
 from gnnpar.testing import run_multiproc
@@ -70,7 +71,7 @@ def graph_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     np.save(d / "x.npy", np.asarray(ds.x))
     (d / "y.csv").write_text("".join(f"{v}\n" for v in np.asarray(ds.y)))
     ds.save(d / "saved")
-    partition_graph(ds, 1, d / "parts")
+    partition_graph(ds, d / "parts", PartitionConfig(num_parts=1))
     return {"edges": d / "edges.csv", "x": d / "x.npy", "y": d / "y.csv",
             "saved": d / "saved", "parts": d / "parts", "dir": d}
 

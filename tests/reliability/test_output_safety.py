@@ -64,7 +64,8 @@ def test_overwrite_never_replaces_a_foreign_directory(tmp_path: Path) -> None:
     assert (victim / "thesis.tex").read_text() == "years of work"
     ds = sbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=4, seed=0)
     with pytest.raises(PartitionError, match="not a partition directory"):
-        partition_graph(ds, 2, victim, overwrite=True)  # the library refuses too
+        # the library refuses too
+        partition_graph(ds, victim, PartitionConfig(num_parts=2), overwrite=True)
     assert sorted(p.name for p in victim.iterdir()) == ["thesis.tex"]
 
 
@@ -74,7 +75,7 @@ def test_a_killed_writers_leftovers_are_cleaned(tmp_path: Path) -> None:
     left.mkdir()
     (left / "meta.json").write_text("{}")
     (tmp_path / ".parts.lock").write_text("")  # a dead writer's lock: not held by anyone
-    partition_graph(ds, 2, tmp_path / "parts")
+    partition_graph(ds, tmp_path / "parts", PartitionConfig(num_parts=2))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["parts"]
 
 
@@ -82,7 +83,7 @@ def test_a_full_disk_keeps_the_previous_partition(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     ds = sbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=4, seed=0)
     out = tmp_path / "parts"
-    partition_graph(ds, 2, out)
+    partition_graph(ds, out, PartitionConfig(num_parts=2))
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     calls = {"n": 0}
     real = writer.save_npy_blocks
@@ -95,7 +96,7 @@ def test_a_full_disk_keeps_the_previous_partition(tmp_path: Path,
 
     monkeypatch.setattr(writer, "save_npy_blocks", filling)
     with pytest.raises(PartitionError, match="No space left on device") as exc:
-        partition_graph(ds, 2, out, PartitionConfig(seed=5), overwrite=True)
+        partition_graph(ds, out, PartitionConfig(num_parts=2, seed=5), overwrite=True)
     assert exc.value.path == str(out) and "free space" in exc.value.fix
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before and sorted(p.name for p in tmp_path.iterdir()) == ["parts"]

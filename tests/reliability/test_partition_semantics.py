@@ -21,6 +21,7 @@ import pytest
 from gnnpar.artifacts.files import sha256_file, write_digested_json
 from gnnpar.datasets.synthetic import sbm, typed
 from gnnpar.errors import PartitionError
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import PartitionMeta, load_partition
 from gnnpar.partition.verify import verify_partition
 from gnnpar.partition.writer import partition_graph
@@ -42,7 +43,8 @@ def _edit_part(out: Path, rel: str, change: Callable[[np.ndarray], np.ndarray]) 
 @pytest.fixture(scope="module")
 def homogeneous(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("semantics") / "parts"
-    partition_graph(sbm(num_nodes=400, avg_degree=6, num_classes=3, feat_dim=4, seed=1), 2, out)
+    partition_graph(sbm(num_nodes=400, avg_degree=6, num_classes=3, feat_dim=4, seed=1), out,
+                    PartitionConfig(num_parts=2))
     return out
 
 
@@ -50,7 +52,7 @@ def homogeneous(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def typed_parts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("semantics-typed") / "parts"
     partition_graph(typed(num_papers=300, num_authors=80, num_venues=12, num_classes=3,
-                          feat_dim=4, seed=1), 2, out)
+                          feat_dim=4, seed=1), out, PartitionConfig(num_parts=2))
     return out
 
 

@@ -39,7 +39,7 @@ def dataset() -> GraphDataset:
 def parts(dataset: GraphDataset, tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     root = tmp_path_factory.mktemp("link")
     for k in (1, 2):
-        partition_graph(dataset, k, root / f"p{k}", PartitionConfig(seed=0))
+        partition_graph(dataset, root / f"p{k}", PartitionConfig(num_parts=k, seed=0))
     return {k: root / f"p{k}" for k in (1, 2)}
 
 

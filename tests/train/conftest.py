@@ -16,6 +16,7 @@ import pytest
 
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import reference as _reference
 from gnnpar.testing import run_multiproc
@@ -34,7 +35,7 @@ def small_parts(small_graph: GraphDataset,
     """METIS partitions of ``small_graph`` into 2 and 4 parts: ``{K: directory}``."""
     root = tmp_path_factory.mktemp("small-parts")
     for k in (2, 4):
-        partition_graph(small_graph, k, root / f"k{k}")
+        partition_graph(small_graph, root / f"k{k}", PartitionConfig(num_parts=k))
     return {k: str(root / f"k{k}") for k in (2, 4)}
 
 
@@ -44,7 +45,7 @@ def accuracy_parts(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
     root = tmp_path_factory.mktemp("accuracy-parts")
     ds = _reference.accuracy_graph()
     for k in (1, 2):
-        partition_graph(ds, k, root / f"k{k}")
+        partition_graph(ds, root / f"k{k}", PartitionConfig(num_parts=k))
     return {k: str(root / f"k{k}") for k in (1, 2)}
 
 

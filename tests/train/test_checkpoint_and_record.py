@@ -119,7 +119,7 @@ def test_run_record_round_trip_and_resume(tmp_path: Path) -> None:
     record.status = "complete"
     record.write(path)
     doc = json.loads(path.read_text())
-    assert doc["format"] == "gnnpar-run" and doc["format_version"] == 3
+    assert doc["format"] == "gnnpar-run" and doc["format_version"] == 4
     assert doc["partition"]["dir"] == str(tmp_path) and doc["status"] == "complete"
     assert doc["env"]["world_size"] == 1 and doc["env"]["gnnpar"]
     assert [e["train_loss"] for e in doc["epochs"]] == [1.0, 0.5, 0.25]

@@ -31,7 +31,7 @@ def test_custom_loop_is_safe_when_a_rank_has_no_training_nodes(tmp_path: Path) -
              homophily=0.8)
     # Every training node in the first half: the second part gets empty batches only.
     ds = replace(ds, train_idx=ds.train_idx[ds.train_idx < 1000])
-    partition_graph(ds, 2, tmp_path / "parts", PartitionConfig(partitioner="contiguous"))
+    partition_graph(ds, tmp_path / "parts", PartitionConfig(num_parts=2, partitioner="contiguous"))
     proc = _torchrun("custom_loop.py", str(tmp_path / "parts"), "--epochs", "3",
                      "--lr", "0.01", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -44,7 +44,8 @@ def test_custom_loop_is_safe_when_a_rank_has_no_training_nodes(tmp_path: Path) -
 
 
 def test_link_prediction_example(tmp_path: Path) -> None:
-    partition_graph(sbm(num_nodes=2000, seed=0, task="link"), 2, tmp_path / "parts")
+    partition_graph(sbm(num_nodes=2000, seed=0, task="link"), tmp_path / "parts",
+                    PartitionConfig(num_parts=2))
     proc = _torchrun("link_prediction.py", str(tmp_path / "parts"), "--epochs", "3",
                      "--decoder", "mlp", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -56,7 +57,7 @@ def test_link_prediction_example(tmp_path: Path) -> None:
 
 def test_full_graph_example(tmp_path: Path) -> None:
     ds = sbm(num_nodes=1500, avg_degree=8, num_classes=4, feat_dim=16, seed=1, homophily=0.8)
-    partition_graph(ds, 2, tmp_path / "parts")
+    partition_graph(ds, tmp_path / "parts", PartitionConfig(num_parts=2))
     proc = _torchrun("train_fullgraph.py", str(tmp_path / "parts"), "--model", "gcn",
                      "--epochs", "30", "--no-progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -70,7 +71,7 @@ def test_dnn_hybrid_parallel_example_writes_the_run_record(tmp_path: Path) -> No
     proc = _torchrun("dnn_hybrid_parallel.py", "--tp", "2", "--steps", "3", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((tmp_path / "runs" / "dnn-transformer" / "record.json").read_text())
-    assert record["format_version"] == 3 and record["config"]["parallel"]["tp"] == 2
+    assert record["format_version"] == 4 and record["config"]["parallel"]["tp"] == 2
     losses = [e["train_loss"] for e in record["epochs"]]
     assert len(losses) == 3 and losses[-1] < losses[0]
     assert record["epochs"][1]["comm"]  # tensor parallelism communicates every step

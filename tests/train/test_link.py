@@ -44,7 +44,7 @@ def dataset() -> GraphDataset:
 def parts(dataset: GraphDataset, tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     root = tmp_path_factory.mktemp("linktrain")
     for k in (1, 2):
-        partition_graph(dataset, k, root / f"p{k}", PartitionConfig(seed=0))
+        partition_graph(dataset, root / f"p{k}", PartitionConfig(num_parts=k, seed=0))
     return {k: root / f"p{k}" for k in (1, 2)}
 
 
@@ -93,7 +93,7 @@ def two_ranks_link(parts: dict[int, Path], tmp_path_factory: pytest.TempPathFact
     """Every rank's results of the module's 2-rank jobs: the default run and the reference
     protocol (``fit``), the untrained metrics, the resume scenario, the hub-heavy graph."""
     root = tmp_path_factory.mktemp("linkruns2")
-    partition_graph(hub_graph(), 2, root / "hub", PartitionConfig(seed=0))
+    partition_graph(hub_graph(), root / "hub", PartitionConfig(num_parts=2, seed=0))
     hub = configure(Config(), task="link", epochs=20, out=str(root / "hub-run"),
                     progress=False, checkpoint_every=100)  # the defaults
     p2 = str(parts[2])

@@ -45,7 +45,8 @@ def _run(part_dir: str, out: str, grid: str | None) -> dict[str, Any]:
 def planned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("plan")
     graph = sbm(num_nodes=16000, feat_dim=256, num_classes=8, seed=3)
-    partition_graph(graph, 2, root / "parts", PartitionConfig(partitioner="random", seed=0))
+    partition_graph(graph, root / "parts",
+                    PartitionConfig(num_parts=2, partitioner="random", seed=0))
     stats = GraphStats.from_meta(PartitionMeta.load(root / "parts"))
     p = plan(stats, MODEL, SampleConfig())
     assert p.chosen is not None
@@ -151,7 +152,7 @@ def test_rmat_hubs_bytes_exact_and_memory_within_a_quarter(
 
     root = tmp_path_factory.mktemp("plan-rmat")
     partition_graph(rmat(num_nodes=16000, avg_degree=12, feat_dim=256, num_classes=8, seed=3),
-                    2, root / "parts")
+                    root / "parts", PartitionConfig(num_parts=2))
     p = plan(GraphStats.from_meta(PartitionMeta.load(root / "parts")), MODEL, SampleConfig())
     est = next(e for e in p.estimates if e.name == "full-1d")
     with pytest.MonkeyPatch.context() as env:

@@ -68,7 +68,7 @@ def test_bf16_halves_the_bytes(records: dict[str, dict[str, Any]], mode: str,
 
     assert total("bf16", "rows") == total("fp32", "rows") > 0
     assert total("bf16", "bytes") * 2 == total("fp32", "bytes")
-    assert records[f"{mode}-bf16"]["partition"]["feat_dtype"] == "bf16"
+    assert records[f"{mode}-bf16"]["partition"]["feature_dtype"] == "bf16"
 
 
 def test_bf16_computes_in_fp32_on_a_cpu_without_native_bf16(
