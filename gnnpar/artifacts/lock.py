@@ -72,8 +72,11 @@ def fill_cache(out: str | os.PathLike[str], complete: Callable[[], bool],
                make: Callable[[], None], report: Callable[[str], None]) -> bool:
     """Make the cache ``out`` unless it is complete, or wait for the process making it.
 
-    ``make`` writes ``out`` under its lock (an atomic directory); while another process
-    holds that lock this one waits (``report`` names the holder), then uses what it made.
+    ``make`` runs under ``out``'s lock, from reading its inputs to writing ``out`` (an
+    atomic directory; the writer's own :func:`lock` of ``out`` is the same, already held);
+    while another process holds that lock this one waits (``report`` names the holder),
+    then uses what it made.  Where no lock file can be made beside ``out`` yet (its
+    directory does not exist), ``make`` starts without one and its writer's lock decides.
 
     Returns:
         ``True`` when this process made it, ``False`` when it was complete already.
@@ -86,13 +89,26 @@ def fill_cache(out: str | os.PathLike[str], complete: Callable[[], bool],
         if complete():
             return False
         try:
-            make()
-            return True
+            with contextlib.ExitStack() as held:
+                # Held from the first read of the inputs: no one else loads them.  Where
+                # no lock file can be made yet, the writer's own lock guards the write.
+                with contextlib.suppress(StorageError):
+                    held.enter_context(lock(out, error=_Taken))
+                if complete():
+                    return False
+                make()
+                return True
+        except _Taken:
+            continue  # another process took it first: wait for it
         except GnnparError:
             if complete():
                 return False
             if holder(out) is None:  # not a race with another writer: the error stands
                 raise
+
+
+class _Taken(GnnparError):
+    """Another process took the cache's lock first."""
 
 
 def _describe(path: Path, settle_s: float = 1.0) -> str:
@@ -120,6 +136,10 @@ PROBE_S = 0.5
 every 0.2 s) holds it shared for a moment; a writer holds it for its whole write."""
 
 
+_HELD: set[str] = set()
+"""Lock files this process holds: taking one again inside its block is a no-op."""
+
+
 def _exclusive(fd: int) -> bool:
     """Take ``fd``'s exclusive lock, retried for :data:`PROBE_S` (another's probe)."""
     end = time.monotonic() + PROBE_S
@@ -138,6 +158,9 @@ def lock(out: str | os.PathLike[str], error: type[GnnparError] = GnnparError,
          what: str = "this output") -> Iterator[None]:
     """Hold the lock of ``out`` for the block; raise ``error`` naming the holder if taken.
 
+    Re-entrant within a process: a block inside another holding the same lock holds it
+    already.
+
     Args:
         out: The output (a directory or a file) to write.
         error: The exception type raised when another process holds the lock.
@@ -148,6 +171,10 @@ def lock(out: str | os.PathLike[str], error: type[GnnparError] = GnnparError,
         StorageError: The lock file cannot be created (the directory is not writable).
     """
     path = lock_path(out)
+    key = os.path.abspath(path)
+    if key in _HELD:  # this process holds it already (fill_cache around its writer)
+        yield
+        return
     while True:
         try:
             fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
@@ -175,8 +202,10 @@ def lock(out: str | os.PathLike[str], error: type[GnnparError] = GnnparError,
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
             os.write(fd, json.dumps(info).encode())
+        _HELD.add(key)
         yield
     finally:
+        _HELD.discard(key)
         with contextlib.suppress(OSError):
             os.unlink(path)  # while still held: a later writer makes a new one
         os.close(fd)

@@ -412,6 +412,13 @@ def resolve_partition(cfg: Config, world_size: int, progress: bool = False,
         log.info("waiting for %s: it partitions %s into the same cache %s", who,
                  cfg.data.dataset, out)
 
+    try:  # before the dataset is read: a --root that cannot hold the partition
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"the partition cache {out.parent} cannot be created there "
+                          f"({exc.strerror or exc}).", path=cfg.data.root, field="data.root",
+                          fix="pass --root DIR under a writable directory (every part of "
+                          "the path a directory).") from None
     if not fill_cache(out, (out / META_FILE).is_file,
                       lambda: _partition_spec(cfg, world_size, out, progress, phases), waiting):
         from gnnpar.partition.format import PartitionMeta
@@ -434,13 +441,6 @@ def _partition_spec(cfg: Config, world_size: int, out: Path, progress: bool,
     from gnnpar.partition.stages import StageMeter
     from gnnpar.partition.writer import partition_dataset
 
-    try:  # before the dataset is read: a --root that cannot hold the partition
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"the partition cache {out.parent} cannot be created there "
-                          f"({exc.strerror or exc}).", path=cfg.data.root, field="data.root",
-                          fix="pass --root DIR under a writable directory (every part of "
-                          "the path a directory).") from None
     meter = StageMeter()
     started = 0.0  # when the partitioning starts, once the checks passed
 
