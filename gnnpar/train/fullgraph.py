@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -33,11 +35,11 @@ from gnnpar.comm import CommStats, all_reduce_sum
 from gnnpar.distributed import DistContext
 from gnnpar.nn import HaloGraph, HaloPlan, distribute_convs
 from gnnpar.nn.inference import layerwise_inference
+from gnnpar.parallel_dims import ParallelDims
 from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.engine import WholeGraphEngine
 from gnnpar.train.models import COMPUTE_DTYPES, autocast
-from gnnpar.train.parallel_dims import ParallelDims
 
 EPOCH_HOST_SYNCS = 2
 """Host reads of a full-graph epoch (its one step): the loss and the correct count."""
@@ -149,7 +151,7 @@ class FullGraphEngine(WholeGraphEngine):
     Args:
         cfg: The run's configuration (``full`` section: the reducers).
         graph: This rank's part.
-        dims: The run's process groups (:class:`~gnnpar.train.parallel_dims.ParallelDims`).
+        dims: The run's process groups (:class:`~gnnpar.parallel_dims.ParallelDims`).
         model: The replicated PyG model; its layers are wrapped in place.
         num_global: Global size of each split.
         stats: Byte counters (kinds ``halo``, ``halo_grad``, ``halo_setup``).
@@ -158,17 +160,18 @@ class FullGraphEngine(WholeGraphEngine):
         halo: This rank's part of the full graph, with the reducers.
         data: This rank's nodes.
         module: The distributed model (what DDP wraps).
+        halo_plan: The halo routing, which the exact final inference reuses.
     """
 
     def __init__(self, cfg: Config, graph: DistGraph, dims: ParallelDims, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
-        ctx = dims.ctx
-        self.cfg = cfg
-        self.ctx = ctx
-        self.halo = HaloGraph.build(graph, ctx, stats=stats, boundary_p=cfg.full.boundary_p,
+        self.cfg, self.dims, self.graph, self.model = cfg, dims, graph, model
+        self.num_global, self.stats = num_global, stats
+        self.halo = HaloGraph.build(graph, dims.ctx, stats=stats, boundary_p=cfg.full.boundary_p,
                                     stale=cfg.full.stale, seed=cfg.train.seed)
         self.precision = cfg.train.precision
-        self.data = NodeData.load(graph, ctx.device, num_global, COMPUTE_DTYPES[self.precision])
+        self.data = NodeData.load(graph, dims.ctx.device, num_global,
+                                  COMPUTE_DTYPES[self.precision])
         self.module = distribute_convs(model, self.halo)
         self.halo_plan = self.halo.exchange.plan
 
@@ -185,3 +188,12 @@ class FullGraphEngine(WholeGraphEngine):
         """Exact validation and test accuracy (collective)."""
         acc = exact_accuracy(self.module, self.halo, self.data, self.ctx, self.precision)
         return {"val_acc": acc["val_acc"], "test_acc": acc["test_acc"]}
+
+    def final_metrics(self, last: dict[str, Any], outputs: Path | None,
+                      source: dict[str, Any]) -> dict[str, Any]:
+        """Exact layer-wise figures on the training's halo routing (``--eval``; collective)."""
+        from gnnpar.train.final import node_final_metrics  # it imports this module
+
+        return node_final_metrics(self.cfg, self.module, self.model, self.graph, self.ctx,
+                                  self.num_global, self.stats, last, outputs, source,
+                                  self.halo_plan)

@@ -16,6 +16,7 @@ each split's positives ranked against their fixed negatives across the ranks
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,12 +27,14 @@ from gnnpar.comm import CommStats
 from gnnpar.link.evaluate import KS, embeddings, link_metrics
 from gnnpar.link.model import LinkDecoder, LinkPredictor, bce_sum
 from gnnpar.loading.link import DistLinkNeighborLoader
+from gnnpar.parallel_dims import ParallelDims
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
+from gnnpar.train.engine import LINK_FIELDS, recorded_final
 from gnnpar.train.minibatch import MinibatchEngine, degree_arrays
 from gnnpar.train.models import COMPUTE_DTYPES, SampledGNN, autocast
-from gnnpar.train.parallel_dims import ParallelDims
+from gnnpar.train.outputs import write_node_outputs
 
 
 class LinkModule(nn.Module):
@@ -49,7 +52,7 @@ class LinkEngine(MinibatchEngine):
     Args:
         cfg: The run's configuration (``sample`` and ``link`` sections).
         graph: This rank's part (format version 3).
-        dims: The run's process groups (:class:`~gnnpar.train.parallel_dims.ParallelDims`).
+        dims: The run's process groups (:class:`~gnnpar.parallel_dims.ParallelDims`).
         model: The trained :class:`LinkModule` (replicated).
         num_global: Global number of supervision edges of each split.
         stats: Byte counters of the loader.
@@ -59,16 +62,15 @@ class LinkEngine(MinibatchEngine):
                  num_global: dict[str, int], stats: CommStats) -> None:
         s, lk, seed = cfg.sample, cfg.link, cfg.train.seed
         assert isinstance(model, LinkModule)
-        ctx = dims.ctx
-        self.cfg, self.ctx, self.graph, self.link_module = cfg, ctx, graph, model
-        self.num_global = num_global
+        self.cfg, self.dims, self.graph, self.link_module = cfg, dims, graph, model
+        self.model, self.num_global, self.stats = model, num_global, stats
         encoder = SampledGNN(model.gnn, gcn_norm=s.gcn_norm)
         self.module = LinkPredictor(encoder, model.decoder)
         arrays: dict[str, Any] = {"x": graph.features()}
         self._degrees = encoder.needs_degrees
         if self._degrees:
             arrays.update(degree_arrays(graph))
-        self.features = DistFeatureStore(graph, ctx, cache_bytes=int(s.cache_mb * 2**20),
+        self.features = DistFeatureStore(graph, dims.ctx, cache_bytes=int(s.cache_mb * 2**20),
                                          stats=stats, arrays=arrays)
         self.loader = DistLinkNeighborLoader(
             graph, self.features, list(s.fanouts), "train", batch_size=s.batch_size,
@@ -112,3 +114,14 @@ class LinkEngine(MinibatchEngine):
                     if k.startswith(f"{split}_hits@")}
             out[f"{split}_hits"] = hits or None
         return out
+
+    def final_metrics(self, last: dict[str, Any], outputs: Path | None,
+                      source: dict[str, Any]) -> dict[str, Any]:
+        """The last evaluation's figures (exact, after the last epoch; collective).
+
+        Writes the encoder's embeddings where ``--save-embeddings`` asks.
+        """
+        if outputs is not None:
+            write_node_outputs(outputs, self.cfg, self.link_module.gnn, self.graph, self.ctx,
+                               self.stats, logits=False, source=source)
+        return recorded_final(self.cfg.train.eval, last, LINK_FIELDS)

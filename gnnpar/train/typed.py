@@ -1,6 +1,6 @@
 """Typed graphs in sample mode: typed minibatches, relation-wise GraphSAGE, sharded embeddings.
 
-:class:`HeteroEngine` is the :class:`~gnnpar.train.minibatch.MinibatchEngine` of a typed
+:class:`TypedEngine` is the :class:`~gnnpar.train.minibatch.MinibatchEngine` of a typed
 partition: the loaders are :class:`~gnnpar.loading.typed.DistHeteroNeighborLoader` s (fan-outs
 ``--fanouts`` for every relation, ``--relation-fanouts`` for some), the model a
 :class:`~gnnpar.hetero.model.HeteroSAGE` (what ``to_hetero(GraphSAGE)`` computes), node
@@ -14,6 +14,8 @@ included) and the run record are the minibatch engine's.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -24,17 +26,19 @@ from gnnpar.datasets.hetero import EdgeType
 from gnnpar.errors import ConfigError
 from gnnpar.hetero.model import HeteroSAGE
 from gnnpar.loading.typed import DistHeteroNeighborLoader, typed_feature_stores
+from gnnpar.parallel_dims import ParallelDims
 from gnnpar.sampling.typed import RelationFanouts, resolve_relation
 from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config, ModelConfig
+from gnnpar.train.engine import recorded_final
 from gnnpar.train.minibatch import MinibatchEngine
 from gnnpar.train.models import COMPUTE_DTYPES, autocast
-from gnnpar.train.parallel_dims import ParallelDims
+from gnnpar.train.outputs import write_typed_outputs
 
 
-def build_hetero_model(cfg: ModelConfig, graph: DistGraph, out_channels: int) -> HeteroSAGE:
+def build_typed_model(cfg: ModelConfig, graph: DistGraph, out_channels: int) -> HeteroSAGE:
     """The typed model of ``cfg`` for a typed partition (``--model sage`` only)."""
     book = graph.meta.types
     assert book is not None
@@ -61,14 +65,14 @@ def relation_fanouts(cfg: Config, graph: DistGraph) -> RelationFanouts:
     return merged
 
 
-class HeteroEngine(MinibatchEngine):
+class TypedEngine(MinibatchEngine):
     """The loaders, model, embeddings and sparse optimiser of one rank on a typed graph.
 
     Args:
         cfg: The run's configuration.
         graph: This rank's part of a typed partition.
-        dims: The run's process groups (:class:`~gnnpar.train.parallel_dims.ParallelDims`).
-        model: The :class:`HeteroSAGE` (:func:`build_hetero_model`).
+        dims: The run's process groups (:class:`~gnnpar.parallel_dims.ParallelDims`).
+        model: The :class:`HeteroSAGE` (:func:`build_typed_model`).
         num_global: Global size of each split.
         stats: Byte counters (kinds ``feature``, ``sample``, ``embedding``,
             ``embedding_grad``, ...).
@@ -83,18 +87,18 @@ class HeteroEngine(MinibatchEngine):
         s, seed = cfg.sample, cfg.train.seed
         book = graph.meta.types
         assert book is not None
-        ctx = dims.ctx
-        self.cfg, self.ctx, self.layout, self.graph = cfg, ctx, book.layout, graph
+        self.cfg, self.dims, self.layout, self.graph = cfg, dims, book.layout, graph
+        self.model, self.num_global, self.stats = model, num_global, stats
         self.module = model
-        labels = DistFeatureStore(graph, ctx, stats=stats, arrays={"y": graph.part.label})
+        labels = DistFeatureStore(graph, dims.ctx, stats=stats, arrays={"y": graph.part.label})
         self.features = labels
-        self.type_features = typed_feature_stores(graph, ctx, stats,
+        self.type_features = typed_feature_stores(graph, dims.ctx, stats,
                                                   int(s.cache_mb * 2**20))
         featureless = tuple(t for t, f in enumerate(self.layout.feat_dims) if f == 0)
         self.embedding: DistEmbedding | None = None
         self.sparse: SparseOptimizer | None = None
         if featureless:
-            self.embedding = DistEmbedding(graph, ctx, cfg.model.embedding_width(),
+            self.embedding = DistEmbedding(graph, dims.ctx, cfg.model.embedding_width(),
                                            featureless, seed=seed, stats=stats)
             self.sparse = SPARSE_OPTIMIZERS[cfg.train.sparse_optimizer](
                 [self.embedding], lr=cfg.train.sparse_lr)
@@ -183,3 +187,14 @@ class HeteroEngine(MinibatchEngine):
             write(first, rows[-1][:seeds], None if layer is None else rows[layer - 1][:seeds])
             first += seeds
         self.module.train()
+
+    def final_metrics(self, last: dict[str, Any], outputs: Path | None,
+                      source: dict[str, Any]) -> dict[str, Any]:
+        """The last sampled evaluation's figures (collective where it writes).
+
+        Writes the target type's exact rows where ``--save-predictions`` /
+        ``--save-embeddings`` ask (:meth:`predict`).
+        """
+        if outputs is not None:
+            write_typed_outputs(outputs, self.cfg, self, self.graph, self.ctx, source)
+        return recorded_final(self.cfg.train.eval, last)
