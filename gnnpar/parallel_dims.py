@@ -27,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -35,10 +36,23 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.nn.grid import AXES, check_grid
 
+GRID_DIMS = ("x", "y", "z")
+"""The 3D grid's axes (:mod:`gnnpar.nn.grid`): rank ``r`` sits at ``(r // (Y Z), r // Z mod
+Y, r mod Z)``."""
 DNN_DIMS = ("pp", "dp", "tp")
 """The DNN toolkit's mesh dimensions, outermost first (tensor parallelism innermost)."""
+
+
+def check_grid(dims: tuple[int, int, int], world_size: int) -> None:
+    """Raise :class:`ConfigError` unless ``X * Y * Z == world_size``, listing grids that fit."""
+    if math.prod(dims) != world_size:
+        fits = [f"{a},{b},{world_size // (a * b)}" for a in range(1, world_size + 1)
+                for b in range(1, world_size + 1) if world_size % (a * b) == 0]
+        raise ConfigError(
+            f"grid {','.join(map(str, dims))} has {math.prod(dims)} ranks, the run has "
+            f"{world_size}.", field="full.grid",
+            fix=f"pass --grid X,Y,Z with X*Y*Z = {world_size}: one of {' '.join(fits)}.")
 
 
 @dataclass
@@ -80,7 +94,7 @@ class ParallelDims:
             ranks = torch.tensor(dist.get_process_group_ranks(ctx.group)
                                  if ctx.group is not None else list(range(ctx.world_size)))
             self._add_mesh("grid", DeviceMesh(ctx.device.type, ranks.view(*self.grid),
-                                              mesh_dim_names=AXES))
+                                              mesh_dim_names=GRID_DIMS))
         if self.dnn is not None:
             self._add_mesh("dnn", init_device_mesh(ctx.device.type, self.dnn,
                                                    mesh_dim_names=DNN_DIMS))

@@ -35,10 +35,9 @@ forward, ``"grid_grad"`` for the backward).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -48,11 +47,8 @@ from torch.distributed.device_mesh import DeviceMesh
 from gnnpar.comm import CommStats, ring_bytes
 from gnnpar.distributed import skips_collectives
 from gnnpar.errors import ConfigError
+from gnnpar.parallel_dims import GRID_DIMS, ParallelDims
 
-if TYPE_CHECKING:
-    from gnnpar.parallel_dims import ParallelDims
-
-AXES = ("x", "y", "z")
 ROLES = ("o", "i", "d")
 ROTATIONS = ((0, 1, 2), (2, 0, 1), (1, 2, 0))
 """Grid axes taking the roles ``(o, i, d)`` in layer ``l``: ``ROTATIONS[l % 3]``."""
@@ -87,17 +83,6 @@ def parse_grid(text: str) -> tuple[int, int, int]:
         raise ConfigError(f"grid {text!r} is not three positive integers X,Y,Z.",
                           field="full.grid", fix="pass --grid X,Y,Z, e.g. --grid 2,1,2.")
     return int(parts[0]), int(parts[1]), int(parts[2])
-
-
-def check_grid(dims: tuple[int, int, int], world_size: int) -> None:
-    """Raise :class:`ConfigError` unless ``X * Y * Z == world_size``, listing grids that fit."""
-    if math.prod(dims) != world_size:
-        fits = [f"{a},{b},{world_size // (a * b)}" for a in range(1, world_size + 1)
-                for b in range(1, world_size + 1) if world_size % (a * b) == 0]
-        raise ConfigError(
-            f"grid {','.join(map(str, dims))} has {math.prod(dims)} ranks, the run has "
-            f"{world_size}.", field="full.grid",
-            fix=f"pass --grid X,Y,Z with X*Y*Z = {world_size}: one of {' '.join(fits)}.")
 
 
 Coords = tuple[int, int, int]
@@ -186,7 +171,7 @@ class ProcessGrid:
         coords = grid_coords(dims, parallel.ctx.rank)
         # One communicator per axis, shared by the rotations: each layer's mesh names the
         # same three groups in its own role order.
-        groups = [axes.get_group(name) for name in AXES]
+        groups = [axes.get_group(name) for name in GRID_DIMS]
         meshes = {k: DeviceMesh.from_group([groups[a] for a in ROTATIONS[k]],
                                            parallel.ctx.device.type,
                                            ranks.permute(*ROTATIONS[k]).contiguous(),

@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _grid_cases as gc  # noqa: E402
 
 from gnnpar.errors import ConfigError  # noqa: E402
-from gnnpar.nn.grid import check_grid, chunk_sizes, parse_grid  # noqa: E402
+from gnnpar.nn.grid import chunk_sizes, parse_grid  # noqa: E402
+from gnnpar.parallel_dims import check_grid  # noqa: E402
 from gnnpar.train.config import (  # noqa: E402
     Config,
     FullConfig,
