@@ -210,6 +210,21 @@ def init(
                        start=start)
 
 
+def default_group_context(device_type: str = "cpu") -> DistContext:
+    """The default group, already started by the caller, as a context (starts nothing).
+
+    For code handed the default group without :func:`init` (the DNN toolkit's
+    :meth:`~gnnpar.parallel.config.ParallelConfig.build_mesh`); ``device_type`` names the
+    device its tensors live on (on CUDA: the current device).
+    """
+    rank = dist.get_rank()
+    device = (torch.device("cuda", torch.cuda.current_device()) if device_type == "cuda"
+              else torch.device(device_type))
+    return DistContext(rank=rank, world_size=dist.get_world_size(),
+                       local_rank=int(os.environ.get("LOCAL_RANK", str(rank))), device=device,
+                       backend=str(dist.get_backend()))
+
+
 STARTS_KEY = "gnnpar/starts/{rank}"
 """How many times each rank has been started in a launcher's store (its restarts)."""
 

@@ -112,6 +112,7 @@ def _grid_worker(part_dir: str) -> dict[str, Any]:
     from gnnpar.models.node import build_model
     from gnnpar.nn.grid import ProcessGrid
     from gnnpar.nn.grid_gnn import GridGNN, GridGraph, model_kind
+    from gnnpar.parallel_dims import ParallelDims
     from gnnpar.train.config import ModelConfig
 
     ctx = gnnpar.init()
@@ -121,7 +122,7 @@ def _grid_worker(part_dir: str) -> dict[str, Any]:
         torch.manual_seed(0)
         model = build_model(ModelConfig(name=name, hidden=32, layers=2, dropout=0.0),
                             graph.meta.feat_dim, graph.meta.num_classes).to(ctx.device)
-        grid = ProcessGrid.build(ctx, (ctx.world_size, 1, 1), 2)
+        grid = ProcessGrid.build(ParallelDims(ctx, grid=(ctx.world_size, 1, 1)), 2)
         layout = GridGraph.build(graph, ctx, grid, model_kind(model),
                                  (graph.meta.feat_dim, 32, graph.meta.num_classes))
         with torch.no_grad():
@@ -385,6 +386,7 @@ def _collectives_worker(part_dir: str) -> dict[str, Any]:
     from gnnpar.nn.dist_conv import HaloGraph, distribute_convs
     from gnnpar.nn.grid import ProcessGrid
     from gnnpar.nn.grid_gnn import GridGNN, GridGraph, model_kind
+    from gnnpar.parallel_dims import ParallelDims
     from gnnpar.shadow import CollectiveLog
     from gnnpar.train.config import ModelConfig
 
@@ -413,7 +415,7 @@ def _collectives_worker(part_dir: str) -> dict[str, Any]:
         torch.manual_seed(0)
         model = build_model(ModelConfig(name="gcn", hidden=16, dropout=0.0),
                             graph.meta.feat_dim, graph.meta.num_classes).to(ctx.device)
-        grid = ProcessGrid.build(ctx, (ctx.world_size, 1, 1), 2)
+        grid = ProcessGrid.build(ParallelDims(ctx, grid=(ctx.world_size, 1, 1)), 2)
         layout = GridGraph.build(graph, ctx, grid, model_kind(model),
                                  (graph.meta.feat_dim, 16, graph.meta.num_classes))
         logits = GridGNN(model, layout)(layout.x)

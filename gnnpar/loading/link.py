@@ -7,9 +7,9 @@ ranks take the same number of steps per epoch (``max`` over the ranks of ``ceil(
 pure function of ``(seed, epoch, rank)`` (the loader holds a
 :class:`~gnnpar.loading.schedule.SeedSchedule`, as the node loader does).
 
-Per batch: the positives' negatives are drawn (:class:`~gnnpar.link.DistNegativeSampler`,
-uniform over all nodes of all ranks, ``binary`` or ``triplet``, optionally strict); the
-subgraph is sampled from the union of all endpoints (this rank's nodes first) with the
+Per batch: the positives' negatives are drawn
+(:class:`~gnnpar.sampling.negative.DistNegativeSampler`, uniform over all nodes of all
+ranks, ``binary`` or ``triplet``, optionally strict); the subgraph is sampled from the union of all endpoints (this rank's nodes first) with the
 batch's supervision edges -- and, with ``exclude="reverse"``, their reverses -- removed
 from its message passing (what DGL's ``exclude="reverse_id"`` hides, matched by
 endpoints, so a repeated edge is hidden too; they are dropped from the seeds' sampled
@@ -116,7 +116,7 @@ class DistLinkNeighborLoader(Loader[LinkStarted, Data]):
         neg_sampling: ``"binary"``, ``"triplet"`` or ``"none"``.
         num_neg: Negatives per positive ``k``.
         strict: Reject negatives that are stored edges (collective rounds; see
-            :class:`~gnnpar.link.DistNegativeSampler`).
+            :class:`~gnnpar.sampling.negative.DistNegativeSampler`).
         exclude: ``"reverse"`` (targets and their reverses, for undirected graphs),
             ``"self"`` (targets) or ``"none"``.
         shuffle: Shuffle each rank's edges every epoch.

@@ -35,7 +35,6 @@ forward, ``"grid_grad"`` for the backward).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,10 +45,10 @@ from torch import Tensor
 from torch.distributed.device_mesh import DeviceMesh
 
 from gnnpar.comm import CommStats, ring_bytes
-from gnnpar.distributed import DistContext, skips_collectives
+from gnnpar.distributed import skips_collectives
 from gnnpar.errors import ConfigError
+from gnnpar.parallel_dims import GRID_DIMS, ParallelDims
 
-AXES = ("x", "y", "z")
 ROLES = ("o", "i", "d")
 ROTATIONS = ((0, 1, 2), (2, 0, 1), (1, 2, 0))
 """Grid axes taking the roles ``(o, i, d)`` in layer ``l``: ``ROTATIONS[l % 3]``."""
@@ -84,17 +83,6 @@ def parse_grid(text: str) -> tuple[int, int, int]:
         raise ConfigError(f"grid {text!r} is not three positive integers X,Y,Z.",
                           field="full.grid", fix="pass --grid X,Y,Z, e.g. --grid 2,1,2.")
     return int(parts[0]), int(parts[1]), int(parts[2])
-
-
-def check_grid(dims: tuple[int, int, int], world_size: int) -> None:
-    """Raise :class:`ConfigError` unless ``X * Y * Z == world_size``, listing grids that fit."""
-    if math.prod(dims) != world_size:
-        fits = [f"{a},{b},{world_size // (a * b)}" for a in range(1, world_size + 1)
-                for b in range(1, world_size + 1) if world_size % (a * b) == 0]
-        raise ConfigError(
-            f"grid {','.join(map(str, dims))} has {math.prod(dims)} ranks, the run has "
-            f"{world_size}.", field="full.grid",
-            fix=f"pass --grid X,Y,Z with X*Y*Z = {world_size}: one of {' '.join(fits)}.")
 
 
 Coords = tuple[int, int, int]
@@ -154,9 +142,10 @@ class ProcessGrid:
     """This rank's place on the ``[X, Y, Z]`` grid and one device mesh per layer rotation.
 
     Rank ``r`` sits at ``(r // (Y Z), r // Z mod Y, r mod Z)``: a ``z`` group is ``Z``
-    adjacent ranks (on GPUs: the GPUs of one machine).  Building is collective (every rank,
-    in the same order): it creates one process group per axis (one NCCL communicator each
-    on GPUs), and each rotation's mesh names those three in its role order.
+    adjacent ranks (on GPUs: the GPUs of one machine).  The axes' groups (one NCCL
+    communicator each on GPUs) are the ``x``, ``y``, ``z`` groups of the run's
+    :class:`~gnnpar.parallel_dims.ParallelDims`; each rotation's mesh names those three in
+    its role order.
 
     Attributes:
         dims: ``(X, Y, Z)``.
@@ -172,22 +161,19 @@ class ProcessGrid:
     _groups: dict[tuple[int, str], Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, ctx: DistContext, dims: tuple[int, int, int], num_layers: int,
-              stats: CommStats | None = None) -> ProcessGrid:
-        """The grid of ``ctx``'s ranks (collective).
-
-        Raises:
-            ConfigError: ``X * Y * Z`` is not the world size (before any collective).
-        """
-        check_grid(dims, ctx.world_size)
-        ranks = torch.tensor(dist.get_process_group_ranks(ctx.group) if ctx.group is not None
-                             else list(range(ctx.world_size))).view(*dims)
-        coords = grid_coords(dims, ctx.rank)
+    def build(cls, parallel: ParallelDims, num_layers: int, stats: CommStats | None = None
+              ) -> ProcessGrid:
+        """The grid of ``parallel``'s ``grid`` mesh: its ``x``, ``y``, ``z`` groups."""
+        axes = parallel.get_mesh("grid")
+        dims = parallel.grid
+        assert dims is not None  # the mesh exists
+        ranks = axes.mesh
+        coords = grid_coords(dims, parallel.ctx.rank)
         # One communicator per axis, shared by the rotations: each layer's mesh names the
         # same three groups in its own role order.
-        axes = DeviceMesh(ctx.device.type, ranks, mesh_dim_names=AXES)
-        groups = [axes.get_group(name) for name in AXES]
-        meshes = {k: DeviceMesh.from_group([groups[a] for a in ROTATIONS[k]], ctx.device.type,
+        groups = [axes.get_group(name) for name in GRID_DIMS]
+        meshes = {k: DeviceMesh.from_group([groups[a] for a in ROTATIONS[k]],
+                                           parallel.ctx.device.type,
                                            ranks.permute(*ROTATIONS[k]).contiguous(),
                                            mesh_dim_names=ROLES)
                   for k in range(min(num_layers, 3))}

@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.device_mesh import DeviceMesh
 
+from gnnpar.distributed import default_group_context
 from gnnpar.errors import ConfigError
-
-MESH_DIM_NAMES = ("pp", "dp", "tp")
+from gnnpar.parallel_dims import ParallelDims
 
 DataParallelMode = Literal["fsdp", "ddp"]
 """How the ``dp`` dimension runs: ``"fsdp"`` shards parameters, gradients and optimiser
@@ -147,6 +147,9 @@ class ParallelConfig:
     def build_mesh(self, device_type: str = "cpu") -> DeviceMesh:
         """Create the ``(pp, dp, tp)`` device mesh; a collective over the default group.
 
+        The mesh is :class:`~gnnpar.parallel_dims.ParallelDims`'s ``dnn`` mesh: its groups
+        are ``pp``, ``dp`` and ``tp``.
+
         Every rank must call this, in the same order as every other mesh it builds.
 
         Args:
@@ -155,9 +158,8 @@ class ParallelConfig:
         Returns:
             The mesh with dimension names ``("pp", "dp", "tp")``.
         """
-        return init_device_mesh(
-            device_type, (self.pp, self.dp, self.tp), mesh_dim_names=MESH_DIM_NAMES
-        )
+        dims = ParallelDims(default_group_context(device_type), dnn=(self.pp, self.dp, self.tp))
+        return dims.get_mesh("dnn")
 
     @staticmethod
     def layouts(world_size: int, **options: object) -> list[ParallelConfig]:

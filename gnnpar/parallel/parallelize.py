@@ -26,7 +26,7 @@ from torch.distributed.pipelining.schedules import PipelineScheduleSingle
 from torch.distributed.tensor import DTensor
 
 from gnnpar.errors import ConfigError
-from gnnpar.parallel.config import MESH_DIM_NAMES, ParallelConfig
+from gnnpar.parallel.config import ParallelConfig
 from gnnpar.parallel.data_parallel import apply_ddp, apply_fsdp
 from gnnpar.parallel.pipeline_parallel import (
     LossFn,
@@ -43,6 +43,7 @@ from gnnpar.parallel.tensor_parallel import (
     check_plan,
     default_plan,
 )
+from gnnpar.parallel_dims import DNN_DIMS
 
 
 class ParallelModel:
@@ -173,10 +174,10 @@ class ParallelModel:
 def _check_mesh(config: ParallelConfig, mesh: DeviceMesh) -> None:
     config.validate(mesh.size())
     shape = (config.pp, config.dp, config.tp)
-    if tuple(mesh.mesh_dim_names or ()) != MESH_DIM_NAMES or tuple(mesh.shape) != shape:
+    if tuple(mesh.mesh_dim_names or ()) != DNN_DIMS or tuple(mesh.shape) != shape:
         raise ConfigError(
             f"the mesh has dimensions {mesh.mesh_dim_names} of sizes {tuple(mesh.shape)} "
-            f"but the config asks for {MESH_DIM_NAMES} = {shape} ({config.degrees()}).",
+            f"but the config asks for {DNN_DIMS} = {shape} ({config.degrees()}).",
             field="mesh",
             fix="build the mesh with config.build_mesh().",
         )

@@ -104,7 +104,7 @@ class SamplerOutput:
         A PyG :class:`~torch_geometric.EdgeIndex` that knows what the sampler guarantees:
         sorted by destination (``sort_order="col"``), ``sparse_size`` ``(N, N)``, so its
         CSC is one pass (no sort), ``trim_to_layer`` keeps both, and a layer that
-        aggregates through it (PyG's ``GraphConv``, :func:`gnnpar.nn.fuse_aggregation`)
+        aggregates through it (PyG's ``GraphConv``, :func:`gnnpar.nn.fused.fuse_aggregation`)
         runs one sparse product.
         """
         n = self.node.numel()

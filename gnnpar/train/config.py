@@ -573,7 +573,8 @@ class Config:
 
     def _check_grid(self) -> None:
         """Refuse what the 3D layers do not run, and a grid that does not fit ``--nproc``."""
-        from gnnpar.nn.grid import check_grid, parse_grid  # torch-free --help
+        from gnnpar.nn.grid import parse_grid  # torch-free --help
+        from gnnpar.parallel_dims import check_grid
 
         if self.model.name not in ("gcn", "sage"):
             raise ConfigError(f"--grid runs GCN and GraphSAGE layers, not {self.model.name}.",

@@ -4,7 +4,9 @@ The trainer (:mod:`gnnpar.train.trainer`) runs every mode through :class:`Engine
 minibatches of sampled neighbourhoods (:class:`~gnnpar.train.minibatch.MinibatchEngine`
 and its link and typed variants), or one exact step on the whole graph per epoch
 (:class:`WholeGraphEngine`: the 1D halo exchange and the 3D grid).  The loop never asks
-which: an engine says what it is through the attributes below.
+which: an engine says what it is through the attributes below, and gives the run's final
+figures itself (:meth:`Engine.final_metrics`).  :mod:`gnnpar.train.engines` picks the
+engine of a run.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from torch_geometric.data import Data
 
-    from gnnpar.nn.halo import HaloPlan
+    from gnnpar.distributed import DistContext
+    from gnnpar.parallel_dims import ParallelDims
 
 StepHook = Callable[[int, int, "Data | None"], None]
 """Called as ``hook(epoch, step, batch)`` after each optimizer step (and its checkpoint);
@@ -28,6 +33,12 @@ PHASES = ("sample", "fetch", "forward", "backward", "optimizer", "wait")
 ``sample`` and ``fetch`` spent blocked in exchanges."""
 SUMS = ("loss", "correct", "seeds", "edges", "time", *(f"t_{p}" for p in PHASES))
 """What the trainer sums over an epoch's steps on each rank, then all ranks together."""
+LINK_FIELDS = ("val_mrr", "test_mrr", "val_hits", "test_hits")
+"""Link prediction's figures (``hits``: ``{"hits@K": value}``)."""
+EVAL_FIELDS = ("val_acc", "test_acc", *LINK_FIELDS)
+"""What an engine's ``evaluate`` may return (each epoch's record holds them all)."""
+FINAL_FIELDS = ("train_acc", *EVAL_FIELDS)
+"""What an engine's ``final_metrics`` returns (the summary holds them all)."""
 
 
 @dataclass
@@ -59,16 +70,12 @@ class Engine(Protocol):
             optimizer steps.
         replicated: Whether every rank holds the whole model (DDP all-reduces the
             gradients); ``False``: the layers shard the weights and synchronise them.
-        sampled: Whether steps sample neighbourhoods (the record counts sampled edges).
         steps_per_epoch: Steps per epoch, the same on every rank.
-        halo_plan: The halo routing the exact inference can reuse, or ``None``.
     """
 
     module: nn.Module
     replicated: bool
-    sampled: bool
     steps_per_epoch: int
-    halo_plan: HaloPlan | None
 
     def start_epoch(self, epoch: int) -> None:
         """Prepare ``epoch`` from its first step (not called when resuming mid-epoch)."""
@@ -76,7 +83,8 @@ class Engine(Protocol):
     def batches(self, epoch: int) -> Iterator[tuple[int, Any]]:
         """The rest of ``epoch``'s ``(step, batch)`` pairs from the position.
 
-        Batches are on the host; the whole-graph modes have one step, batch ``None``.
+        Batches are on the run's device: the loaders sample and gather them there (on a
+        GPU, on a side stream); the whole-graph modes have one step, batch ``None``.
         """
 
     def step(self, ddp: nn.Module, batch: Any, epoch: int) -> Step:
@@ -91,14 +99,19 @@ class Engine(Protocol):
     def evaluate(self) -> dict[str, Any]:
         """The mode's own validation and test figures each epoch (collective)."""
 
-    def exact_accuracy(self) -> dict[str, float] | None:
-        """Every split's exact accuracy, when the mode computes it itself (collective).
+    def final_metrics(self, last: dict[str, Any], outputs: Path | None,
+                      source: dict[str, Any]) -> dict[str, Any]:
+        """The run's final figures as ``--eval`` asks (collective).
 
-        ``None``: the trainer runs layer-wise inference of the model instead.
+        Args:
+            last: The last epoch's record entry (``{}``: none).
+            outputs: Where ``--save-predictions`` / ``--save-embeddings`` write the
+                trained model's rows (``OUT/predictions``), or ``None``.
+            source: What the outputs' index records of their origin.
+
+        Returns:
+            Every field of :data:`FINAL_FIELDS`, ``None`` where not measured.
         """
-
-    def input_rows(self) -> Tensor | None:
-        """Learnt input rows of a graph without features, or ``None``."""
 
     def position(self, next_epoch: int) -> dict[str, int]:
         """``{"epoch", "step"}`` of the next step; ``next_epoch``: epochs finished."""
@@ -110,17 +123,29 @@ class Engine(Protocol):
         """Continue from a checkpoint's position and :meth:`extra_state`."""
 
 
+def recorded_final(eval_: str, last: dict[str, Any],
+                   fields: tuple[str, ...] = ("val_acc", "test_acc")) -> dict[str, Any]:
+    """Final figures without inference: the last evaluation's ``fields`` (``none``: none)."""
+    final: dict[str, Any] = dict.fromkeys(FINAL_FIELDS)
+    return final if eval_ == "none" else {**final, **{k: last.get(k) for k in fields}}
+
+
 class WholeGraphEngine:
     """Base of the modes whose epoch is one exact gradient step on the whole graph.
 
-    Subclasses set :attr:`module` and implement :meth:`forward_loss` and :meth:`evaluate`.
+    Subclasses set :attr:`module` and :attr:`dims` and implement :meth:`forward_loss`,
+    :meth:`evaluate` and :meth:`final_metrics`.
     """
 
     module: nn.Module
     replicated = True
-    sampled = False
     steps_per_epoch = 1
-    halo_plan: HaloPlan | None = None
+    dims: ParallelDims
+
+    @property
+    def ctx(self) -> DistContext:
+        """The run's distributed context (the ``data`` group's)."""
+        return self.dims.ctx
 
     def forward_loss(self, ddp: nn.Module, epoch: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """The train nodes' summed loss, the objective, their logits and their labels.
@@ -133,10 +158,6 @@ class WholeGraphEngine:
     def evaluate(self) -> dict[str, Any]:
         """Exact validation and test accuracy (collective)."""
         raise NotImplementedError
-
-    def exact_accuracy(self) -> dict[str, float] | None:
-        """``None``: layer-wise inference of the model (see :class:`Engine`)."""
-        return None
 
     def batches(self, epoch: int) -> Iterator[tuple[int, Any]]:
         """The epoch's one step, on the whole graph (no batch)."""
@@ -162,10 +183,6 @@ class WholeGraphEngine:
 
     def start_epoch(self, epoch: int) -> None:
         """Nothing to prepare: the step is the epoch."""
-
-    def input_rows(self) -> Tensor | None:
-        """Graphs without features train in sample mode only: none."""
-        return None
 
     def position(self, next_epoch: int) -> dict[str, int]:
         """The next epoch's only step."""

@@ -1,19 +1,19 @@
 """Full-graph mode (``--mode full``) and the exact full-neighbour evaluation of both modes.
 
 Every rank holds the replicated model and computes every layer for the nodes it owns; the
-halo-exchange layers (:func:`gnnpar.nn.distribute_convs`) make each layer equal to the
+halo-exchange layers (:func:`gnnpar.nn.dist_conv.distribute_convs`) make each layer equal to the
 same PyG layer on the whole graph.  One epoch is one gradient step: each rank's loss is
 the sum over its own training nodes divided by the *global* number of training nodes,
 times the world size that DDP's gradient averaging divides by, so the update is exactly
 that of the whole-graph mean loss (single-process PyG training).  BNS-GCN boundary
 sampling and PipeGCN stale halos are switches on the halo exchange
-(:class:`~gnnpar.nn.HaloExchange`); evaluation is always exact.  A checkpoint holds the
+(:class:`~gnnpar.nn.halo.HaloExchange`); evaluation is always exact.  A checkpoint holds the
 weights and the optimizer, not the stale halo rows in flight, so a resumed stale run
 starts with one exact epoch (an uninterrupted one only with the first).
 
 Each epoch's evaluation (:func:`exact_accuracy`) is one forward pass of the training
-module.  The final evaluation of both modes, :func:`full_neighbour_accuracy`, gives the
-same figures layer by layer in chunks of owned nodes under a memory budget
+module.  The final evaluation of both modes,
+:func:`~gnnpar.evaluation.node.full_neighbour_accuracy`, gives the same figures layer by layer in chunks of owned nodes under a memory budget
 (:mod:`gnnpar.nn.inference`): no ``[E, F]`` tensor over the part's edges is ever made
 (``docs/memory.md``).
 """
@@ -21,6 +21,8 @@ same figures layer by layer in chunks of owned nodes under a memory budget
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -31,10 +33,10 @@ from gnnpar.distributed import DistContext
 from gnnpar.evaluation.node import labels_and_splits, split_accuracy
 from gnnpar.models.node import COMPUTE_DTYPES, autocast
 from gnnpar.nn.dist_conv import HaloGraph, distribute_convs
+from gnnpar.parallel_dims import ParallelDims
 from gnnpar.storage.graph import DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.engine import WholeGraphEngine
-from gnnpar.train.parallel_dims import ParallelDims
 
 EPOCH_HOST_SYNCS = 2
 """Host reads of a full-graph epoch (its one step): the loss and the correct count."""
@@ -93,7 +95,7 @@ class FullGraphEngine(WholeGraphEngine):
     Args:
         cfg: The run's configuration (``full`` section: the reducers).
         graph: This rank's part.
-        dims: The run's process groups (:class:`~gnnpar.train.parallel_dims.ParallelDims`).
+        dims: The run's process groups (:class:`~gnnpar.parallel_dims.ParallelDims`).
         model: The replicated PyG model; its layers are wrapped in place.
         num_global: Global size of each split.
         stats: Byte counters (kinds ``halo``, ``halo_grad``, ``halo_setup``).
@@ -102,17 +104,18 @@ class FullGraphEngine(WholeGraphEngine):
         halo: This rank's part of the full graph, with the reducers.
         data: This rank's nodes.
         module: The distributed model (what DDP wraps).
+        halo_plan: The halo routing, which the exact final inference reuses.
     """
 
     def __init__(self, cfg: Config, graph: DistGraph, dims: ParallelDims, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
-        ctx = dims.ctx
-        self.cfg = cfg
-        self.ctx = ctx
-        self.halo = HaloGraph.build(graph, ctx, stats=stats, boundary_p=cfg.full.boundary_p,
+        self.cfg, self.dims, self.graph, self.model = cfg, dims, graph, model
+        self.num_global, self.stats = num_global, stats
+        self.halo = HaloGraph.build(graph, dims.ctx, stats=stats, boundary_p=cfg.full.boundary_p,
                                     stale=cfg.full.stale, seed=cfg.train.seed)
         self.precision = cfg.train.precision
-        self.data = NodeData.load(graph, ctx.device, num_global, COMPUTE_DTYPES[self.precision])
+        self.data = NodeData.load(graph, dims.ctx.device, num_global,
+                                  COMPUTE_DTYPES[self.precision])
         self.module = distribute_convs(model, self.halo)
         self.halo_plan = self.halo.exchange.plan
 
@@ -129,3 +132,12 @@ class FullGraphEngine(WholeGraphEngine):
         """Exact validation and test accuracy (collective)."""
         acc = exact_accuracy(self.module, self.halo, self.data, self.ctx, self.precision)
         return {"val_acc": acc["val_acc"], "test_acc": acc["test_acc"]}
+
+    def final_metrics(self, last: dict[str, Any], outputs: Path | None,
+                      source: dict[str, Any]) -> dict[str, Any]:
+        """Exact layer-wise figures on the training's halo routing (``--eval``; collective)."""
+        from gnnpar.train.final import node_final_metrics  # it imports this module
+
+        return node_final_metrics(self.cfg, self.module, self.model, self.graph, self.ctx,
+                                  self.num_global, self.stats, last, outputs, source,
+                                  self.halo_plan)

@@ -12,17 +12,21 @@ Evaluation is the same forward pass, exact.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gnnpar.comm import CommStats
 from gnnpar.evaluation.node import split_accuracy
+from gnnpar.nn.grid import ProcessGrid
 from gnnpar.nn.grid_gnn import SPLIT_CODES, GridGNN, GridGraph, model_kind
+from gnnpar.parallel_dims import ParallelDims
 from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
-from gnnpar.train.engine import WholeGraphEngine
-from gnnpar.train.parallel_dims import ParallelDims
+from gnnpar.train.engine import FINAL_FIELDS, WholeGraphEngine, recorded_final
 
 
 class GridEngine(WholeGraphEngine):
@@ -31,7 +35,7 @@ class GridEngine(WholeGraphEngine):
     Args:
         cfg: The run's configuration (``full.grid``: the grid).
         graph: This rank's part.
-        dims: The run's process groups (:class:`~gnnpar.train.parallel_dims.ParallelDims`).
+        dims: The run's process groups (:class:`~gnnpar.parallel_dims.ParallelDims`).
         model: The PyG model (the same initial weights on every rank).
         num_global: Global size of each split.
         stats: Byte counters (kinds ``grid``, ``grid_grad``, ``grid_setup``, ``grad``).
@@ -47,9 +51,9 @@ class GridEngine(WholeGraphEngine):
     def __init__(self, cfg: Config, graph: DistGraph, dims: ParallelDims, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
         kind = model_kind(model)
-        assert dims.grid is not None
         layers = cfg.model.layers
-        self.ctx, self.num_global, self.grid = dims.ctx, num_global, dims.grid
+        self.cfg, self.dims, self.num_global = cfg, dims, num_global
+        self.grid = ProcessGrid.build(dims, layers, stats)
         widths = (graph.meta.feat_dim, *[cfg.model.hidden] * (layers - 1), graph.meta.num_classes)
         self.layout = GridGraph.build(graph, self.ctx, self.grid, kind, widths, stats)
         self.module = GridGNN(model, self.layout)
@@ -81,3 +85,13 @@ class GridEngine(WholeGraphEngine):
         acc = self.exact_accuracy()
         return {"val_acc": acc["val_acc"], "test_acc": acc["test_acc"]}
 
+    def final_metrics(self, last: dict[str, Any], outputs: Path | None,
+                      source: dict[str, Any]) -> dict[str, Any]:
+        """Exact figures of every split from one forward pass (``--eval``; collective).
+
+        ``--eval sampled`` / ``none`` without outputs: the last evaluation's, or none.
+        """
+        t = self.cfg.train
+        if t.eval != "full" and outputs is None:
+            return recorded_final(t.eval, last)
+        return {**dict.fromkeys(FINAL_FIELDS), **self.exact_accuracy()}

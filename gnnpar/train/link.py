@@ -1,21 +1,22 @@
 """Link-prediction training (``--task link``): edge-seeded minibatches, exact evaluation.
 
 The minibatch loop of :class:`~gnnpar.train.minibatch.MinibatchEngine` with link batches
-(:class:`~gnnpar.link.DistLinkNeighborLoader`): each rank's training supervision edges,
+(:class:`~gnnpar.loading.link.DistLinkNeighborLoader`): each rank's training supervision edges,
 ``num_neg`` uniform random negative pairs per positive, the batch's targets (and their
 reverses) hidden from its message passing.  The model is the trainer's PyG GNN as an
-encoder whose output width is the hidden width, and a :class:`~gnnpar.link.LinkDecoder`
+encoder whose output width is the hidden width, and a :class:`~gnnpar.models.link.LinkDecoder`
 (``dot`` or ``mlp``); a step's loss is the binary cross-entropy of the pairs' logits,
 summed and divided by the number of pairs of all ranks in the step, as DDP averages.
 
 Evaluation is exact every time (``--eval-every`` and after the last epoch): the encoder's
 full-neighbour embeddings of every node, layer by layer on the partitioned graph, then
 each split's positives ranked against their fixed negatives across the ranks
-(:func:`~gnnpar.link.link_metrics`: MRR and Hits@K as ``ogb.linkproppred.Evaluator``).
+(:func:`~gnnpar.evaluation.link.link_metrics`: MRR and Hits@K as ``ogb.linkproppred.Evaluator``).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,13 +28,15 @@ from gnnpar.evaluation.link import KS, embeddings, link_metrics
 from gnnpar.loading.link import DistLinkNeighborLoader
 from gnnpar.models.link import LinkDecoder, LinkPredictor, bce_sum
 from gnnpar.models.node import COMPUTE_DTYPES, SampledGNN, autocast
+from gnnpar.parallel_dims import ParallelDims
 from gnnpar.sampling.fanouts import Fanouts
 from gnnpar.sampling.neighbor import DistNeighborSampler
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
+from gnnpar.train.engine import LINK_FIELDS, recorded_final
 from gnnpar.train.minibatch import MinibatchEngine, degree_arrays
-from gnnpar.train.parallel_dims import ParallelDims
+from gnnpar.train.outputs import write_node_outputs
 
 
 class LinkModule(nn.Module):
@@ -51,7 +54,7 @@ class LinkEngine(MinibatchEngine):
     Args:
         cfg: The run's configuration (``sample`` and ``link`` sections).
         graph: This rank's part (format version 3).
-        dims: The run's process groups (:class:`~gnnpar.train.parallel_dims.ParallelDims`).
+        dims: The run's process groups (:class:`~gnnpar.parallel_dims.ParallelDims`).
         model: The trained :class:`LinkModule` (replicated).
         num_global: Global number of supervision edges of each split.
         stats: Byte counters of the loader.
@@ -61,19 +64,19 @@ class LinkEngine(MinibatchEngine):
                  num_global: dict[str, int], stats: CommStats) -> None:
         s, lk, seed = cfg.sample, cfg.link, cfg.train.seed
         assert isinstance(model, LinkModule)
-        ctx = dims.ctx
-        self.cfg, self.ctx, self.graph, self.link_module = cfg, ctx, graph, model
-        self.num_global = num_global
+        self.cfg, self.dims, self.graph, self.link_module = cfg, dims, graph, model
+        self.model, self.num_global, self.stats = model, num_global, stats
         encoder = SampledGNN(model.gnn, gcn_norm=s.gcn_norm)
         self.module = LinkPredictor(encoder, model.decoder)
         arrays: dict[str, Any] = {"x": graph.features()}
         self._degrees = encoder.needs_degrees
         if self._degrees:
             arrays.update(degree_arrays(graph))
-        self.features = DistFeatureStore(graph, ctx, cache_bytes=int(s.cache_mb * 2**20),
+        self.features = DistFeatureStore(graph, dims.ctx, cache_bytes=int(s.cache_mb * 2**20),
                                          stats=stats, arrays=arrays)
-        sampler = DistNeighborSampler(graph, ctx, Fanouts.for_graph(list(s.fanouts), graph, ctx),
-                                      seed=seed, stats=stats, with_edges=True)
+        fanouts = Fanouts.for_graph(list(s.fanouts), graph, dims.ctx)
+        sampler = DistNeighborSampler(graph, dims.ctx, fanouts, seed=seed, stats=stats,
+                                      with_edges=True)
         self.loader = DistLinkNeighborLoader(
             sampler, self.features, "train", batch_size=s.batch_size, neg_sampling="binary",
             num_neg=lk.num_neg, strict=lk.strict, exclude=lk.exclude, shuffle=True,
@@ -116,3 +119,14 @@ class LinkEngine(MinibatchEngine):
                     if k.startswith(f"{split}_hits@")}
             out[f"{split}_hits"] = hits or None
         return out
+
+    def final_metrics(self, last: dict[str, Any], outputs: Path | None,
+                      source: dict[str, Any]) -> dict[str, Any]:
+        """The last evaluation's figures (exact, after the last epoch; collective).
+
+        Writes the encoder's embeddings where ``--save-embeddings`` asks.
+        """
+        if outputs is not None:
+            write_node_outputs(outputs, self.cfg, self.link_module.gnn, self.graph, self.ctx,
+                               self.stats, logits=False, source=source)
+        return recorded_final(self.cfg.train.eval, last, LINK_FIELDS)

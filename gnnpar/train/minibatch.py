@@ -14,6 +14,7 @@ neighbourhoods at every evaluation), counts all-reduced over the ranks.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,11 +23,12 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from gnnpar.comm import CommStats, all_reduce_sum
+from gnnpar.distributed import DistContext
 from gnnpar.loading.node import DistNeighborLoader
 from gnnpar.loading.schedule import Loader
 from gnnpar.models.node import SampledGNN, autocast, forward_batch, sampled_precision
-from gnnpar.nn.halo import HaloPlan
 from gnnpar.ops import from_mmap
+from gnnpar.parallel_dims import ParallelDims
 from gnnpar.sampling.fanouts import Fanouts
 from gnnpar.sampling.neighbor import DistNeighborSampler
 from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
@@ -34,7 +36,7 @@ from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.engine import Step
-from gnnpar.train.parallel_dims import ParallelDims
+from gnnpar.train.final import node_final_metrics
 
 
 def degree_arrays(graph: DistGraph) -> dict[str, Tensor]:
@@ -61,13 +63,14 @@ class MinibatchEngine:
     Args:
         cfg: The run's configuration (``sample`` section).
         graph: This rank's part.
-        dims: The run's process groups (:class:`~gnnpar.train.parallel_dims.ParallelDims`).
+        dims: The run's process groups (:class:`~gnnpar.parallel_dims.ParallelDims`).
         model: The replicated PyG model.
         num_global: Global size of each split.
         stats: Byte counters of the loaders (kinds ``feature``, ``feature_ids``,
             ``sample``, ``cache_fill``).
 
     Attributes:
+        model: The PyG model (what the exact final inference runs).
         loader: The training loader (its position is part of every checkpoint).
         eval_loaders: Loaders of the non-empty validation and test splits.
         module: The sampled model (what DDP wraps).
@@ -80,15 +83,12 @@ class MinibatchEngine:
     embedding: DistEmbedding | None = None
     sparse: SparseOptimizer | None = None
     replicated = True
-    sampled = True
-    halo_plan: HaloPlan | None = None  # the exact inference builds its own
 
     def __init__(self, cfg: Config, graph: DistGraph, dims: ParallelDims, model: nn.Module,
                  num_global: dict[str, int], stats: CommStats) -> None:
         s, seed = cfg.sample, cfg.train.seed
-        ctx = dims.ctx
-        self.cfg = cfg
-        self.ctx = ctx
+        self.cfg, self.dims, self.graph, self.model = cfg, dims, graph, model
+        self.num_global, self.stats = num_global, stats
         self.module: nn.Module = SampledGNN(model, gcn_norm=s.gcn_norm)
         arrays: dict[str, Any] = {"x": graph.features(), "y": graph.part.label}
         attrs: tuple[str, ...] = ("x",) if graph.meta.feat_dim else ()
@@ -96,25 +96,30 @@ class MinibatchEngine:
             arrays.update(degree_arrays(graph))
             attrs = (*attrs, "in_degree", "self_loops")
         if not graph.meta.feat_dim:  # featureless: a learnable row per node
-            self.embedding = DistEmbedding(graph, ctx, cfg.model.embedding_width(),
+            self.embedding = DistEmbedding(graph, dims.ctx, cfg.model.embedding_width(),
                                            seed=seed, stats=stats)
             self.sparse = SPARSE_OPTIMIZERS[cfg.train.sparse_optimizer](
                 [self.embedding], lr=cfg.train.sparse_lr)
-        self.features = DistFeatureStore(graph, ctx, cache_bytes=int(s.cache_mb * 2**20),
+        self.features = DistFeatureStore(graph, dims.ctx, cache_bytes=int(s.cache_mb * 2**20),
                                          stats=stats, arrays=arrays)
-        fanouts = Fanouts.for_graph(list(s.fanouts), graph, ctx)
+        fanouts = Fanouts.for_graph(list(s.fanouts), graph, dims.ctx)
         edges = graph.meta.edge_dim > 0
         self.loader: Loader[Any, Any] = DistNeighborLoader(
-            DistNeighborSampler(graph, ctx, fanouts, seed=seed, stats=stats, with_edges=edges),
+            DistNeighborSampler(graph, dims.ctx, fanouts, seed=seed, stats=stats, with_edges=edges),
             self.features, "train", s.batch_size, shuffle=True, prefetch=s.prefetch,
             node_attrs=attrs, seed_split=s.seed_split)
-        eval_sampler = DistNeighborSampler(graph, ctx, fanouts, seed=seed + 1, stats=stats,
+        eval_sampler = DistNeighborSampler(graph, dims.ctx, fanouts, seed=seed + 1, stats=stats,
                                            with_edges=edges)
         self.eval_loaders: dict[str, Loader[Any, Any]] = {
             split: DistNeighborLoader(eval_sampler, self.features, split, s.eval_batch_size,
                                       shuffle=False, node_attrs=attrs, seed_split=s.seed_split)
             for split in SPLITS[1:] if num_global[split] > 0}
         self.steps_per_epoch = len(self.loader)
+
+    @property
+    def ctx(self) -> DistContext:
+        """The run's distributed context (the ``data`` group's)."""
+        return self.dims.ctx
 
     def start_epoch(self, epoch: int) -> None:
         """Shuffle the training seeds of ``epoch`` (the loader starts at its first step)."""
@@ -167,9 +172,12 @@ class MinibatchEngine:
         """Every owned node's learnt input row (featureless graphs), else ``None``."""
         return None if self.embedding is None else self.embedding.weight
 
-    def exact_accuracy(self) -> dict[str, float] | None:
-        """``None``: the trainer runs layer-wise inference of the model."""
-        return None
+    def final_metrics(self, last: dict[str, Any], outputs: Path | None,
+                      source: dict[str, Any]) -> dict[str, Any]:
+        """Exact full-neighbour figures, or the last sampled ones (``--eval``; collective)."""
+        return node_final_metrics(self.cfg, self.module, self.model, self.graph, self.ctx,
+                                  self.num_global, self.stats, last, outputs, source,
+                                  x=self.input_rows())
 
     def batch_edges(self, batch: Data) -> int:
         """Sampled edges of a batch (the record's ``sampled_edges``)."""

@@ -10,7 +10,7 @@ streams its owned rows into a :class:`~gnnpar.train.predictions.PredictionWriter
 * link prediction: :func:`write_node_outputs` without logits -- the encoder's
   embeddings (layer ``--layers`` by default), from which any pair scores;
 * typed graphs: the target type's logits, classes and embeddings from full
-  neighbourhoods (:meth:`~gnnpar.train.hetero.HeteroEngine.predict`).
+  neighbourhoods (:meth:`~gnnpar.train.typed.TypedEngine.predict`).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def write_typed_outputs(out: Path, cfg: Config, engine: Any, graph: DistGraph,
     Args:
         out: The predictions directory.
         cfg: The run's settings (``--eval-batch-size`` seeds per batch).
-        engine: The run's :class:`~gnnpar.train.hetero.HeteroEngine`.
+        engine: The run's :class:`~gnnpar.train.typed.TypedEngine`.
         graph: This rank's part.
         ctx: Distributed context.
         source: Recorded in the index.

@@ -60,6 +60,7 @@ def grid_errors(part_dir: str, dataset: GraphDataset, grids: list[tuple[int, int
     from gnnpar.distributed import init
     from gnnpar.nn.grid import ROLES, ProcessGrid
     from gnnpar.nn.grid_gnn import GridGNN, GridGraph, model_kind
+    from gnnpar.parallel_dims import ParallelDims
     from gnnpar.storage.graph import DistGraph
 
     ctx = init()
@@ -74,7 +75,7 @@ def grid_errors(part_dir: str, dataset: GraphDataset, grids: list[tuple[int, int
             ref = reference(dataset, kind)
             model = ref["model"]
             made = len(_world.pg_map)
-            grid = ProcessGrid.build(ctx, dims, LAYERS)
+            grid = ProcessGrid.build(ParallelDims(ctx, grid=dims), LAYERS)
             made = len(_world.pg_map) - made
             widths = (x_all.shape[1], HIDDEN, HIDDEN, dataset.num_classes)
             layout = GridGraph.build(graph, ctx, grid, model_kind(model), widths)

@@ -123,10 +123,10 @@ def measure(part_dir: str) -> dict[str, Any]:
     from gnnpar.evaluation.node import full_neighbour_accuracy
     from gnnpar.models.node import build_model, forward_batch
     from gnnpar.nn.halo import HaloPlan
+    from gnnpar.parallel_dims import ParallelDims
     from gnnpar.storage.graph import DistGraph, global_split_sizes
     from gnnpar.train.config import Config, ModelConfig, SampleConfig
     from gnnpar.train.minibatch import MinibatchEngine
-    from gnnpar.train.parallel_dims import ParallelDims
 
     ctx = init()
     gc.collect()
@@ -137,7 +137,7 @@ def measure(part_dir: str) -> dict[str, Any]:
                  sample=SampleConfig(fanouts=FANOUTS, batch_size=BATCH, prefetch=False))
     torch.manual_seed(0)
     model = build_model(cfg.model, graph.meta.feat_dim, graph.meta.num_classes)
-    engine = MinibatchEngine(cfg, graph, ParallelDims.build(cfg, ctx), model, sizes,
+    engine = MinibatchEngine(cfg, graph, ParallelDims(ctx), model, sizes,
                              CommStats())
     batch_nodes = batch_edges = 0
     for _, batch in zip(range(BATCHES), engine.loader, strict=False):

@@ -19,7 +19,8 @@ import torch.nn.functional as F
 
 from gnnpar.errors import ConfigError
 from gnnpar.models.node import build_model
-from gnnpar.nn.grid import check_grid, chunk_sizes, parse_grid
+from gnnpar.nn.grid import chunk_sizes, parse_grid
+from gnnpar.parallel_dims import check_grid
 from gnnpar.train.config import (
     Config,
     FullConfig,

@@ -1,9 +1,9 @@
 """Typed graphs in sample mode: typed minibatches, relation-wise GraphSAGE, sharded embeddings.
 
-:class:`HeteroEngine` is the :class:`~gnnpar.train.minibatch.MinibatchEngine` of a typed
+:class:`TypedEngine` is the :class:`~gnnpar.train.minibatch.MinibatchEngine` of a typed
 partition: the loaders are :class:`~gnnpar.loading.typed.DistHeteroNeighborLoader` s (fan-outs
 ``--fanouts`` for every relation, ``--relation-fanouts`` for some), the model a
-:class:`~gnnpar.hetero.model.HeteroSAGE` (what ``to_hetero(GraphSAGE)`` computes), node
+:class:`~gnnpar.models.typed.TypedSAGE` (what ``to_hetero(GraphSAGE)`` computes), node
 types with features read them from their feature store, and the featureless types learn a
 row each in one :class:`~gnnpar.storage.embedding.DistEmbedding` (``--embed-dim``), updated
 by a sparse optimiser (``--sparse-optimizer``, ``--sparse-lr``) after every step.  Loss
@@ -14,6 +14,8 @@ included) and the run record are the minibatch engine's.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -23,7 +25,8 @@ from gnnpar.comm import CommStats, all_gather_ints
 from gnnpar.errors import ConfigError
 from gnnpar.loading.typed import DistHeteroNeighborLoader
 from gnnpar.models.node import COMPUTE_DTYPES, autocast
-from gnnpar.models.typed import TypedSAGE as HeteroSAGE
+from gnnpar.models.typed import TypedSAGE
+from gnnpar.parallel_dims import ParallelDims
 from gnnpar.sampling.fanouts import Fanouts, FanoutSpec, resolve_relation
 from gnnpar.sampling.typed import DistHeteroNeighborSampler
 from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
@@ -31,12 +34,13 @@ from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
 from gnnpar.storage.typed import TypedFeatureStore
 from gnnpar.train.config import Config, ModelConfig
+from gnnpar.train.engine import recorded_final
 from gnnpar.train.minibatch import MinibatchEngine
-from gnnpar.train.parallel_dims import ParallelDims
+from gnnpar.train.outputs import write_typed_outputs
 from gnnpar.typed import EdgeType
 
 
-def build_hetero_model(cfg: ModelConfig, graph: DistGraph, out_channels: int) -> HeteroSAGE:
+def build_typed_model(cfg: ModelConfig, graph: DistGraph, out_channels: int) -> TypedSAGE:
     """The typed model of ``cfg`` for a typed partition (``--model sage`` only)."""
     book = graph.meta.types
     assert book is not None
@@ -46,7 +50,7 @@ def build_hetero_model(cfg: ModelConfig, graph: DistGraph, out_channels: int) ->
     lay = book.layout
     widths = {t: f or cfg.embedding_width()
               for t, f in zip(lay.node_types, lay.feat_dims, strict=True)}
-    return HeteroSAGE(lay, widths, cfg.hidden, out_channels, cfg.layers, cfg.dropout)
+    return TypedSAGE(lay, widths, cfg.hidden, out_channels, cfg.layers, cfg.dropout)
 
 
 def relation_fanouts(cfg: Config, graph: DistGraph) -> FanoutSpec:
@@ -63,14 +67,14 @@ def relation_fanouts(cfg: Config, graph: DistGraph) -> FanoutSpec:
     return merged
 
 
-class HeteroEngine(MinibatchEngine):
+class TypedEngine(MinibatchEngine):
     """The loaders, model, embeddings and sparse optimiser of one rank on a typed graph.
 
     Args:
         cfg: The run's configuration.
         graph: This rank's part of a typed partition.
-        dims: The run's process groups (:class:`~gnnpar.train.parallel_dims.ParallelDims`).
-        model: The :class:`HeteroSAGE` (:func:`build_hetero_model`).
+        dims: The run's process groups (:class:`~gnnpar.parallel_dims.ParallelDims`).
+        model: The :class:`TypedSAGE` (:func:`build_typed_model`).
         num_global: Global size of each split.
         stats: Byte counters (kinds ``feature``, ``sample``, ``embedding``,
             ``embedding_grad``, ...).
@@ -85,27 +89,27 @@ class HeteroEngine(MinibatchEngine):
         s, seed = cfg.sample, cfg.train.seed
         book = graph.meta.types
         assert book is not None
-        ctx = dims.ctx
-        self.cfg, self.ctx, self.layout, self.graph = cfg, ctx, book.layout, graph
+        self.cfg, self.dims, self.layout, self.graph = cfg, dims, book.layout, graph
+        self.model, self.num_global, self.stats = model, num_global, stats
         self.module = model
-        labels = DistFeatureStore(graph, ctx, stats=stats, arrays={"y": graph.part.label})
+        labels = DistFeatureStore(graph, dims.ctx, stats=stats, arrays={"y": graph.part.label})
         self.features = labels
-        self.type_features = TypedFeatureStore(graph, ctx, int(s.cache_mb * 2**20),
+        self.type_features = TypedFeatureStore(graph, dims.ctx, int(s.cache_mb * 2**20),
                                                stats=stats)
         featureless = tuple(t for t, f in enumerate(self.layout.feat_dims) if f == 0)
         self.embedding: DistEmbedding | None = None
         self.sparse: SparseOptimizer | None = None
         if featureless:
-            self.embedding = DistEmbedding(graph, ctx, cfg.model.embedding_width(),
+            self.embedding = DistEmbedding(graph, dims.ctx, cfg.model.embedding_width(),
                                            featureless, seed=seed, stats=stats)
             self.sparse = SPARSE_OPTIMIZERS[cfg.train.sparse_optimizer](
                 [self.embedding], lr=cfg.train.sparse_lr)
-        fanouts = Fanouts.for_graph(relation_fanouts(cfg, graph), graph, ctx)
+        fanouts = Fanouts.for_graph(relation_fanouts(cfg, graph), graph, dims.ctx)
         self.loader = DistHeteroNeighborLoader(
-            DistHeteroNeighborSampler(graph, ctx, fanouts, seed=seed, stats=stats), labels,
+            DistHeteroNeighborSampler(graph, dims.ctx, fanouts, seed=seed, stats=stats), labels,
             self.type_features, "train", s.batch_size, shuffle=True, prefetch=s.prefetch,
             seed_split=s.seed_split)
-        eval_sampler = DistHeteroNeighborSampler(graph, ctx, fanouts, seed=seed + 1,
+        eval_sampler = DistHeteroNeighborSampler(graph, dims.ctx, fanouts, seed=seed + 1,
                                                  stats=stats)
         self.eval_loaders = {
             split: DistHeteroNeighborLoader(eval_sampler, labels, self.type_features, split,
@@ -180,7 +184,7 @@ class HeteroEngine(MinibatchEngine):
         self.module.eval()
         first = 0
         model = self.module
-        assert isinstance(model, HeteroSAGE)
+        assert isinstance(model, TypedSAGE)
         for batch in loader:
             batch = batch.to(self.ctx.device)
             seeds = batch[lay.target].batch_size
@@ -191,3 +195,14 @@ class HeteroEngine(MinibatchEngine):
             write(first, rows[-1][:seeds], None if layer is None else rows[layer - 1][:seeds])
             first += seeds
         self.module.train()
+
+    def final_metrics(self, last: dict[str, Any], outputs: Path | None,
+                      source: dict[str, Any]) -> dict[str, Any]:
+        """The last sampled evaluation's figures (collective where it writes).
+
+        Writes the target type's exact rows where ``--save-predictions`` /
+        ``--save-embeddings`` ask (:meth:`predict`).
+        """
+        if outputs is not None:
+            write_typed_outputs(outputs, self.cfg, self, self.graph, self.ctx, source)
+        return recorded_final(self.cfg.train.eval, last)
