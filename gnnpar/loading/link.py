@@ -11,13 +11,14 @@ Per batch: the positives' negatives are drawn
 (:class:`~gnnpar.sampling.negative.DistNegativeSampler`, uniform over all nodes of all
 ranks, ``binary`` or ``triplet``, optionally strict); the subgraph is sampled from the
 union of all endpoints (this rank's nodes first) with the batch's supervision edges --
-and, with ``exclude="reverse"``, their reverses -- removed from its message passing (what DGL's ``exclude="reverse_id"`` hides, matched by
-endpoints, so a repeated edge is hidden too; they are dropped from the seeds' sampled
-in-edges, so a seed that drew one keeps one neighbour fewer than its fan-out);
-features come from the feature store.  The batch is laid out as PyG's
-``LinkNeighborLoader`` lays it out: ``x``, ``edge_index``, ``n_id``, ``e_id``
-(``edge_attr`` with edge features), ``num_sampled_nodes``, ``num_sampled_edges``,
-``input_id`` (positions of the positives in :attr:`DistLinkNeighborLoader.edges`) and
+and, with ``exclude="reverse"``, their reverses -- removed from its message passing
+(what DGL's ``exclude="reverse_id"`` hides, matched by endpoints, so a repeated edge is
+hidden too; they are dropped from the seeds' sampled in-edges, so a seed that drew one
+keeps one neighbour fewer than its fan-out); features come from the feature store. The
+batch is laid out as PyG's ``LinkNeighborLoader`` lays it out: ``x``, ``edge_index``,
+``n_id``, ``e_id`` (``edge_attr`` with edge features), ``num_sampled_nodes``,
+``num_sampled_edges``, ``input_id`` (positions of the positives in
+:attr:`DistLinkNeighborLoader.edges`) and
 
 - ``binary``: ``edge_label_index`` ``[2, B (1 + k)]`` (batch-local; positives first) and
   ``edge_label`` (the positives' labels, ones by default, then zeros);
