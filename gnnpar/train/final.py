@@ -17,12 +17,12 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
+from gnnpar.evaluation.node import full_neighbour_accuracy
 from gnnpar.nn.dist_conv import flush_pipelines
 from gnnpar.nn.halo import HaloPlan
 from gnnpar.storage.graph import DistGraph
 from gnnpar.train.config import Config
 from gnnpar.train.engine import FINAL_FIELDS, recorded_final
-from gnnpar.evaluation.node import full_neighbour_accuracy
 from gnnpar.train.outputs import write_node_outputs
 
 
