@@ -12,11 +12,10 @@ weights and the optimizer, not the stale halo rows in flight, so a resumed stale
 starts with one exact epoch (an uninterrupted one only with the first).
 
 Each epoch's evaluation (:func:`exact_accuracy`) is one forward pass of the training
-module.  The final evaluation of both modes,
-:func:`~gnnpar.evaluation.node.full_neighbour_accuracy`, gives the same figures layer by layer in chunks of owned nodes under a memory budget
-(:mod:`gnnpar.nn.inference`): no ``[E, F]`` tensor over the part's edges is ever made
-(``docs/memory.md``).
-"""
+module. The final evaluation of both modes,
+:func:`~gnnpar.evaluation.node.full_neighbour_accuracy`, gives the same figures layer by
+layer in chunks of owned nodes under a memory budget (:mod:`gnnpar.nn.inference`): no
+``[E, F]`` tensor over the part's edges is ever made (``docs/memory.md``). """
 
 from __future__ import annotations
 
