@@ -1,8 +1,8 @@
 """Full-graph mode (``--mode full``) and the exact full-neighbour evaluation of both modes.
 
 Every rank holds the replicated model and computes every layer for the nodes it owns; the
-halo-exchange layers (:func:`gnnpar.nn.dist_conv.distribute_convs`) make each layer equal to the
-same PyG layer on the whole graph.  One epoch is one gradient step: each rank's loss is
+halo-exchange layers (:func:`gnnpar.nn.dist_conv.distribute_convs`) make each layer
+equal to the same PyG layer on the whole graph.  One epoch is one gradient step: each rank's loss is
 the sum over its own training nodes divided by the *global* number of training nodes,
 times the world size that DDP's gradient averaging divides by, so the update is exactly
 that of the whole-graph mean loss (single-process PyG training).  BNS-GCN boundary
@@ -15,7 +15,8 @@ Each epoch's evaluation (:func:`exact_accuracy`) is one forward pass of the trai
 module. The final evaluation of both modes,
 :func:`~gnnpar.evaluation.node.full_neighbour_accuracy`, gives the same figures layer by
 layer in chunks of owned nodes under a memory budget (:mod:`gnnpar.nn.inference`): no
-``[E, F]`` tensor over the part's edges is ever made (``docs/memory.md``). """
+``[E, F]`` tensor over the part's edges is ever made (``docs/memory.md``).
+"""
 
 from __future__ import annotations
 
