@@ -4,7 +4,7 @@ On the typed synthetic graph (``synthetic:typed``: papers with features and labe
 featureless authors and venues, five relations), METIS into 2 parts, 2 gloo ranks, in the
 same run:
 
-1. sampled edges per second per rank of ``DistHeteroNeighborSampler`` (one fan-out list
+1. sampled edges per second per rank of ``DistTypedNeighborSampler`` (one fan-out list
    for every relation, [10, 5]) against the homogeneous ``DistNeighborSampler`` on the
    *same* edges: ``ds.to_homogeneous()`` partitioned with the typed partition's
    assignment (``partition_graph(..., assignment=...)``), so both samplers see identical
@@ -124,7 +124,7 @@ def _sampler_worker(typed_dir: str, homo_dir: str, num_batches: int,
     from gnnpar.comm import CommStats
     from gnnpar.sampling.fanouts import Fanouts
     from gnnpar.sampling.neighbor import DistNeighborSampler
-    from gnnpar.sampling.typed import DistHeteroNeighborSampler
+    from gnnpar.sampling.typed import DistTypedNeighborSampler
     from gnnpar.storage.graph import DistGraph
 
     ctx = distributed.init()
@@ -132,7 +132,7 @@ def _sampler_worker(typed_dir: str, homo_dir: str, num_batches: int,
               "homogeneous": DistGraph.load(homo_dir, ctx, verify=False)}
     stats = {name: CommStats() for name in graphs}
     fanouts = {name: Fanouts.for_graph(FANOUTS, g, ctx) for name, g in graphs.items()}
-    samplers = {"typed": DistHeteroNeighborSampler(graphs["typed"], ctx, fanouts["typed"],
+    samplers = {"typed": DistTypedNeighborSampler(graphs["typed"], ctx, fanouts["typed"],
                                                    stats=stats["typed"]),
                 "homogeneous": DistNeighborSampler(graphs["homogeneous"], ctx,
                                                    fanouts["homogeneous"],

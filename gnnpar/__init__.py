@@ -35,8 +35,8 @@ name                                what it is
 :class:`DistNegativeSampler`        link prediction: negatives, strict across parts
 :func:`ranking_metrics`             MRR / Hits@K across ranks, as OGB's Evaluator
 :class:`TypedGraphDataset`          a typed graph (node and edge types, per-type features)
-:class:`DistHeteroNeighborLoader`   typed graphs: ``HeteroData`` minibatches, fan-outs per
-                                    relation (:class:`DistHeteroNeighborSampler`)
+:class:`DistTypedNeighborLoader`   typed graphs: ``HeteroData`` minibatches, fan-outs per
+                                    relation (:class:`DistTypedNeighborSampler`)
 :class:`DistEmbedding`              learnable rows of featureless nodes, sharded by owner,
                                     with :class:`SparseAdam` / :class:`SparseAdagrad`
 ==================================  ====================================================
@@ -58,8 +58,8 @@ _LAZY = {  # each name -> the one module that defines it
     "DistEmbedding": "gnnpar.storage.embedding",
     "DistFeatureStore": "gnnpar.storage.features",
     "DistGraph": "gnnpar.storage.graph",
-    "DistHeteroNeighborLoader": "gnnpar.loading.typed",
-    "DistHeteroNeighborSampler": "gnnpar.sampling.typed",
+    "DistTypedNeighborLoader": "gnnpar.loading.typed",
+    "DistTypedNeighborSampler": "gnnpar.sampling.typed",
     "DistLinkNeighborLoader": "gnnpar.loading.link",
     "DistNegativeSampler": "gnnpar.sampling.negative",
     "DistNeighborLoader": "gnnpar.loading.node",
@@ -98,7 +98,7 @@ if TYPE_CHECKING:
     from gnnpar.evaluation.ranking import ranking_metrics, shared_negative_hits
     from gnnpar.loading.link import DistLinkNeighborLoader
     from gnnpar.loading.node import DistNeighborLoader
-    from gnnpar.loading.typed import DistHeteroNeighborLoader
+    from gnnpar.loading.typed import DistTypedNeighborLoader
     from gnnpar.nn.dist_conv import DistConv, HaloGraph, distribute_convs
     from gnnpar.nn.halo import HaloExchange
     from gnnpar.partition.config import PartitionConfig
@@ -107,7 +107,7 @@ if TYPE_CHECKING:
     from gnnpar.sampling.fanouts import Fanouts
     from gnnpar.sampling.negative import DistNegativeSampler, negative_destinations
     from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput
-    from gnnpar.sampling.typed import DistHeteroNeighborSampler
+    from gnnpar.sampling.typed import DistTypedNeighborSampler
     from gnnpar.storage.embedding import DistEmbedding, SparseAdagrad, SparseAdam
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
@@ -139,8 +139,8 @@ __all__ = [
     "DistEmbedding",
     "DistFeatureStore",
     "DistGraph",
-    "DistHeteroNeighborLoader",
-    "DistHeteroNeighborSampler",
+    "DistTypedNeighborLoader",
+    "DistTypedNeighborSampler",
     "DistLinkNeighborLoader",
     "DistNegativeSampler",
     "DistNeighborLoader",

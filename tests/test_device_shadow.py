@@ -48,11 +48,11 @@ def _sampler(graph: Any, ctx: Any, fanouts: Any = FANOUTS, **kw: Any) -> Any:
     """The sampler of ``fanouts`` (validated and capped: collective), typed on a typed graph."""
     from gnnpar.sampling.fanouts import Fanouts
     from gnnpar.sampling.neighbor import DistNeighborSampler
-    from gnnpar.sampling.typed import DistHeteroNeighborSampler
+    from gnnpar.sampling.typed import DistTypedNeighborSampler
 
     fan = Fanouts.for_graph(fanouts, graph, ctx)
     if graph.meta.types is not None:
-        return DistHeteroNeighborSampler(graph, ctx, fan, **kw)
+        return DistTypedNeighborSampler(graph, ctx, fan, **kw)
     return DistNeighborSampler(graph, ctx, fan, **kw)
 
 
@@ -270,7 +270,7 @@ def _loader_reads(shadow: Any, loader: Any, batches: int = 3) -> list[tuple[int,
 def shadow_jobs(parts: dict[str, str], out: str) -> dict[str, Any]:
     """Every loader, engine and mode under the device shadow, on the same 2 ranks."""
     import gnnpar
-    from gnnpar.loading.typed import DistHeteroNeighborLoader
+    from gnnpar.loading.typed import DistTypedNeighborLoader
     from gnnpar.storage import placement
     from gnnpar.storage.embedding import DistEmbedding, SparseAdam
     from gnnpar.storage.typed import TypedFeatureStore
@@ -313,7 +313,7 @@ def shadow_jobs(parts: dict[str, str], out: str) -> dict[str, Any]:
             batch_size=64, prefetch=True))
         kinds = gnnpar.DistGraph.load(parts["typed"], ctx)
         labels = gnnpar.DistFeatureStore(kinds, ctx, arrays={"y": kinds.part.label})
-        loader = DistHeteroNeighborLoader(_sampler(kinds, ctx), labels,
+        loader = DistTypedNeighborLoader(_sampler(kinds, ctx), labels,
                                           TypedFeatureStore(kinds, ctx, cache_bytes=2**12),
                                           "train", batch_size=64, prefetch=True)
         res["typed"] = _loader_reads(shadow, loader)

@@ -49,11 +49,11 @@ def _sampler(graph: Any, ctx: Any, fanouts: Any, seed: int = 0, **kw: Any) -> An
     """The sampler of ``fanouts`` (validated and capped: collective), typed on a typed graph."""
     from gnnpar.sampling.fanouts import Fanouts
     from gnnpar.sampling.neighbor import DistNeighborSampler
-    from gnnpar.sampling.typed import DistHeteroNeighborSampler
+    from gnnpar.sampling.typed import DistTypedNeighborSampler
 
     fan = Fanouts.for_graph(fanouts, graph, ctx)
     if graph.meta.types is not None:
-        return DistHeteroNeighborSampler(graph, ctx, fan, seed=seed, **kw)
+        return DistTypedNeighborSampler(graph, ctx, fan, seed=seed, **kw)
     return DistNeighborSampler(graph, ctx, fan, seed=seed, **kw)
 
 
@@ -136,7 +136,7 @@ def _typed_worker(part_dir: str) -> dict[str, Any]:
     import torch
 
     import gnnpar
-    from gnnpar.loading.typed import DistHeteroNeighborLoader
+    from gnnpar.loading.typed import DistTypedNeighborLoader
     from gnnpar.storage.embedding import DistEmbedding, SparseAdam
     from gnnpar.storage.typed import TypedFeatureStore
 
@@ -145,7 +145,7 @@ def _typed_worker(part_dir: str) -> dict[str, Any]:
     labels = gnnpar.DistFeatureStore(graph, ctx, arrays={"y": graph.part.label})
     sampler = _sampler(graph, ctx, {"cites": [4, 2], "writes": [3, 2], "rev_writes": [2, 2],
                                     "published_in": [1, 1], "rev_published_in": [3, 0]})
-    loader = DistHeteroNeighborLoader(sampler, labels, TypedFeatureStore(graph, ctx),
+    loader = DistTypedNeighborLoader(sampler, labels, TypedFeatureStore(graph, ctx),
                                       "train", batch_size=64, prefetch=True)
     emb = DistEmbedding(graph, ctx, 8, (1, 2))
     opt = SparseAdam([emb], lr=0.1)
@@ -254,7 +254,7 @@ def _budget_worker(parts: dict[str, str]) -> dict[str, Any]:
     from torch.nn.parallel import DistributedDataParallel
 
     import gnnpar
-    from gnnpar.loading.typed import DistHeteroNeighborLoader
+    from gnnpar.loading.typed import DistTypedNeighborLoader
     from gnnpar.models.node import SampledGNN, build_model, forward_batch
     from gnnpar.shadow import CollectiveLog
     from gnnpar.storage.embedding import DistEmbedding, SparseAdam
@@ -302,7 +302,7 @@ def _budget_worker(parts: dict[str, str]) -> dict[str, Any]:
         batch_size=64, prefetch=True), "link")
     kinds = gnnpar.DistGraph.load(parts["typed"], ctx)
     labels = gnnpar.DistFeatureStore(kinds, ctx, arrays={"y": kinds.part.label})
-    typed_loader = DistHeteroNeighborLoader(_sampler(kinds, ctx, FANOUTS), labels,
+    typed_loader = DistTypedNeighborLoader(_sampler(kinds, ctx, FANOUTS), labels,
                                             TypedFeatureStore(kinds, ctx), "train",
                                             batch_size=64, prefetch=True)
     emb = DistEmbedding(kinds, ctx, 8, (1, 2))

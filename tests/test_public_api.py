@@ -21,8 +21,8 @@ import gnnpar
 # The names of gnnpar's public API, written out: a rename or a lost export fails here.
 PUBLIC = {
     "CommStats", "Config", "ConfigError", "DatasetError", "DistConv", "DistContext",
-    "DistEmbedding", "DistFeatureStore", "DistGraph", "DistHeteroNeighborLoader",
-    "DistHeteroNeighborSampler", "DistLinkNeighborLoader", "DistNegativeSampler",
+    "DistEmbedding", "DistFeatureStore", "DistGraph", "DistTypedNeighborLoader",
+    "DistTypedNeighborSampler", "DistLinkNeighborLoader", "DistNegativeSampler",
     "DistNeighborLoader", "DistNeighborSampler", "DistributedError", "Fanouts", "GnnparError",
     "GraphDataset", "HaloExchange", "HaloGraph", "PartitionConfig", "PartitionError",
     "SamplerOutput", "SparseAdagrad", "SparseAdam", "Trainer", "TypedGraphDataset",
@@ -32,10 +32,10 @@ PUBLIC = {
 }
 
 ROLES = {
-    "gnnpar.sampling": ("DistNeighborSampler", "DistHeteroNeighborSampler",
+    "gnnpar.sampling": ("DistNeighborSampler", "DistTypedNeighborSampler",
                         "DistNegativeSampler", "SamplerOutput"),
     "gnnpar.loading": ("DistNeighborLoader", "DistLinkNeighborLoader",
-                       "DistHeteroNeighborLoader"),
+                       "DistTypedNeighborLoader"),
     "gnnpar.storage": ("DistGraph", "DistFeatureStore", "DistEmbedding", "SparseAdam",
                        "SparseAdagrad"),
     "gnnpar.evaluation": ("ranking_metrics", "shared_negative_hits"),
@@ -137,10 +137,10 @@ def test_the_check_finds_planted_reexports(monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setattr(gnnpar.evaluation, "LinkDecoder", gnnpar.models.link.LinkDecoder,
                         raising=False)
-    monkeypatch.setattr(gnnpar.datasets.typed, "HeteroLayout", gnnpar.typed.TypedLayout,
+    monkeypatch.setattr(gnnpar.datasets.typed, "TypedLayout", gnnpar.typed.TypedLayout,
                         raising=False)
     assert reexports(all_modules()) == [
-        "gnnpar.datasets.typed.HeteroLayout -> gnnpar.typed",
+        "gnnpar.datasets.typed.TypedLayout -> gnnpar.typed",
         "gnnpar.evaluation.LinkDecoder -> gnnpar.models.link"]
 
 

@@ -5,7 +5,7 @@
 - :mod:`~gnnpar.loading.node` — :class:`DistNeighborLoader` (``Data`` batches);
 - :mod:`~gnnpar.loading.link` — :class:`DistLinkNeighborLoader` (edge-seeded, with
   negatives);
-- :mod:`~gnnpar.loading.typed` — :class:`DistHeteroNeighborLoader` (``HeteroData``).
+- :mod:`~gnnpar.loading.typed` — :class:`DistTypedNeighborLoader` (``HeteroData``).
 
 Each takes a sampler of :mod:`gnnpar.sampling`, gathers rows from :mod:`gnnpar.storage` and
 prepares the next batch while the current one trains.

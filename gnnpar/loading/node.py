@@ -87,7 +87,7 @@ from gnnpar.errors import ConfigError
 from gnnpar.keys import mix_int
 from gnnpar.loading.schedule import Loader, SeedSchedule
 from gnnpar.sampling.neighbor import DistNeighborSampler, SamplerOutput
-from gnnpar.sampling.typed import DistHeteroNeighborSampler
+from gnnpar.sampling.typed import DistTypedNeighborSampler
 from gnnpar.storage.features import DistFeatureStore, PendingGather
 from gnnpar.storage.graph import SPLITS, DistGraph
 
@@ -232,7 +232,7 @@ def agree(ctx: DistContext, graph: DistGraph, num_owned: int,
     return counts
 
 
-def sampler_settings(sampler: DistNeighborSampler | DistHeteroNeighborSampler
+def sampler_settings(sampler: DistNeighborSampler | DistTypedNeighborSampler
                      ) -> dict[str, int]:
     """What the ranks' samplers must agree on (checked with the loader's settings)."""
     return {"sampler_seed": sampler.seed, "replace": int(sampler.replace),

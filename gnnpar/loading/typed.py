@@ -1,10 +1,10 @@
-"""``DistHeteroNeighborLoader``: PyG ``HeteroData`` minibatches of a typed partition.
+"""``DistTypedNeighborLoader``: PyG ``HeteroData`` minibatches of a typed partition.
 
 The typed counterpart of :class:`~gnnpar.loading.node.DistNeighborLoader` (the same seeds,
 steps, shuffle, prefetch and checkpointable position: it holds a
 :class:`~gnnpar.loading.node.NodeSeeds` and a :class:`~gnnpar.loading.schedule.SeedSchedule`;
 seeds are nodes of the target type): each batch is sampled by the
-:class:`~gnnpar.sampling.typed.DistHeteroNeighborSampler` it is given, which splits it by
+:class:`~gnnpar.sampling.typed.DistTypedNeighborSampler` it is given, which splits it by
 type (:class:`~gnnpar.sampling.typed.TypedSamplerOutput`), and laid out like the output of
 PyG's ``NeighborLoader`` on a ``HeteroData``:
 
@@ -50,7 +50,7 @@ from gnnpar.loading.node import (
     host_syncs as node_host_syncs,
 )
 from gnnpar.loading.schedule import Loader
-from gnnpar.sampling.typed import DistHeteroNeighborSampler, TypedSamplerOutput
+from gnnpar.sampling.typed import DistTypedNeighborSampler, TypedSamplerOutput
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.typed import PendingTypedGather, TypedFeatureStore
 
@@ -75,7 +75,7 @@ HOST_SYNCS = host_syncs(2)
 TypedStarted = tuple[Tensor, int, TypedSamplerOutput, PendingTypedGather]
 
 
-class DistHeteroNeighborLoader(Loader[TypedStarted, HeteroData]):
+class DistTypedNeighborLoader(Loader[TypedStarted, HeteroData]):
     """Iterate over typed minibatches (``HeteroData``), in lockstep on every rank.
 
     Args:
@@ -90,14 +90,14 @@ class DistHeteroNeighborLoader(Loader[TypedStarted, HeteroData]):
     Example::
 
         fanouts = Fanouts.for_graph([10, 5], graph, ctx)
-        loader = DistHeteroNeighborLoader(DistHeteroNeighborSampler(graph, ctx, fanouts),
+        loader = DistTypedNeighborLoader(DistTypedNeighborSampler(graph, ctx, fanouts),
                                           labels, TypedFeatureStore(graph, ctx), "train",
                                           batch_size=512)
         for batch in loader:
             out = model(batch.x_dict, batch.edge_index_dict)
     """
 
-    def __init__(self, sampler: DistHeteroNeighborSampler, labels: DistFeatureStore,
+    def __init__(self, sampler: DistTypedNeighborSampler, labels: DistFeatureStore,
                  features: TypedFeatureStore, seeds: str | Tensor = "train",
                  batch_size: int = 1024, shuffle: bool = True, drop_last: bool = False,
                  prefetch: bool = False, seed_attrs: tuple[str, ...] = ("y",),

@@ -6,7 +6,7 @@
   hop's three collectives, shared by both samplers;
 - :mod:`~gnnpar.sampling.neighbor` — :class:`DistNeighborSampler`, counter-based keys
   (:mod:`gnnpar.keys`), PyG's ``NeighborLoader`` layout;
-- :mod:`~gnnpar.sampling.typed` — :class:`DistHeteroNeighborSampler`, fan-outs per
+- :mod:`~gnnpar.sampling.typed` — :class:`DistTypedNeighborSampler`, fan-outs per
   relation in the same exchanges, its batch split by type
   (:class:`~gnnpar.sampling.typed.TypedSamplerOutput`);
 - :mod:`~gnnpar.sampling.negative` — :class:`DistNegativeSampler`, uniform or strict

@@ -144,6 +144,6 @@ class Fanouts:
         """The fan-out of each hop of a homogeneous graph (its one relation)."""
         if len(self.per_relation) != 1:
             raise ConfigError(f"these fan-outs are per relation ({len(self.per_relation)}).",
-                              field="fanouts", fix="use DistHeteroNeighborSampler for a "
+                              field="fanouts", fix="use DistTypedNeighborSampler for a "
                               "typed graph.")
         return self.per_relation[0]

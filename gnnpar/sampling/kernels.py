@@ -2,7 +2,7 @@
 
 Pure functions of tensors, with no distributed state;
 :class:`~gnnpar.sampling.neighbor.DistNeighborSampler` runs them per hop on the rows it
-samples, and :class:`~gnnpar.sampling.typed.DistHeteroNeighborSampler` per relation:
+samples, and :class:`~gnnpar.sampling.typed.DistTypedNeighborSampler` per relation:
 
 * :func:`sample_positions` / :func:`sample_neighbors` / :func:`sample_in_ranges` — up to
   ``k`` in-edges of each node of a CSC graph (or of each range of positions), drawn from

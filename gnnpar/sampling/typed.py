@@ -1,6 +1,6 @@
 """Typed neighbour sampling: fan-outs per relation, one exchange per hop for all types.
 
-:class:`DistHeteroNeighborSampler` samples a typed partition (:mod:`~gnnpar.partition.typed`)
+:class:`DistTypedNeighborSampler` samples a typed partition (:mod:`~gnnpar.partition.typed`)
 with the homogeneous sampler's exchange (:class:`~gnnpar.sampling.exchange.HopExchange`)
 and keys, and returns its own output, :class:`TypedSamplerOutput`, the batch split by
 type.  Nodes keep their global ids, and a hop samples, for every frontier node of type
@@ -91,7 +91,7 @@ class TypedSamplerOutput:
     edge_counts: list[list[int]]
 
 
-class DistHeteroNeighborSampler:
+class DistTypedNeighborSampler:
     """Multi-hop sampling of a typed graph with fan-outs per relation (collective).
 
     Args:
@@ -111,7 +111,7 @@ class DistHeteroNeighborSampler:
     Example::
 
         fanouts = Fanouts.for_graph({"cites": [5, 5], "writes": [10, 5], ...}, graph, ctx)
-        sampler = DistHeteroNeighborSampler(graph, ctx, fanouts)
+        sampler = DistTypedNeighborSampler(graph, ctx, fanouts)
         out = sampler.sample(seeds, batch_key=0)   # out.edge_index[r]: relation r's edges
     """
 

@@ -1,7 +1,7 @@
 """Typed graphs in sample mode: typed minibatches, relation-wise GraphSAGE, sharded embeddings.
 
 :class:`TypedEngine` is the :class:`~gnnpar.train.minibatch.MinibatchEngine` of a typed
-partition: the loaders are :class:`~gnnpar.loading.typed.DistHeteroNeighborLoader` s (fan-outs
+partition: the loaders are :class:`~gnnpar.loading.typed.DistTypedNeighborLoader` s (fan-outs
 ``--fanouts`` for every relation, ``--relation-fanouts`` for some), the model a
 :class:`~gnnpar.models.typed.TypedSAGE` (what ``to_hetero(GraphSAGE)`` computes), node
 types with features read them from their feature store, and the featureless types learn a
@@ -23,12 +23,12 @@ from torch_geometric.data import HeteroData
 
 from gnnpar.comm import CommStats, all_gather_ints
 from gnnpar.errors import ConfigError
-from gnnpar.loading.typed import DistHeteroNeighborLoader
+from gnnpar.loading.typed import DistTypedNeighborLoader
 from gnnpar.models.node import COMPUTE_DTYPES, autocast
 from gnnpar.models.typed import TypedSAGE
 from gnnpar.parallel_dims import ParallelDims
 from gnnpar.sampling.fanouts import Fanouts, FanoutSpec, resolve_relation
-from gnnpar.sampling.typed import DistHeteroNeighborSampler
+from gnnpar.sampling.typed import DistTypedNeighborSampler
 from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
@@ -105,14 +105,14 @@ class TypedEngine(MinibatchEngine):
             self.sparse = SPARSE_OPTIMIZERS[cfg.train.sparse_optimizer](
                 [self.embedding], lr=cfg.train.sparse_lr)
         fanouts = Fanouts.for_graph(relation_fanouts(cfg, graph), graph, dims.ctx)
-        self.loader = DistHeteroNeighborLoader(
-            DistHeteroNeighborSampler(graph, dims.ctx, fanouts, seed=seed, stats=stats), labels,
+        self.loader = DistTypedNeighborLoader(
+            DistTypedNeighborSampler(graph, dims.ctx, fanouts, seed=seed, stats=stats), labels,
             self.type_features, "train", s.batch_size, shuffle=True, prefetch=s.prefetch,
             seed_split=s.seed_split)
-        eval_sampler = DistHeteroNeighborSampler(graph, dims.ctx, fanouts, seed=seed + 1,
+        eval_sampler = DistTypedNeighborSampler(graph, dims.ctx, fanouts, seed=seed + 1,
                                                  stats=stats)
         self.eval_loaders = {
-            split: DistHeteroNeighborLoader(eval_sampler, labels, self.type_features, split,
+            split: DistTypedNeighborLoader(eval_sampler, labels, self.type_features, split,
                                             s.eval_batch_size, shuffle=False,
                                             seed_split=s.seed_split)
             for split in SPLITS[1:] if num_global[split] > 0}
@@ -176,10 +176,10 @@ class TypedEngine(MinibatchEngine):
         degrees = all_gather_ints(self.ctx, graph.relation_max_degrees).max(dim=0).values
         every: FanoutSpec = {rel: [max(1, int(k))] * self.cfg.model.layers
                              for rel, k in zip(lay.edge_types, degrees, strict=True)}
-        sampler = DistHeteroNeighborSampler(graph, self.ctx,
+        sampler = DistTypedNeighborSampler(graph, self.ctx,
                                             Fanouts.for_graph(every, graph, self.ctx),
                                             stats=self.features.stats)
-        loader = DistHeteroNeighborLoader(sampler, self.features, self.type_features, seeds,
+        loader = DistTypedNeighborLoader(sampler, self.features, self.type_features, seeds,
                                           batch_size, shuffle=False, seed_split="owned")
         self.module.eval()
         first = 0

@@ -222,13 +222,13 @@ def test_to_pyg_and_back() -> None:
 
 
 # ---------------------------------------------------------------------- OGB typed layout
-def write_hetero_layout(d: Path, split: str = "time") -> None:
+def write_small_layout(d: Path, split: str = "time") -> None:
     """The hand-written graph in ogbn-mag's layout."""
     write_typed_layout(d, small(), split)
 
 
 def test_ogb_typed_layout_through_ogb_twice(tmp_path: Path) -> None:
-    write_hetero_layout(tmp_path / "tiny")
+    write_small_layout(tmp_path / "tiny")
     meta = {"dir_path": "tiny", "split": "time", "num tasks": "1", "num classes": "3",
             "add_inverse_edge": "False", "binary": "False", "is hetero": "True",
             "name": "tinymag"}
@@ -262,7 +262,7 @@ def test_ogb_typed_binary_layout(tmp_path: Path) -> None:
              **{"___".join(et): np.array([s, d]) for et, (s, d) in EDGES.items()})
     np.savez(raw / "node_feat.npz", paper=X_PAPER.astype(np.float16), venue=X_VENUE)
     np.savez(raw / "node-label.npz", paper=np.where(Y < 0, np.nan, Y).reshape(-1, 1))
-    write_hetero_layout(tmp_path / "csv")  # borrow its split folder
+    write_small_layout(tmp_path / "csv")  # borrow its split folder
     (tmp_path / "csv" / "split").rename(tmp_path / "b" / "split")
     meta = {"dir_path": str(tmp_path / "b"), "split": "time", "num tasks": "1",
             "add_inverse_edge": "False", "binary": "True", "is hetero": "True"}
@@ -271,7 +271,7 @@ def test_ogb_typed_binary_layout(tmp_path: Path) -> None:
 
 
 def test_ogbn_mag_name_uses_master_csv(tmp_path: Path) -> None:
-    write_hetero_layout(tmp_path / "ogbn_mag")
+    write_small_layout(tmp_path / "ogbn_mag")
     ds = load_ogb("ogbn-mag", root=tmp_path)
     assert isinstance(ds, TypedGraphDataset)
     assert (ds.target, ds.num_classes, ds.name) == ("paper", 349, "ogbn-mag")
@@ -279,7 +279,7 @@ def test_ogbn_mag_name_uses_master_csv(tmp_path: Path) -> None:
 
 
 def test_ogb_typed_layout_missing_split(tmp_path: Path) -> None:
-    write_hetero_layout(tmp_path / "t", split="random")
+    write_small_layout(tmp_path / "t", split="random")
     meta = {"dir_path": str(tmp_path / "t"), "split": "time", "num tasks": "1",
             "add_inverse_edge": "False", "binary": "False", "is hetero": "True"}
     with pytest.raises(DatasetError) as exc:

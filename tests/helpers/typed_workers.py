@@ -117,10 +117,10 @@ def sample_and_embed(part_dir: str, steps: list[tuple[np.ndarray, np.ndarray]]
     """One epoch of typed batches, the model checks (one rank), the embedding runs."""
     from gnnpar import distributed
     from gnnpar.comm import CommStats
-    from gnnpar.loading.typed import DistHeteroNeighborLoader
+    from gnnpar.loading.typed import DistTypedNeighborLoader
     from gnnpar.partition.format import PartitionMeta, load_partition
     from gnnpar.sampling.fanouts import Fanouts
-    from gnnpar.sampling.typed import DistHeteroNeighborSampler
+    from gnnpar.sampling.typed import DistTypedNeighborSampler
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
     from gnnpar.storage.typed import TypedFeatureStore
@@ -131,9 +131,9 @@ def sample_and_embed(part_dir: str, steps: list[tuple[np.ndarray, np.ndarray]]
     labels = DistFeatureStore(graph, ctx, arrays={"y": graph.part.label}, stats=stats)
     # a small cache: some paper rows come from it, and must still be the source's
     store = TypedFeatureStore(graph, ctx, cache_bytes=2**12, stats=stats)
-    sampler = DistHeteroNeighborSampler(graph, ctx, Fanouts.for_graph(FANOUTS, graph, ctx),
+    sampler = DistTypedNeighborSampler(graph, ctx, Fanouts.for_graph(FANOUTS, graph, ctx),
                                         stats=stats)
-    loader = DistHeteroNeighborLoader(sampler, labels, store, "train", batch_size=64)
+    loader = DistTypedNeighborLoader(sampler, labels, store, "train", batch_size=64)
     raw = list(loader)
     res: dict[str, Any] = {"batches": [_numpy(b) for b in raw], "rank": ctx.rank,
                            "sample_bytes": stats.counters["sample"].bytes_sent}
@@ -151,9 +151,9 @@ def typed_rows(part_dir: str) -> dict[str, Any]:
     """Typed batches of a graph with features on every type, read from one typed store
     with a cache of each size (none, a few rows, every halo row)."""
     from gnnpar import distributed
-    from gnnpar.loading.typed import DistHeteroNeighborLoader
+    from gnnpar.loading.typed import DistTypedNeighborLoader
     from gnnpar.sampling.fanouts import Fanouts
-    from gnnpar.sampling.typed import DistHeteroNeighborSampler
+    from gnnpar.sampling.typed import DistTypedNeighborSampler
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
     from gnnpar.storage.typed import TypedFeatureStore
@@ -161,12 +161,12 @@ def typed_rows(part_dir: str) -> dict[str, Any]:
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx)
     labels = DistFeatureStore(graph, ctx, arrays={"y": graph.part.label})
-    sampler = DistHeteroNeighborSampler(graph, ctx, Fanouts.for_graph(FANOUTS, graph, ctx),
+    sampler = DistTypedNeighborSampler(graph, ctx, Fanouts.for_graph(FANOUTS, graph, ctx),
                                         seed=5)
     out: dict[str, Any] = {}
     for name, cache in (("none", 0), ("some", 2**10), ("all", 2**30)):
         store = TypedFeatureStore(graph, ctx, cache_bytes=cache)
-        loader = DistHeteroNeighborLoader(sampler, labels, store, "train", batch_size=32,
+        loader = DistTypedNeighborLoader(sampler, labels, store, "train", batch_size=32,
                                           prefetch=True)
         out[name] = {"batches": [_numpy(b) for b in loader],
                      "cached": int(store.cache_gids.numel())}
