@@ -32,7 +32,7 @@ models, unchanged; the same module runs in the two ways the trainer needs:
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -48,14 +48,27 @@ from gnnpar.nn.sage import is_mean_sage, mean_adjacency, sage_mean
 from gnnpar.nn.sparse import SparseAdjacency
 from gnnpar.ops import count
 
-if TYPE_CHECKING:
-    from gnnpar.train.config import ModelConfig
+
+class ModelSpec(Protocol):
+    """What :func:`build_model` reads of a model's settings (the run's ``--model ...``)."""
+
+    @property
+    def name(self) -> str: ...  # noqa: D102
+    @property
+    def hidden(self) -> int: ...  # noqa: D102
+    @property
+    def layers(self) -> int: ...  # noqa: D102
+    @property
+    def dropout(self) -> float: ...  # noqa: D102
+    @property
+    def heads(self) -> int: ...  # noqa: D102
+
 
 MODELS: dict[str, type[BasicGNN]] = {"sage": GraphSAGE, "gcn": GCN, "gat": GAT}
 _BIPARTITE = (SAGEConv, GATConv)
 
 
-def build_model(cfg: ModelConfig, in_channels: int, out_channels: int) -> BasicGNN:
+def build_model(cfg: ModelSpec, in_channels: int, out_channels: int) -> BasicGNN:
     """The PyG model named by ``cfg`` (initialised from torch's global generator).
 
     Args:
