@@ -334,6 +334,27 @@ def check_loader_args(batch_size: int, seed_split: str) -> None:
 NodeStarted = tuple[Tensor, int, SamplerOutput, PendingGather | None]
 
 
+def seed_schedule(sampler: DistNeighborSampler | DistTypedNeighborSampler,
+                  store: DistFeatureStore, seeds: str | Tensor, batch_size: int,
+                  shuffle: bool, drop_last: bool, prefetch: bool,
+                  seed_attrs: tuple[str, ...], seed_split: str
+                  ) -> tuple[NodeSeeds, SeedSchedule]:
+    """A node-seeded loader's seeds and their schedule, its settings checked on every rank.
+
+    ``sampler`` is a node or typed sampler (its ``graph``, ``seed`` and settings); the seeds'
+    rows (``seed_attrs``) come from ``store``.
+    """
+    check_loader_args(batch_size, seed_split)
+    settings = {
+        "batch_size": batch_size, "shuffle": int(shuffle), "drop_last": int(drop_last),
+        "prefetch": int(prefetch), "seed_split": SEED_SPLITS.index(seed_split),
+        "seed_attrs": zlib.crc32(repr(seed_attrs).encode()),
+        **sampler_settings(sampler),
+    }
+    found = NodeSeeds(sampler.graph, store, seeds, seed_attrs, seed_split, settings)
+    return found, found.schedule(batch_size, shuffle, drop_last, sampler.seed)
+
+
 class DistNeighborLoader(Loader[NodeStarted, NodeBatch]):
     """Iterate over minibatches of sampled subgraphs, in lockstep on every rank.
 
@@ -393,21 +414,14 @@ class DistNeighborLoader(Loader[NodeStarted, NodeBatch]):
         seed_attrs: tuple[str, ...] = ("y",),
         seed_split: str = "even",
     ) -> None:
-        check_loader_args(batch_size, seed_split)
         self.sampler, self.features = sampler, features
         self.prefetch = bool(prefetch)
         self.node_attrs = tuple(node_attrs)
         self.seed_attrs = tuple(seed_attrs)
         self.seconds: defaultdict[str, float] = defaultdict(float)
-        settings = {
-            "batch_size": batch_size, "shuffle": int(shuffle), "drop_last": int(drop_last),
-            "prefetch": int(self.prefetch), "seed_split": SEED_SPLITS.index(seed_split),
-            "seed_attrs": zlib.crc32(repr(self.seed_attrs).encode()),
-            **sampler_settings(sampler),
-        }
-        self.seeds = NodeSeeds(sampler.graph, features, seeds, self.seed_attrs, seed_split,
-                               settings)
-        self.schedule = self.seeds.schedule(batch_size, shuffle, drop_last, sampler.seed)
+        self.seeds, self.schedule = seed_schedule(sampler, features, seeds, batch_size, shuffle,
+                                                  drop_last, self.prefetch, self.seed_attrs,
+                                                  seed_split)
 
     def _start(self, epoch: int, step: int) -> NodeStarted:
         """Sample batch ``step`` and send its feature requests (collective).

@@ -33,22 +33,14 @@ counts per relation with each hop's sizes).
 from __future__ import annotations
 
 import time
-import zlib
 from collections import defaultdict
 
 from torch import Tensor
 from torch_geometric.data import HeteroData
 
 from gnnpar.keys import mix_int
-from gnnpar.loading.node import (
-    SEED_SPLITS,
-    NodeSeeds,
-    check_loader_args,
-    sampler_settings,
-)
-from gnnpar.loading.node import (
-    host_syncs as node_host_syncs,
-)
+from gnnpar.loading.node import host_syncs as node_host_syncs
+from gnnpar.loading.node import seed_schedule
 from gnnpar.loading.schedule import Loader
 from gnnpar.sampling.typed import DistTypedNeighborSampler, TypedSamplerOutput
 from gnnpar.storage.features import DistFeatureStore
@@ -102,21 +94,14 @@ class DistTypedNeighborLoader(Loader[TypedStarted, HeteroData]):
                  batch_size: int = 1024, shuffle: bool = True, drop_last: bool = False,
                  prefetch: bool = False, seed_attrs: tuple[str, ...] = ("y",),
                  seed_split: str = "even") -> None:
-        check_loader_args(batch_size, seed_split)
         self.sampler, self.labels, self.features = sampler, labels, features
         self.layout = sampler.layout
         self.prefetch = bool(prefetch)
         self.seed_attrs = tuple(seed_attrs)
         self.seconds: defaultdict[str, float] = defaultdict(float)
-        settings = {
-            "batch_size": batch_size, "shuffle": int(shuffle), "drop_last": int(drop_last),
-            "prefetch": int(self.prefetch), "seed_split": SEED_SPLITS.index(seed_split),
-            "seed_attrs": zlib.crc32(repr(self.seed_attrs).encode()),
-            **sampler_settings(sampler),
-        }
-        self.seeds = NodeSeeds(sampler.graph, labels, seeds, self.seed_attrs, seed_split,
-                               settings)
-        self.schedule = self.seeds.schedule(batch_size, shuffle, drop_last, sampler.seed)
+        self.seeds, self.schedule = seed_schedule(sampler, labels, seeds, batch_size, shuffle,
+                                                  drop_last, self.prefetch, self.seed_attrs,
+                                                  seed_split)
 
     def _start(self, epoch: int, step: int) -> TypedStarted:
         """Sample batch ``step`` and send the feature requests of all its types."""
