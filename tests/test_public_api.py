@@ -130,17 +130,17 @@ def test_every_public_class_and_function_has_one_home() -> None:
 
 def test_the_check_finds_planted_reexports(monkeypatch: pytest.MonkeyPatch) -> None:
     """A subpackage that hands out a class, and an alias of a class, are both found."""
-    import gnnpar.datasets.typed
+    import gnnpar.datasets.graph
     import gnnpar.evaluation
     import gnnpar.models.link
     import gnnpar.typed
 
     monkeypatch.setattr(gnnpar.evaluation, "LinkDecoder", gnnpar.models.link.LinkDecoder,
                         raising=False)
-    monkeypatch.setattr(gnnpar.datasets.typed, "TypedLayout", gnnpar.typed.TypedLayout,
+    monkeypatch.setattr(gnnpar.datasets.graph, "TypedLayout", gnnpar.typed.TypedLayout,
                         raising=False)
     assert reexports(all_modules()) == [
-        "gnnpar.datasets.typed.TypedLayout -> gnnpar.typed",
+        "gnnpar.datasets.graph.TypedLayout -> gnnpar.typed",
         "gnnpar.evaluation.LinkDecoder -> gnnpar.models.link"]
 
 
