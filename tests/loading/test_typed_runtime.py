@@ -22,6 +22,7 @@ import torch
 from gnnpar.datasets.synthetic import typed
 from gnnpar.datasets.typed import TypedGraphDataset
 from gnnpar.errors import PartitionError
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.format import FORMAT_VERSION, PartitionMeta, load_partition
 from gnnpar.partition.typed import check_typed_part
 from gnnpar.partition.verify import verify_partition
@@ -98,7 +99,7 @@ def test_typed_rows_of_every_type_are_the_source_rows(tmp_path: Path) -> None:
         train_idx=base.train_idx, val_idx=base.val_idx, test_idx=base.test_idx,
         x={**base.x, "author": rng.standard_normal((150, 3)).astype(np.float32),
            "venue": rng.standard_normal((10, 5)).astype(np.float32)})
-    partition_graph(ds, 2, tmp_path / "p")
+    partition_graph(ds, tmp_path / "p", PartitionConfig(num_parts=2))
     results = run_multiproc(W.typed_rows, 2, str(tmp_path / "p"))
     lay = ds.layout()
     orig = _orig_of_new(str(tmp_path / "p"))
