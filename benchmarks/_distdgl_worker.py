@@ -21,10 +21,13 @@ file never imports gnnpar and gnnpar never imports it.
   ``train`` runs them; per-step milliseconds as JSON.
 * ``sample``: DGL's ``NeighborSampler`` on a whole dataset in one process (several of
   these run side by side for "per rank" figures): sampled edges per second as JSON.
-* ``train``: one trainer written against DistDGL's public API (``initialize``,
-  ``DistGraph``, ``node_split``, ``DistNodeDataLoader``, ``MultiLayerNeighborSampler``,
-  ``dgl.nn.SAGEConv``, DDP over gloo, Adam). Rank 0 writes the per-epoch times and the
-  accuracies as JSON.
+* ``train``: one trainer, started by ``python -m torch.distributed.run`` as DGL's
+  ``tools/launch.py`` starts them, whose loop is DGL's own example's
+  (``examples/distributed/graphsage/node_classification.py`` at v2.1.0: ``initialize``,
+  ``init_process_group`` from torchrun's environment, ``DistGraph``, ``node_split``,
+  ``DistNodeDataLoader`` over a ``NeighborSampler``, ``dgl.nn.SAGEConv``, DDP with
+  ``join()`` over gloo, Adam). Rank 0 writes the per-epoch times, each rank's CPU seconds
+  and the accuracies as JSON.
 
 Fan-outs: DGL lists them per GNN layer from the input layer to the output layer and samples
 them in reverse (``for fanout in reversed(self.fanouts)`` in
@@ -44,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -304,14 +306,20 @@ def cmd_sample(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    """One DistDGL trainer: sampled minibatch training, DDP, then test accuracy."""
+    """One DistDGL trainer, started by ``torch.distributed.run`` as DGL's example is.
+
+    The training loop is DGL's ``examples/distributed/graphsage/node_classification.py``
+    (tag v2.1.0): ``dgl.distributed.initialize``, ``init_process_group`` from torchrun's
+    environment, ``node_split(..., force_even=True)``, ``DistNodeDataLoader`` over a
+    ``NeighborSampler``, DDP with ``model.join()`` for uneven batch counts, Adam; timed by
+    phase as the example times it. Then the accuracies (below).
+    """
     torch.set_num_threads(args.threads)
-    _patch_machine_id(args.machine_id)
+    # torchrun's node rank is the simulated machine's id (one trainer per machine).
+    _patch_machine_id(int(os.environ["GROUP_RANK"]))
     t_start = time.perf_counter()
     dgl.distributed.initialize(args.ip_config)
-    # A FileStore rendezvous: torch's TCPStore server would listen on every interface.
-    torch.distributed.init_process_group("gloo", init_method=args.ddp_init,
-                                         rank=args.machine_id, world_size=args.num_machines)
+    torch.distributed.init_process_group("gloo")
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     torch.manual_seed(args.seed)
     dgl.random.seed(args.seed + rank)
@@ -327,65 +335,61 @@ def cmd_train(args: argparse.Namespace) -> None:
     setup_s = time.perf_counter() - t_start
 
     fanouts = [int(k) for k in args.fanouts.split(",")]
-    sampler = dgl.dataloading.MultiLayerNeighborSampler(fanouts)
+    sampler = dgl.dataloading.NeighborSampler(fanouts)
     loader = dgl.dataloading.DistNodeDataLoader(g, train_nid, sampler,
                                                 batch_size=args.batch_size, shuffle=True,
                                                 drop_last=False)
-    # Equal step counts on every rank (DDP): the shortest rank's number of batches.
-    steps = torch.tensor([math.ceil(len(train_nid) / args.batch_size)])
-    torch.distributed.all_reduce(steps, op=torch.distributed.ReduceOp.MIN)
-    steps_per_epoch = int(steps)
-
     model = SAGE(in_dim, args.hidden, num_classes, len(fanouts), args.dropout)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.Adam(ddp.parameters(), lr=args.lr)
 
     epochs: list[dict[str, Any]] = []
     for epoch in range(args.epochs):
-        torch.distributed.barrier()
         t0, c0 = time.perf_counter(), time.process_time()
-        loss_sum = correct = seen = edges = 0.0
+        loss_sum = correct = seen = edges = steps = 0.0
         phase = dict.fromkeys(("sample", "forward", "backward", "optimizer"), 0.0)
-        it = iter(loader)
-        for _ in range(steps_per_epoch):
+        with ddp.join():
             ts = time.perf_counter()
-            input_nodes, seeds, blocks = next(it)
-            x = g.ndata["feat"][input_nodes]
-            y = g.ndata["label"][seeds]
-            tf = time.perf_counter()
-            logits = ddp(blocks, x)
-            loss = F.cross_entropy(logits, y)
-            tb = time.perf_counter()
-            opt.zero_grad()
-            loss.backward()
-            to = time.perf_counter()
-            opt.step()
-            te = time.perf_counter()
-            for k, dt in zip(phase, (tf - ts, tb - tf, to - tb, te - to), strict=True):
-                phase[k] += dt
-            loss_sum += float(loss) * len(seeds)
-            correct += int((logits.argmax(1) == y).sum())
-            seen += len(seeds)
-            edges += sum(b.num_edges() for b in blocks)
-        # A rank with one more batch skips it (DistDataLoader without a sampler pool
-        # samples on demand, so stopping early leaves nothing queued).
-        torch.distributed.barrier()
+            for input_nodes, seeds, blocks in loader:
+                x = g.ndata["feat"][input_nodes]
+                y = g.ndata["label"][seeds].long()
+                tf = time.perf_counter()
+                logits = ddp(blocks, x)
+                loss = F.cross_entropy(logits, y)
+                tb = time.perf_counter()
+                opt.zero_grad()
+                loss.backward()
+                to = time.perf_counter()
+                opt.step()
+                te = time.perf_counter()
+                for k, dt in zip(phase, (tf - ts, tb - tf, to - tb, te - to), strict=True):
+                    phase[k] += dt
+                loss_sum += float(loss) * len(seeds)
+                correct += int((logits.argmax(1) == y).sum())
+                seen += len(seeds)
+                edges += sum(b.num_edges() for b in blocks)
+                steps += 1
+                ts = time.perf_counter()
+        # The epoch ends on each rank when its last batch is done (as in DGL's example).
         epoch_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
-        tot = torch.tensor([loss_sum, correct, seen, edges, cpu_s, *phase.values()],
-                           dtype=torch.float64)
-        torch.distributed.all_reduce(tot)
-        epochs.append({"epoch": epoch, "epoch_time_s": epoch_s, "steps": steps_per_epoch,
+        mine = torch.tensor([loss_sum, correct, seen, edges, steps, epoch_s, cpu_s,
+                             *phase.values()], dtype=torch.float64)
+        each = [torch.zeros_like(mine) for _ in range(world)]
+        torch.distributed.all_gather(each, mine)
+        tot = torch.stack(each).sum(0)
+        epochs.append({"epoch": epoch, "epoch_time_s": float(tot[5]) / world,
+                       "steps": int(tot[4]) // world,
                        "train_loss": float(tot[0] / tot[2]),
                        "train_acc": float(tot[1] / tot[2]),
                        "sampled_edges": int(tot[3]),
-                       "sample_and_fetch_s_per_rank": float(tot[5]) / world,
                        # Seconds per rank by phase, as gnnpar's run record has them.
                        "step_time_s": {k: float(v) / world for k, v in
-                                       zip(phase, tot[5:].tolist(), strict=True)},
-                       "trainer_cpu_s_all_ranks": float(tot[4])})
+                                       zip(phase, tot[7:].tolist(), strict=True)},
+                       "rank_time_s": {"wall": [float(e[5]) for e in each],
+                                       "cpu": [float(e[6]) for e in each]}})
         if rank == 0:
-            print(f"distdgl epoch {epoch + 1}/{args.epochs}: {epoch_s:.2f} s, loss "
-                  f"{epochs[-1]['train_loss']:.4f}", flush=True)
+            print(f"distdgl epoch {epoch + 1}/{args.epochs}: {epochs[-1]['epoch_time_s']:.2f}"
+                  f" s, loss {epochs[-1]['train_loss']:.4f}", flush=True)
 
     t0 = time.perf_counter()
     acc = torch.tensor([*_sampled_accuracy(model, g, val_nid, fanouts, args.eval_batch_size),
@@ -412,7 +416,7 @@ def cmd_train(args: argparse.Namespace) -> None:
             **full,
             "setup_s": setup_s, "sampled_eval_s": sampled_eval_s, "full_inference_s": full_s,
             "train_nodes_per_rank": len(train_nid), "local_nodes": len(local),
-            "steps_per_epoch": steps_per_epoch, "world_size": world,
+            "steps_per_epoch": epochs[-1]["steps"], "world_size": world,
             "fanouts_dgl_order": fanouts, "dgl": dgl.__version__, "torch": torch.__version__,
             "torch_threads": torch.get_num_threads(),
         },
@@ -440,9 +444,6 @@ def main() -> None:
     s.add_argument("--ip-config", required=True)
     s.add_argument("--name", required=True)
     s.add_argument("--part-config", required=True)
-    s.add_argument("--machine-id", type=int, required=True)
-    s.add_argument("--num-machines", type=int, required=True)
-    s.add_argument("--ddp-init", required=True, help="file:///... rendezvous for gloo")
     s.add_argument("--num-classes", type=int, required=True)
     s.add_argument("--fanouts", default="10,15", help="DGL order: input layer first")
     s.add_argument("--batch-size", type=int, default=1024)
