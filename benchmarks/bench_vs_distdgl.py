@@ -213,7 +213,7 @@ class Group:
         name: The system.
         procs: Its processes, in start order.
         pgid: The process group (the first process's pid).
-        hwm: Peak ``VmHWM`` bytes seen per pid in the group's process trees.
+        hwm: Peak ``VmHWM`` bytes seen per pid in its processes' trees.
         cmd: The command line of each pid seen.
     """
 
@@ -242,17 +242,26 @@ class Group:
         return proc
 
     def sample(self) -> None:
-        """Record ``VmHWM`` of every live process of the group (its trees in /proc)."""
-        if self.pgid is None:
-            return
-        for pid, hwm, cmd in _group_members(self.pgid):
+        """Record ``VmHWM`` of every live process of the system (its trees in /proc)."""
+        for pid, hwm, cmd in _tree_members([p.popen.pid for p in self.procs if p.rc is None]):
             self.hwm[pid] = max(self.hwm.get(pid, 0), hwm)
             self.cmd.setdefault(pid, cmd)
 
     def kill(self) -> None:
-        """SIGKILL the whole process group and reap what this script started."""
+        """SIGKILL every process of the system and reap what this script started.
+
+        The process group alone does not reach them all: torchrun's workers and
+        gnnpar-train's ranks each lead a session of their own, so their trees are
+        followed through /proc as well.
+        """
         if self.pgid is None:
             return
+        roots = [p.popen.pid for p in self.procs if p.rc is None]
+        for pid, _, _ in list(_tree_members(roots)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         try:
             os.killpg(self.pgid, signal.SIGKILL)
         except ProcessLookupError:
@@ -263,25 +272,34 @@ class Group:
                 time.sleep(0.05)
 
 
-def _group_members(pgid: int) -> Iterator[tuple[int, int, str]]:
-    """``(pid, VmHWM bytes, command line)`` of each live process in process group ``pgid``."""
+def _tree_members(roots: Sequence[int]) -> Iterator[tuple[int, int, str]]:
+    """``(pid, VmHWM bytes, command line)`` of each live process in the trees of ``roots``."""
+    parent: dict[int, int] = {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-            # Fields after the command name in parentheses: state ppid pgrp ...
-            if int(stat[stat.rindex(")") + 2 :].split()[2]) != pgid:
+        if entry.name.isdigit():
+            try:
+                stat = Path(entry.path, "stat").read_text()
+                # Fields after the command name in parentheses: state ppid ...
+                parent[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+            except (OSError, ValueError, IndexError):
                 continue
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = [r for r in roots if r in parent]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        try:
             hwm = 0
-            for line in Path(entry.path, "status").read_text().splitlines():
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):
                     hwm = int(line.split()[1]) * 1024
-            cmd = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
                 errors="replace").strip()
-        except (OSError, ValueError, IndexError):
+        except (OSError, ValueError):
             continue
-        yield int(entry.name), hwm, cmd
+        yield pid, hwm, cmd
 
 
 @contextmanager
