@@ -89,6 +89,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnpar.config import ArgumentParser
+from gnnpar.testing.procs import descendants
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "_distdgl_worker.py"
@@ -274,22 +275,7 @@ class Group:
 
 def _tree_members(roots: Sequence[int]) -> Iterator[tuple[int, int, str]]:
     """``(pid, VmHWM bytes, command line)`` of each live process in the trees of ``roots``."""
-    parent: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                stat = Path(entry.path, "stat").read_text()
-                # Fields after the command name in parentheses: state ppid ...
-                parent[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    children: dict[int, list[int]] = {}
-    for pid, ppid in parent.items():
-        children.setdefault(ppid, []).append(pid)
-    todo = [r for r in roots if r in parent]
-    while todo:
-        pid = todo.pop()
-        todo.extend(children.get(pid, []))
+    for pid in [p for root in roots for p in (root, *descendants(root))]:
         try:
             hwm = 0
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
