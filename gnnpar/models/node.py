@@ -43,8 +43,8 @@ from torch_geometric.nn.models import GAT, GCN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpar.errors import ConfigError
-from gnnpar.nn.dropout import Dropout
-from gnnpar.nn.sage import is_mean_sage, mean_adjacency, sage_mean
+from gnnpar.nn.dropout import Dropout, act_dropout
+from gnnpar.nn.sage import is_mean_sage, sage_adjacency, sage_mean
 from gnnpar.nn.sparse import SparseAdjacency
 from gnnpar.ops import count
 
@@ -151,8 +151,7 @@ class SampledGNN(nn.Module):
             n_dst = sum(num_sampled_nodes[: layers - i])  # within layers-1-i hops
             edges = edge_index[:, : sum(num_sampled_edges[: layers - i])]  # into them
             if is_mean_sage(conv):
-                x = sage_mean(conv, x, x[:n_dst], mean_adjacency(edges, n_dst, x.size(0),
-                                                                  x.dtype))
+                x = sage_mean(conv, x, sage_adjacency(edges, n_dst, x.size(0), x.dtype))
             elif isinstance(conv, GATConv) and conv.add_self_loops:
                 x = gat_with_loops(conv, x, edges, n_dst)
             elif isinstance(conv, _BIPARTITE):
@@ -167,10 +166,7 @@ class SampledGNN(nn.Module):
             else:
                 x = conv(x, edges)[:n_dst]
             if i < layers - 1:
-                x = norm(x)
-                if gnn.act is not None:
-                    x = gnn.act(x)
-                x = gnn.dropout(x)
+                x = act_dropout(gnn.act, gnn.dropout, norm(x))
         return x
 
 

@@ -43,7 +43,7 @@ from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.nn.halo import HaloExchange, HaloPlan, PipelineState
-from gnnpar.nn.sage import is_mean_sage, mean_adjacency, sage_mean
+from gnnpar.nn.sage import is_mean_sage, sage_adjacency, sage_mean
 from gnnpar.nn.sparse import SparseAdjacency
 from gnnpar.storage.graph import DistGraph
 
@@ -154,11 +154,11 @@ class HaloGraph:
                 edge_index, weight, self.num_owned, self.num_owned + self.num_halo)
         return self._adj[key]
 
-    def mean_adjacency(self, dtype: torch.dtype) -> SparseAdjacency:
-        """The mean over each owned node's in-edges, from local ids to owned rows (cached)."""
-        key = ("mean", dtype)
+    def sage_adjacency(self, dtype: torch.dtype) -> SparseAdjacency:
+        """:func:`~gnnpar.nn.sage.sage_adjacency` of the owned rows (cached)."""
+        key = ("sage", dtype)
         if key not in self._adj:
-            self._adj[key] = mean_adjacency(self.edge_index, self.num_owned,
+            self._adj[key] = sage_adjacency(self.edge_index, self.num_owned,
                                             self.num_owned + self.num_halo, dtype)
         return self._adj[key]
 
@@ -224,7 +224,7 @@ class DistConv(nn.Module):
         n = self.graph.num_owned
         x_all = self.graph.exchange(x, training=self.training, state=self.pipeline)
         if is_mean_sage(conv) and not args and not kwargs:  # no [E, F] messages
-            return sage_mean(conv, x_all, x, self.graph.mean_adjacency(x_all.dtype))
+            return sage_mean(conv, x_all, self.graph.sage_adjacency(x_all.dtype))
         if isinstance(conv, _BIPARTITE):  # destination-side work on owned rows only
             return conv((x_all, x), edge_index, *args, size=(x_all.size(0), n), **kwargs)
         out = conv(x_all, edge_index, *args, **kwargs)

@@ -41,7 +41,7 @@ from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.nn.dist_conv import _BIPARTITE, DistConv, check_conv
 from gnnpar.nn.halo import HaloPlan
-from gnnpar.nn.sage import is_mean_sage, mean_adjacency, sage_mean
+from gnnpar.nn.sage import is_mean_sage, sage_adjacency, sage_mean
 from gnnpar.nn.sparse import SparseAdjacency
 from gnnpar.ops import count
 from gnnpar.storage.features import DistFeatureStore
@@ -178,8 +178,8 @@ class _Layerwise:
         if isinstance(conv, GCNConv):
             return self._gcn(conv, x_all, src, dst, lo, hi)
         if is_mean_sage(conv):
-            adj = mean_adjacency(torch.stack([src, dst]), rows, n_all, x_all.dtype)
-            return sage_mean(conv, x_all, x_all[lo:hi], adj)
+            adj = sage_adjacency(torch.stack([src, dst]), rows, n_all, x_all.dtype, lo)
+            return sage_mean(conv, x_all, adj)
         if isinstance(conv, _BIPARTITE):
             out: Tensor = conv((x_all, x_all[lo:hi]), torch.stack([src, dst]),
                                size=(n_all, rows))

@@ -93,13 +93,26 @@ class SparseAdjacency:
 
     def __init__(self, src: Tensor, dst: Tensor, weight: Tensor, num_dst: int,
                  num_src: int) -> None:
-        self._index = index_dtype(num_dst, num_src, src.numel())
-        self._src, self._dst = src.to(self._index), dst.to(self._index)
-        self._weight = weight
-        self.a = _csr(_rowptr(dst, num_dst, self._index), self._src, weight,
-                      (num_dst, num_src))
+        index = index_dtype(num_dst, num_src, src.numel())
+        self._init(_rowptr(dst, num_dst, index), src.to(index), weight, num_src)
+
+    def _init(self, rowptr: Tensor, src: Tensor, weight: Tensor, num_src: int) -> None:
+        self._index = src.dtype
+        self._src, self._weight = src, weight
+        self.a = _csr(rowptr, src, weight, (rowptr.numel() - 1, num_src))
         self._t: Tensor | None = None
         self._cast: dict[torch.dtype, SparseAdjacency] = {}
+
+    @classmethod
+    def from_csr(cls, rowptr: Tensor, src: Tensor, weight: Tensor,
+                 num_src: int) -> SparseAdjacency:
+        """Build from a CSR row pointer ``[num_dst + 1]`` and each entry's column and weight.
+
+        ``rowptr`` and ``src`` of one index dtype (:func:`index_dtype` of the sizes).
+        """
+        adj = cls.__new__(cls)
+        adj._init(rowptr, src, weight, num_src)
+        return adj
 
     @classmethod
     def from_edges(cls, edge_index: Tensor, weight: Tensor, num_dst: int,
@@ -113,8 +126,12 @@ class SparseAdjacency:
         if self._t is None:
             order = torch.argsort(self._src, stable=True)
             num_dst, num_src = self.a.shape
+            rowptr = self.a.crow_indices()
+            dst = torch.repeat_interleave(torch.arange(num_dst, dtype=self._index,
+                                                       device=rowptr.device),
+                                          rowptr.diff(), output_size=self._src.numel())
             self._t = _csr(_rowptr(self._src.index_select(0, order), num_src, self._index),
-                           self._dst.index_select(0, order), self._weight.index_select(0, order),
+                           dst.index_select(0, order), self._weight.index_select(0, order),
                            (num_src, num_dst))
         return self._t
 
@@ -139,7 +156,6 @@ class SparseAdjacency:
         if self.a.dtype == dtype:
             return self
         if dtype not in self._cast:
-            num_dst, num_src = self.a.shape
-            self._cast[dtype] = SparseAdjacency(self._src, self._dst, self._weight.to(dtype),
-                                                num_dst, num_src)
+            self._cast[dtype] = SparseAdjacency.from_csr(
+                self.a.crow_indices(), self._src, self._weight.to(dtype), self.a.size(1))
         return self._cast[dtype]

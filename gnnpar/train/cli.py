@@ -118,6 +118,7 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
     from gnnpar.comm import broadcast_text, ranks_on_this_host
     from gnnpar.distributed import init, shutdown
     from gnnpar.faults import agreed
+    from gnnpar.malloc import retain_freed_memory
     from gnnpar.train.checkpoint import has_checkpoint
     from gnnpar.train.elastic import restart_number
 
@@ -131,6 +132,7 @@ def run_worker(cfg: Config, part_dir: str | None = None, out: str | None = None,
         # agent torchrun leaves each rank torch's default (every core), and the ranks of
         # several agents may share a machine; their threads would wait on each other.
         torch.set_num_threads(cfg.run.threads or threads_per_rank(ranks_on_this_host(ctx)))
+    retain_freed_memory()  # no page faults for each step's buffers (gnnpar/malloc.py)
     if ctx.is_main:
         log_to_stderr()
     ready = spawned if startup is None else launched or started + sum(phases.values())
