@@ -19,7 +19,8 @@ What it does:
    average degree 10, i.e. 1M directed edges, 100 features, 16 classes, homophily 0.3),
    makes it undirected with ``GraphDataset.to_undirected()`` and saves it with
    ``GraphDataset.save``; both systems read that one directory of ``.npy`` files.
-3. Partitions it into 2 parts with METIS for each system: ``gnnpar-partition`` and, in a
+3. Partitions it into 2 parts with METIS for each system: ``gnnpar-partition`` (for the
+   run's fan-outs and batch size: ``--work-fanouts``, ``--work-batch-size``) and, in a
    subprocess of the DGL venv, ``dgl.distributed.partition_graph(..., part_method="metis",
    balance_ntypes=train_mask, balance_edges=True)`` (``benchmarks/_distdgl_worker.py``).
    Graphs and partitions are cached under the work directory.
@@ -517,7 +518,9 @@ def prepare_graph(name: str, args: argparse.Namespace, work: Path, dgl_python: P
     if not (g.gnnpar_parts / "meta.json").is_file():
         t0 = time.perf_counter()
         shutil.rmtree(g.gnnpar_parts, ignore_errors=True)
+        # Partitioned for the training that follows, as a user who partitions apart does.
         _run([partition_tool, str(g.dataset), "--num-parts", "2", "--out", str(g.gnnpar_parts),
+              "--work-fanouts", args.fanouts, "--work-batch-size", str(args.batch_size),
               "--no-progress"], f"gnnpar-partition of {name}",
              log_dir / f"{name}-gnnpar-partition.log")
         g.info["gnnpar_partition_s"] = time.perf_counter() - t0

@@ -13,15 +13,19 @@ balanced quantity, so that each part gets about ``1/K`` of every quantity in ``b
 - ``"nodes"``: every node weighs 1 (memory for features, labels, ids);
 - ``"train"``: training nodes weigh 1 (minibatches per epoch, so every rank takes the
   same number of steps without idling);
+- ``"work"``: a training node weighs the rows its share of its batches computes
+  (:func:`~gnnpar.partition.work.work_weight`, for the training's fan-outs and batch size:
+  ``work_fanouts``, ``work_batch_size``), what a rank's CPU per epoch follows, so every
+  rank's epoch is equally long, hubs' parts included; it is held to
+  ``1 + WORK_EPSILON`` (1.01) where the others are held to 1.03;
 - ``"sampled"``: a training node weighs the edges expected to be sampled for it
-  (:mod:`~gnnpar.partition.work`: at most ``f_1 (1 + f_2)`` with fan-outs ``f``), so every
-  rank's batches are equally heavy, hubs included;
+  (:func:`~gnnpar.partition.work.sampled_weight`: at most ``f_1 (1 + f_2)``);
 - ``"edges"``: a node weighs its in-degree (stored adjacency; the aggregation work of
   full-graph training: ``gnnpar-train --mode full`` balances ``nodes, train, edges``
   where ``--balance`` is left at its default).
 
-The default is ``nodes, train, sampled``: what a sampled minibatch step's time depends
-on. ``edges`` is not in it because on graphs with hubs a part's in-degree sum follows its
+The default is ``nodes, train, work``: memory, steps and what a sampled minibatch
+epoch's CPU depends on. ``edges`` is not in it because on graphs with hubs a part's in-degree sum follows its
 dense core, and evening it out costs cut edges: on the Debian dependency graph of
 ``benchmarks/real_graphs.py`` both METIS and KaMinPar cut 1.4-1.6x the edges of a
 node-balanced METIS at 2 parts to balance in-degree alone (``benchmarks/README.md``).
@@ -50,15 +54,16 @@ import numpy as np
 from gnnpar.artifacts.arrays import copy_rows, release
 from gnnpar.errors import ConfigError, PartitionError
 from gnnpar.partition.adjacency import CSR, InEdges, metis_graph
-from gnnpar.partition.balance import EPSILON, balance_partition
+from gnnpar.partition.balance import balance_partition, column_epsilon
+from gnnpar.partition.work import BATCH_SIZE, FANOUTS
 
 if TYPE_CHECKING:
     from gnnpar.partition.config import PartitionConfig
 
 METHODS = ("metis", "kaminpar", "stream", "random", "contiguous")
 GRAPH_METHODS = ("metis", "kaminpar", "stream")
-BALANCE_QUANTITIES = ("nodes", "train", "sampled", "edges")
-DEFAULT_BALANCE = ("nodes", "train", "sampled")
+BALANCE_QUANTITIES = ("nodes", "train", "work", "sampled", "edges")
+DEFAULT_BALANCE = ("nodes", "train", "work")
 KAMINPAR_REPEATS = 3
 """KaMinPar runs (seeds) per partition; the one that cuts fewest edges after balancing is
 kept (:func:`~gnnpar.partition.kaminpar.kaminpar_assignment`)."""
@@ -82,8 +87,8 @@ def check_balance(balance: Sequence[str]) -> tuple[str, ...]:
     if bad or not out:
         raise ConfigError(f"got {list(balance)}; each must be one of {list(BALANCE_QUANTITIES)}, "
                           "at least one.", field="balance",
-                          fix="pass e.g. balance=('nodes', 'train', 'sampled') "
-                          "(CLI: --balance nodes,train,sampled).")
+                          fix="pass e.g. balance=('nodes', 'train', 'work') "
+                          "(CLI: --balance nodes,train,work).")
     return out
 
 
@@ -94,7 +99,8 @@ part within its 3 % tolerance, and trying unbalances every other constraint)."""
 
 
 def balance_weights(balance: Sequence[str], in_edges: InEdges, train_idx: np.ndarray,
-                    node_offsets: Sequence[int] | None = None, num_parts: int = 1
+                    node_offsets: Sequence[int] | None = None, num_parts: int = 1,
+                    fanouts: tuple[int, ...] = FANOUTS, batch_size: int = BATCH_SIZE
                     ) -> tuple[np.ndarray, tuple[str, ...]]:
     """Vertex weights for the quantities in ``balance``.
 
@@ -108,6 +114,8 @@ def balance_weights(balance: Sequence[str], in_edges: InEdges, train_idx: np.nda
             ``1/K`` of each type (a type with fewer than :data:`TYPE_COLUMN_MIN` nodes per
             part counts in the largest type's column).
         num_parts: ``K`` (for the typed columns).
+        fanouts: Fan-outs of training, seeds outwards (``"work"`` and ``"sampled"``).
+        batch_size: Seeds per batch of training (``"work"`` and ``"sampled"``).
 
     Returns:
         ``(weights, used)``: int64 ``[N, ncon]``, one column per quantity kept (those not
@@ -131,10 +139,14 @@ def balance_weights(balance: Sequence[str], in_edges: InEdges, train_idx: np.nda
             columns[name] = np.ones(n, dtype=np.int64)
         elif name == "train" and len(train_idx):  # a repeated id weighs more (link sources)
             columns[name] = train
+        elif name == "work" and len(train_idx):
+            from gnnpar.partition.work import work_weight
+
+            columns[name] = work_weight(in_edges, train, fanouts, batch_size)
         elif name == "sampled" and len(train_idx) and int(in_degree.sum()):
             from gnnpar.partition.work import sampled_weight
 
-            columns[name] = sampled_weight(in_edges, train)
+            columns[name] = sampled_weight(in_edges, train, fanouts, batch_size)
         elif name == "edges" and int(in_degree.sum()):
             columns[name] = in_degree.astype(np.int64, copy=False)
     if not columns:
@@ -170,7 +182,8 @@ def metis_assignment(graph: CSR, num_parts: int, weights: np.ndarray,
     del adjacency
     release(graph.indices)
     part = np.asarray(result.vertex_part, dtype=np.int64)
-    moves = balance_partition(graph.indptr, graph.indices, part, weights, num_parts, EPSILON)
+    moves = balance_partition(graph.indptr, graph.indices, part, weights, num_parts,
+                              column_epsilon(names))
     release(graph.indices)
     part = fill_empty_parts(part, num_parts)
     return part, {**moves, "imbalance": dict(zip(
@@ -305,8 +318,12 @@ def assign_parts(in_edges: InEdges, config: PartitionConfig, train_idx: np.ndarr
         return random_assignment(n, num_parts, seed), {"method": method, "seed": seed}
     if method == "contiguous":
         return contiguous_assignment(n, num_parts), {"method": method}
+    work = {"work_fanouts": config.work_fanouts or FANOUTS,
+            "work_batch_size": config.work_batch_size or BATCH_SIZE}
     weights, used = balance_weights(config.balance, in_edges, train_idx, node_offsets,
-                                    num_parts)
+                                    num_parts, work["work_fanouts"], work["work_batch_size"])
+    if not {"work", "sampled"} & set(used):
+        work = {}
     graph = metis_graph(in_edges, workdir, int(config.memory_budget * 1e9))
     if method == "kaminpar":
         from gnnpar.partition.kaminpar import kaminpar_assignment
@@ -321,4 +338,4 @@ def assign_parts(in_edges: InEdges, config: PartitionConfig, train_idx: np.ndarr
                                         used, seed)
     else:
         part, extra = metis_assignment(graph, num_parts, weights, used, seed)
-    return part, {"method": method, "seed": seed, "balance": list(used), **extra}
+    return part, {"method": method, "seed": seed, "balance": list(used), **work, **extra}

@@ -35,7 +35,7 @@ Deterministic: no threads, ties broken by a hash of node and part.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -43,6 +43,15 @@ from gnnpar.artifacts.arrays import copy_rows
 
 EPSILON = 0.03
 """Rebalancing caps every column at ``(1 + EPSILON)`` times its mean (METIS's default)."""
+WORK_EPSILON = 0.01
+"""The cap of the ``"work"`` column: its max/mean is what one rank's epoch waits for
+(``gnnpar.partition.work``), the others' only spread memory and steps."""
+
+
+def column_epsilon(names: Sequence[str], epsilon: float = EPSILON) -> np.ndarray:
+    """float64 ``[ncon]``: each balanced quantity's allowed imbalance (``epsilon``, and
+    at most :data:`WORK_EPSILON` for ``"work"``)."""
+    return np.array([min(epsilon, WORK_EPSILON) if n == "work" else epsilon for n in names])
 REFINE_SLACK = 0.015
 """Refinement may fill a column up to ``1 + EPSILON + REFINE_SLACK`` (1.045) of its mean:
 room to move nodes that save cut edges, which caps met exactly leave none of (two parts
@@ -55,7 +64,8 @@ _REFINE_MIN_GAIN = 1e-4  # a refinement round saving fewer cut edges / edges is 
 
 
 def balance_partition(xadj: np.ndarray, adjncy: np.ndarray, part: np.ndarray,
-                      weights: np.ndarray, num_parts: int, epsilon: float = EPSILON,
+                      weights: np.ndarray, num_parts: int,
+                      epsilon: float | np.ndarray = EPSILON,
                       chunk: int = CHUNK) -> dict[str, int]:
     """Rebalance every column of ``weights``, then refine the cut under looser caps.
 
@@ -70,7 +80,8 @@ def balance_partition(xadj: np.ndarray, adjncy: np.ndarray, part: np.ndarray,
         weights: int64 ``[N, ncon]`` non-negative vertex weights.
         num_parts: ``K``.
         epsilon: Rebalancing's cap of a column is ``floor((1 + epsilon) * mean)``;
-            refinement's ``floor((1 + epsilon + REFINE_SLACK) * mean)``.
+            refinement's ``floor((1 + epsilon + REFINE_SLACK) * mean)``; one value, or
+            one per column (:func:`column_epsilon`).
         chunk: Adjacency entries read at a time.
 
     Returns:
@@ -108,7 +119,7 @@ def _loads(part: np.ndarray, weights: np.ndarray, num_parts: int) -> np.ndarray:
 
 
 def rebalance(xadj: np.ndarray, adjncy: np.ndarray, part: np.ndarray, weights: np.ndarray,
-              num_parts: int, epsilon: float, chunk: int = CHUNK,
+              num_parts: int, epsilon: float | np.ndarray, chunk: int = CHUNK,
               rounds: int = _ROUNDS) -> int:
     """Move nodes until no part is over ``(1 + epsilon)`` times a column's mean (module docstring).
 
@@ -118,7 +129,7 @@ def rebalance(xadj: np.ndarray, adjncy: np.ndarray, part: np.ndarray, weights: n
         part: int64 ``[N]`` part of every node, updated in place.
         weights: int64 ``[N, ncon]`` vertex weights.
         num_parts: ``K``.
-        epsilon: Allowed imbalance.
+        epsilon: Allowed imbalance (one value, or one per column).
         chunk: Adjacency entries read at a time.
         rounds: Rounds at most.
 
@@ -151,7 +162,7 @@ def rebalance(xadj: np.ndarray, adjncy: np.ndarray, part: np.ndarray, weights: n
 
 
 def refine(xadj: np.ndarray, adjncy: np.ndarray, part: np.ndarray, weights: np.ndarray,
-           num_parts: int, epsilon: float, chunk: int = CHUNK,
+           num_parts: int, epsilon: float | np.ndarray, chunk: int = CHUNK,
            rounds: int = _REFINE_ROUNDS) -> tuple[int, int]:
     """Move nodes that save cut edges, keeping every column within its cap (module docstring).
 
@@ -161,7 +172,8 @@ def refine(xadj: np.ndarray, adjncy: np.ndarray, part: np.ndarray, weights: np.n
         part: int64 ``[N]`` part of every node, updated in place.
         weights: int64 ``[N, ncon]`` vertex weights.
         num_parts: ``K``.
-        epsilon: Allowed imbalance: every column's cap is ``floor((1 + epsilon) * mean)``.
+        epsilon: Allowed imbalance: every column's cap is ``floor((1 + epsilon) * mean)``
+            (one value, or one per column).
         chunk: Adjacency entries read at a time.
         rounds: Rounds at most.
 

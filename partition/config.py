@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gnnpar.config import check_choice, check_int, check_number, option
+from gnnpar.config import check_choice, check_int, check_number, config_error, option
 from gnnpar.errors import ConfigError
 from gnnpar.partition.assign import DEFAULT_BALANCE, KAMINPAR_REPEATS, METHODS, check_balance
 from gnnpar.partition.format import FEATURE_DTYPES
@@ -44,9 +44,19 @@ class PartitionConfig:
     deeper sampling hops need no remote adjacency."""
 
     balance: tuple[str, ...] = DEFAULT_BALANCE
-    """Quantities the partitioner balances across parts, of nodes, train, sampled
+    """Quantities the partitioner balances across parts, of nodes, train, work (the rows
+    a part's training batches compute: what a rank's CPU per epoch follows), sampled
     (expected sampled edges of a part's seeds) and edges (stored in-edges); gnnpar-train
     --mode full balances nodes,train,edges where this is left at its default."""
+
+    work_fanouts: tuple[int, ...] | None = None
+    """Fan-outs of the training the work and sampled balance is for (seeds outwards);
+    gnnpar-train: its own --fanouts, gnnpar-partition: 10,10 (gnnpar-train's
+    default)."""
+
+    work_batch_size: int | None = None
+    """Seeds per batch of that training; gnnpar-train: its own --batch-size,
+    gnnpar-partition: 1024."""
 
     seed: int = option(0, flag="partition-seed")
     """Seed of the partitioner."""
@@ -93,10 +103,18 @@ class PartitionConfig:
         check_int(PartitionConfig, "partition.threads", self.threads, 1)
         check_int(PartitionConfig, "partition.repeats", self.repeats, 1)
         check_number(PartitionConfig, "partition.memory_budget", self.memory_budget, 0.001)
+        if self.work_fanouts is not None and (
+                not isinstance(self.work_fanouts, tuple) or not self.work_fanouts
+                or not all(isinstance(f, int) and (f > 0 or f == -1)
+                           for f in self.work_fanouts)):
+            raise config_error(PartitionConfig, "partition.work_fanouts", self.work_fanouts,
+                               "one fan-out per hop, each positive or -1 (all)", "15,10")
+        if self.work_batch_size is not None:
+            check_int(PartitionConfig, "partition.work_batch_size", self.work_batch_size, 1)
         check_choice(PartitionConfig, "partition.feature_dtype", self.feature_dtype,
                      tuple(FEATURE_DTYPES))
-        fix = ("pass a tuple of some of 'nodes', 'train', 'sampled', 'edges' "
-               "(--balance nodes,train,sampled).")
+        fix = ("pass a tuple of some of 'nodes', 'train', 'work', 'sampled', 'edges' "
+               "(--balance nodes,train,work).")
         if not isinstance(self.balance, tuple):
             raise ConfigError(f"got {self.balance!r}; need a tuple of names.",
                               field="partition.balance", fix=fix)

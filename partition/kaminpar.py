@@ -72,7 +72,7 @@ from gnnpar.partition.assign import (
     column_imbalance,
     fill_empty_parts,
 )
-from gnnpar.partition.balance import balance_partition, cut_edges
+from gnnpar.partition.balance import balance_partition, column_epsilon, cut_edges
 
 _CHUNK = 1 << 22  # array entries read or written at a time
 _CONTEXT = "eco"  # KaMinPar preset (measured against the others in the module docstring)
@@ -185,7 +185,8 @@ def kaminpar_assignment(xadj: np.ndarray, adjncy: np.ndarray, num_parts: int,
     cuts: list[int] = []
     for run in runs:
         candidate = run.astype(np.int64)
-        passes = balance_partition(xadj, adjncy, candidate, weights, num_parts, epsilon)
+        passes = balance_partition(xadj, adjncy, candidate, weights, num_parts,
+                                   column_epsilon(names, epsilon))
         cut = cut_edges(xadj, adjncy, candidate)
         if not cuts or cut < min(cuts):
             part, moves = candidate, passes

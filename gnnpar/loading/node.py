@@ -18,7 +18,7 @@ is empty; ``batch.loss(out)`` is that loss::
         batch.loss(out).backward()      # cross-entropy of the seeds, weighted for DDP
 
 Seeds and steps. With ``seed_split="even"`` (the default; DistDGL's ``node_split`` splits
-evenly too) a rank that owns more than its share of the seeds (beyond a 2 % slack,
+evenly too) a rank that owns more than its share of the seeds (beyond a 5 % slack,
 :func:`even_split`) hands the excess to ranks with fewer, once, when the loader is built,
 with their labels; every rank trains on its own seeds plus any it was handed, so no
 rank's batches are much larger than the others' for the same steps. A partition whose
@@ -167,8 +167,11 @@ SEED_SPLITS = ("even", "owned")
 """How seeds are shared among ranks (see the module docstring)."""
 
 
-SEED_SLACK = 0.02
-"""How far above the mean a rank's share may stay before seeds move (``"even"``)."""
+SEED_SLACK = 0.05
+"""How far above the mean a rank's share may stay before seeds move (``"even"``): above
+the 1.045 to which gnnpar's partitioner holds training nodes, because it balances the
+rows the seeds' batches compute (``"work"``) and gives a part of heavier seeds fewer of
+them; evening out their count would undo that."""
 
 
 def even_split(counts: list[int], slack: float = SEED_SLACK) -> list[list[int]]:

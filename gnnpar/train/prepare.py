@@ -73,15 +73,18 @@ def _inputs(cfg: Config) -> list[Path]:
 def partition_settings(cfg: Config) -> PartitionConfig:
     """The settings a run partitions a dataset spec with.
 
-    ``cfg.partition``, but a full-graph run (``--mode full``) whose ``--balance`` is the
-    default balances :data:`FULL_BALANCE` instead.
+    ``cfg.partition``, with the run's ``--fanouts`` and ``--batch-size`` for the work
+    model where ``--work-fanouts`` / ``--work-batch-size`` are not given; but a
+    full-graph run (``--mode full``) whose ``--balance`` is the default balances
+    :data:`FULL_BALANCE` instead.
     """
     from gnnpar.partition.config import PartitionConfig
 
     p = cfg.partition
     if cfg.train.mode == "full" and p.balance == PartitionConfig().balance:
         return replace(p, balance=FULL_BALANCE)
-    return p
+    return replace(p, work_fanouts=p.work_fanouts or tuple(cfg.sample.fanouts),
+                   work_batch_size=p.work_batch_size or int(cfg.sample.batch_size))
 
 
 def partition_cache_dir(cfg: Config, num_parts: int) -> Path:
@@ -149,15 +152,18 @@ def check_partition_settings(cfg: Config, meta: PartitionMeta) -> None:
     p, default = cfg.partition, PartitionConfig()
     made = {"partitioner": meta.partitioner.get("method"), "halo_hops": meta.halo_hops,
             "seed": meta.partitioner.get("seed"), "feature_dtype": meta.feature_dtype,
-            "balance": tuple(meta.partitioner.get("balance", ()))}
+            "balance": tuple(meta.partitioner.get("balance", ())),
+            "work_fanouts": tuple(meta.partitioner.get("work_fanouts") or ()) or None,
+            "work_batch_size": meta.partitioner.get("work_batch_size")}
     for name, value in made.items():
         given = getattr(p, name)
         if given != getattr(default, name) and given != value:
             flag = flag_of(PartitionConfig, name)
-            shown = ",".join(given) if isinstance(given, tuple) else given
+            shown, made_with = (",".join(map(str, v)) if isinstance(v, tuple) else v
+                                for v in (given, value))
             raise ConfigError(
                 f"{flag} {shown}, but the partition directory was made with "
-                f"{','.join(value) if isinstance(value, tuple) else value}; a partition "
+                f"{made_with}; a partition "
                 "directory is used as it is.", path=cfg.data.dataset,
                 field=f"partition.{name}",
                 fix=f"drop {flag}, or re-partition: `gnnpar-partition DATASET --num-parts "

@@ -13,7 +13,8 @@ import pytest
 
 from gnnpar.datasets.graph import GraphDataset, symmetrise
 from gnnpar.partition.config import PartitionConfig
-from gnnpar.partition.work import sampled_weight
+from gnnpar.partition.balance import REFINE_SLACK, WORK_EPSILON
+from gnnpar.partition.work import work_weight
 from gnnpar.partition.writer import partition_graph
 
 K = 4
@@ -73,9 +74,10 @@ def test_edges_balanced_on_a_graph_with_hubs(graph: GraphDataset, tmp_path: Path
         assert load.max() / load.mean() <= BOUND, (name, load.tolist())
 
 
-def test_default_balance_evens_sampled_work(graph: GraphDataset, tmp_path: Path) -> None:
+def test_default_balance_evens_the_work(graph: GraphDataset, tmp_path: Path) -> None:
     meta = partition_graph(graph, tmp_path / "p", PartitionConfig(num_parts=K))
-    assert meta.partitioner["balance"] == ["nodes", "train", "sampled"]
+    assert meta.partitioner["balance"] == ["nodes", "train", "work"]
+    assert list(meta.partitioner["work_fanouts"]) == [10, 10]  # gnnpar-train's default
     counted = loads(graph, tmp_path / "p")
     part = np.empty(graph.num_nodes, dtype=np.int64)
     for k in range(K):
@@ -87,6 +89,6 @@ def test_default_balance_evens_sampled_work(graph: GraphDataset, tmp_path: Path)
     from gnnpar.partition.adjacency import CSR
 
     seeds = np.bincount(np.asarray(graph.train_idx), minlength=graph.num_nodes)
-    work = np.bincount(part, weights=sampled_weight(CSR(indptr, indices), seeds),
+    work = np.bincount(part, weights=work_weight(CSR(indptr, indices), seeds, (10, 10)),
                        minlength=K)
-    assert work.max() / work.mean() <= BOUND
+    assert work.max() / work.mean() <= 1 + WORK_EPSILON + REFINE_SLACK

@@ -346,11 +346,25 @@ def test_full_mode_balances_stored_edges_by_default(tmp_path: Path) -> None:
         parse([TINY, *root, "--mode", "full"]), 2, full)
     sample = resolve_partition(parse([TINY, *root]), 2)
     assert sample != full
-    assert json.loads((sample / "meta.json").read_text())["partitioner"]["balance"] == [
-        "nodes", "train", "sampled"]
+    made = json.loads((sample / "meta.json").read_text())["partitioner"]
+    assert made["balance"] == ["nodes", "train", "work"]
+    assert made["work_fanouts"] == [10, 10] and made["work_batch_size"] == 1024
     assert partition_settings(parse([TINY, "--mode", "full", "--balance", "nodes"])
                               ).balance == ("nodes",)  # a --balance given wins
     check_world_size(parse([str(sample), "--mode", "full"]), 2)  # a directory as it is
+
+def test_the_work_balance_is_for_the_runs_own_sampling(tmp_path: Path) -> None:
+    run = parse([TINY, "--fanouts", "15,10", "--batch-size", "512"])
+    assert (partition_settings(run).work_fanouts, partition_settings(run).work_batch_size
+            ) == ((15, 10), 512)
+    given = parse([TINY, "--fanouts", "15,10", "--work-fanouts", "5,5"])
+    assert partition_settings(given).work_fanouts == (5, 5)  # a setting given wins
+    assert partition_cache_dir(run, 2) != partition_cache_dir(parse([TINY]), 2)
+    assert "--work-fanouts 15,10 --work-batch-size 512" in partition_command(run, 2, tmp_path)
+    for bad in ("0,10", "10,-2"):
+        with pytest.raises(ConfigError, match="--work-fanouts"):
+            parse([TINY, "--work-fanouts", bad]).validate()
+
 
 def test_help_imports_no_torch() -> None:
     code = ("import sys; from gnnpar.train.cli import build_parser; "
