@@ -14,7 +14,9 @@ path: a chunk may read sizes from the device (the subgraph path's distinct sourc
 
 Per chunk, a layer runs as ``DistConv`` runs it:
 
-* mean ``SAGEConv``: one sparse product with the chunk's rows of the mean adjacency;
+* mean ``SAGEConv``: one sparse product with the chunk's rows of the mean adjacency
+  (and the root rows); a layer narrower than half its input (a last layer) maps the rows
+  first and exchanges and aggregates those (:func:`~gnnpar.nn.sage.projects_first`);
 * normalising ``GCNConv``: one sparse product with the chunk's rows of the normalised
   adjacency, with global degrees (the halo nodes' fetched once per inference);
 * layers with an ``(x_src, x_dst)`` form (``SAGEConv``, ``GraphConv``, ``GINConv``):
@@ -29,11 +31,12 @@ Per chunk, a layer runs as ``DistConv`` runs it:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
-from torch_geometric.nn import GCNConv, MessagePassing
+from torch_geometric.nn import GCNConv, MessagePassing, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpar.comm import CommStats
@@ -41,7 +44,15 @@ from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
 from gnnpar.nn.dist_conv import _BIPARTITE, DistConv, check_conv
 from gnnpar.nn.halo import HaloPlan
-from gnnpar.nn.sage import is_mean_sage, sage_adjacency, sage_mean
+from gnnpar.nn.sage import (
+    is_mean_sage,
+    mean_adjacency,
+    projects_first,
+    sage_adjacency,
+    sage_mean,
+    sage_mean_projected,
+    sage_project,
+)
 from gnnpar.nn.sparse import SparseAdjacency
 from gnnpar.ops import count
 from gnnpar.storage.features import DistFeatureStore
@@ -153,30 +164,47 @@ class _Layerwise:
     def local_rows(self, conv: MessagePassing, x: Tensor) -> Tensor:
         """``conv``'s input rows of every local node (collective: one halo exchange).
 
-        ``x`` itself, or ``lin(x)`` for ``GCNConv`` (fewer numbers to send), extended
-        with the halo rows.
+        ``x`` itself, or its linear maps where they are narrower: ``lin(x)`` for
+        ``GCNConv``, both maps of a mean ``SAGEConv`` narrower than half its input
+        (:func:`~gnnpar.nn.sage.projects_first`); extended with the halo rows.
         """
-        return self.with_halo(conv.lin(x) if isinstance(conv, GCNConv) else x)
+        if isinstance(conv, GCNConv):
+            return self.with_halo(conv.lin(x))
+        if projects_first(conv, x.size(1)):
+            return self.with_halo(sage_project(cast(SAGEConv, conv), x))
+        return self.with_halo(x)
 
     def layer(self, conv: MessagePassing, x_all: Tensor, f_in: int) -> Tensor:
         """``conv`` on every owned row, chunk by chunk, from :meth:`local_rows`."""
+        projected = projects_first(conv, f_in)
+        if projected:  # x_all holds both linear maps of every row
+            f_in = x_all.size(1)
         f_out = x_all.size(1) if isinstance(conv, GCNConv) else _out_width(conv, f_in)
         costs = chunk_costs(conv, f_in, f_out, max(4, x_all.element_size()))
         bounds = self.chunks.bounds(*costs, self.budget)
         out: Tensor | None = None
         for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-            rows = self._chunk(conv, x_all, lo, hi)
+            rows = self._chunk(conv, x_all, lo, hi, projected)
             if out is None:
                 out = rows.new_empty((self.chunks.num_owned, *rows.shape[1:]))
             out[lo:hi] = rows
-        return out if out is not None else self._chunk(conv, x_all, 0, 0)  # no owned node
+        if out is None:  # no owned node
+            return self._chunk(conv, x_all, 0, 0, projected)
+        return out
 
-    def _chunk(self, conv: MessagePassing, x_all: Tensor, lo: int, hi: int) -> Tensor:
-        """Rows ``lo..hi`` of ``conv``'s output; ``x_all``: its local input rows."""
+    def _chunk(self, conv: MessagePassing, x_all: Tensor, lo: int, hi: int,
+               projected: bool) -> Tensor:
+        """Rows ``lo..hi`` of ``conv``'s output from its local input rows ``x_all``.
+
+        ``projected``: ``x_all`` holds both linear maps of each row (:meth:`local_rows`).
+        """
         src, dst = self.chunks.edges(lo, hi)
         n_all, rows = x_all.size(0), hi - lo
         if isinstance(conv, GCNConv):
             return self._gcn(conv, x_all, src, dst, lo, hi)
+        if projected:
+            mean = mean_adjacency(torch.stack([src, dst]), rows, n_all, x_all.dtype)
+            return sage_mean_projected(cast(SAGEConv, conv), x_all, mean, lo)
         if is_mean_sage(conv):
             adj = sage_adjacency(torch.stack([src, dst]), rows, n_all, x_all.dtype, lo)
             return sage_mean(conv, x_all, adj)

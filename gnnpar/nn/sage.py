@@ -99,3 +99,39 @@ def sage_mean(conv: SAGEConv, x: Tensor, adj: SparseAdjacency) -> Tensor:
     weight = torch.cat([conv.lin_l.weight, conv.lin_r.weight], 1)
     out: Tensor = F.linear(both, weight, conv.lin_l.bias)
     return out
+
+
+def projects_first(conv: nn.Module, f_in: int) -> bool:
+    """Whether a whole-graph mean ``SAGEConv`` is cheaper with its linear maps first.
+
+    Both maps commute with the mean, so a layer narrower than half its input (``2 F_out
+    < F_in``: a last layer) can map the owned rows first and exchange and aggregate
+    ``2 F_out`` numbers per row instead of ``F_in`` (DGL's ``SAGEConv`` does the same).
+    Not for sampled batches, whose sources outnumber their destinations about tenfold.
+    """
+    return is_mean_sage(conv) and 2 * int(conv.out_channels) < f_in  # type: ignore[arg-type]
+
+
+def sage_project(conv: SAGEConv, x: Tensor) -> Tensor:
+    """``[N, 2 F_out]``: ``lin_l(x)`` (no bias) then ``lin_r(x)`` of every row of ``x``."""
+    out: Tensor = F.linear(x, torch.cat([conv.lin_l.weight, conv.lin_r.weight], 0))
+    return out
+
+
+def sage_mean_projected(conv: SAGEConv, h: Tensor, mean: SparseAdjacency,
+                        root_start: int = 0) -> Tensor:
+    """``conv``'s rows from :func:`sage_project` of its inputs, ``h [N, 2 F_out]``.
+
+    Args:
+        conv: A ``SAGEConv`` for which :func:`is_mean_sage` holds.
+        h: :func:`sage_project` of every source row.
+        mean: :func:`mean_adjacency` of the edges, ``[n_dst, N]``.
+        root_start: Row of ``h`` of destination 0 (destination ``d`` at ``root_start + d``).
+
+    Returns:
+        ``[n_dst, F_out]``, as PyG's ``SAGEConv`` computes it (to float rounding).
+    """
+    width, n_dst = h.size(1) // 2, mean.a.size(0)
+    out = mean @ h[:, :width] + h[root_start:root_start + n_dst, width:]
+    bias: Tensor | None = conv.lin_l.bias
+    return out + bias if bias is not None else out
