@@ -25,10 +25,11 @@ balanced quantity, so that each part gets about ``1/K`` of every quantity in ``b
   where ``--balance`` is left at its default).
 
 The default is ``nodes, train, work``: memory, steps and what a sampled minibatch
-epoch's CPU depends on. ``edges`` is not in it because on graphs with hubs a part's in-degree sum follows its
-dense core, and evening it out costs cut edges: on the Debian dependency graph of
-``benchmarks/real_graphs.py`` both METIS and KaMinPar cut 1.4-1.6x the edges of a
-node-balanced METIS at 2 parts to balance in-degree alone (``benchmarks/README.md``).
+epoch's CPU depends on. ``edges`` is not in it because on graphs with hubs a part's
+in-degree sum follows its dense core, and evening it out costs cut edges: on the Debian
+dependency graph of ``benchmarks/real_graphs.py`` both METIS and KaMinPar cut 1.4-1.6x
+the edges of a node-balanced METIS at 2 parts to balance in-degree alone
+(``benchmarks/README.md``).
 
 METIS balances several weights at once but overshoots on such graphs (max/mean up to 1.85
 there), and KaMinPar balances one weight only; so both end with
@@ -318,12 +319,12 @@ def assign_parts(in_edges: InEdges, config: PartitionConfig, train_idx: np.ndarr
         return random_assignment(n, num_parts, seed), {"method": method, "seed": seed}
     if method == "contiguous":
         return contiguous_assignment(n, num_parts), {"method": method}
-    work = {"work_fanouts": config.work_fanouts or FANOUTS,
-            "work_batch_size": config.work_batch_size or BATCH_SIZE}
+    fanouts = config.work_fanouts or FANOUTS
+    batch_size = config.work_batch_size or BATCH_SIZE
     weights, used = balance_weights(config.balance, in_edges, train_idx, node_offsets,
-                                    num_parts, work["work_fanouts"], work["work_batch_size"])
-    if not {"work", "sampled"} & set(used):
-        work = {}
+                                    num_parts, fanouts, batch_size)
+    work: dict[str, object] = ({"work_fanouts": fanouts, "work_batch_size": batch_size}
+                               if {"work", "sampled"} & set(used) else {})
     graph = metis_graph(in_edges, workdir, int(config.memory_budget * 1e9))
     if method == "kaminpar":
         from gnnpar.partition.kaminpar import kaminpar_assignment

@@ -43,15 +43,6 @@ from gnnpar.artifacts.arrays import copy_rows
 
 EPSILON = 0.03
 """Rebalancing caps every column at ``(1 + EPSILON)`` times its mean (METIS's default)."""
-WORK_EPSILON = 0.01
-"""The cap of the ``"work"`` column: its max/mean is what one rank's epoch waits for
-(``gnnpar.partition.work``), the others' only spread memory and steps."""
-
-
-def column_epsilon(names: Sequence[str], epsilon: float = EPSILON) -> np.ndarray:
-    """float64 ``[ncon]``: each balanced quantity's allowed imbalance (``epsilon``, and
-    at most :data:`WORK_EPSILON` for ``"work"``)."""
-    return np.array([min(epsilon, WORK_EPSILON) if n == "work" else epsilon for n in names])
 REFINE_SLACK = 0.015
 """Refinement may fill a column up to ``1 + EPSILON + REFINE_SLACK`` (1.045) of its mean:
 room to move nodes that save cut edges, which caps met exactly leave none of (two parts
@@ -61,6 +52,17 @@ _ROUNDS = 32  # rebalancing rounds at most
 _SELECT_PASSES = 16  # passes of one round's move selection at most
 _REFINE_ROUNDS = 24  # refinement rounds at most
 _REFINE_MIN_GAIN = 1e-4  # a refinement round saving fewer cut edges / edges is idle
+WORK_EPSILON = 0.01
+"""The cap of the ``"work"`` column: its max/mean is what one rank's epoch waits for
+(``gnnpar.partition.work``), the others' only spread memory and steps."""
+
+
+def column_epsilon(names: Sequence[str], epsilon: float = EPSILON) -> np.ndarray:
+    """float64 ``[ncon]``: each balanced quantity's allowed imbalance.
+
+    ``epsilon``, and at most :data:`WORK_EPSILON` for ``"work"``.
+    """
+    return np.array([min(epsilon, WORK_EPSILON) if n == "work" else epsilon for n in names])
 
 
 def balance_partition(xadj: np.ndarray, adjncy: np.ndarray, part: np.ndarray,

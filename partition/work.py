@@ -68,8 +68,11 @@ WEIGHT_TOTAL = 1 << 28
 def _setup(in_edges: InEdges, seeds: np.ndarray, fanouts: tuple[int, ...],
            batch_size: float, chunk: int
            ) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray], list[np.ndarray], int]:
-    """Seeds ``t``, caps ``min(d, f_h)``, keep ``p_h``, draws per batch ``x_h`` of hops
-    0 .. L-1, and how many in-edges are read at once."""
+    """What both weights start from: the seeds ``t``, for each hop ``0 .. L-1``.
+
+    The caps ``min(d, f_h)``, the chances ``p_h`` and the draws per batch ``x_h``; and how
+    many in-edges are read at once.
+    """
     t = np.asarray(seeds, dtype=np.float64)
     d = in_edges.degree().astype(np.float64)
     batches = max(t.sum() / batch_size, 1.0)
@@ -121,7 +124,8 @@ def sampled_weight(in_edges: InEdges, seeds: np.ndarray,
         The weights (module docstring); zero where ``seeds`` is zero.
     """
     edges = _subtree(in_edges, _setup(in_edges, seeds, fanouts, batch_size, chunk), 0.0, 1.0)
-    return np.rint(edges).astype(np.int64)
+    out: np.ndarray = np.rint(edges).astype(np.int64)
+    return out
 
 
 def work_weight(in_edges: InEdges, seeds: np.ndarray, fanouts: tuple[int, ...] = FANOUTS,

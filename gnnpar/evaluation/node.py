@@ -24,7 +24,7 @@ from gnnpar.comm import CommStats, all_reduce_sum
 from gnnpar.distributed import DistContext
 from gnnpar.models.node import COMPUTE_DTYPES, autocast
 from gnnpar.nn.halo import HaloPlan
-from gnnpar.nn.inference import layerwise_inference
+from gnnpar.nn.inference import BUDGET_MB, layerwise_inference
 from gnnpar.storage.graph import SPLITS, DistGraph
 
 
@@ -52,7 +52,7 @@ def split_accuracy(pred: Tensor, y: Tensor, splits: dict[str, Tensor],
 
 def full_neighbour_logits(model: BasicGNN, graph: DistGraph, ctx: DistContext,
                           stats: CommStats | None = None, precision: str = "fp32",
-                          budget_bytes: int = 256 * 2**20, plan: HaloPlan | None = None,
+                          budget_bytes: int = int(BUDGET_MB * 2**20), plan: HaloPlan | None = None,
                           x: Tensor | None = None,
                           emit: Callable[[int, Tensor], None] | None = None) -> Tensor:
     """``[num_owned, C]`` outputs of a trained replicated model on the whole partitioned graph.
@@ -72,7 +72,7 @@ def full_neighbour_logits(model: BasicGNN, graph: DistGraph, ctx: DistContext,
 
 def full_neighbour_accuracy(model: BasicGNN, graph: DistGraph, ctx: DistContext,
                             num_global: dict[str, int], stats: CommStats | None = None,
-                            precision: str = "fp32", budget_bytes: int = 256 * 2**20,
+                            precision: str = "fp32", budget_bytes: int = int(BUDGET_MB * 2**20),
                             plan: HaloPlan | None = None,
                             x: Tensor | None = None) -> dict[str, float]:
     """Exact accuracy of each split from :func:`full_neighbour_logits` (collective)."""

@@ -146,7 +146,7 @@ class TrainConfig:
     but sampled on a typed graph, the one evaluation typed graphs have; the run records
     the one it took)."""
 
-    eval_budget_mb: float = 256.0
+    eval_budget_mb: float = 64.0
     """Full-neighbour inference: MiB per chunk of destination nodes for its per-edge and
     per-row tensors (smaller: less memory, more chunks; the same result)."""
 

@@ -206,7 +206,7 @@ def adjacency_bytes(nnz: int, rows: int, cols: int) -> int:
     return (2 * i + F32) * nnz + i * (rows + 1) + i * (cols + 1) + (i + F32) * nnz
 
 
-EVAL_BUDGET = 256 * 2**20
+EVAL_BUDGET = 64 * 2**20
 """The final inference's chunk budget unless the run sets another (``--eval-budget-mb``)."""
 
 RUNTIME_BYTES = 24 * 2**20

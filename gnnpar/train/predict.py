@@ -64,7 +64,7 @@ class PredictRun:
     device: str | None = None
     """cpu or cuda (default: the local rank's GPU when torch sees one, else cpu)."""
 
-    eval_budget_mb: float = 256.0
+    eval_budget_mb: float = 64.0
     """MiB per chunk of destination nodes of the layer-wise inference."""
 
     save_embeddings: int | None = option(None, const=0, metavar="LAYER")

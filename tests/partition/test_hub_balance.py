@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from gnnpar.datasets.graph import GraphDataset, symmetrise
-from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.balance import REFINE_SLACK, WORK_EPSILON
+from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.work import work_weight
 from gnnpar.partition.writer import partition_graph
 

@@ -52,7 +52,7 @@ def test_defaults_and_flags() -> None:
     assert cfg.sample.fanouts == (15, 10, 5) and cfg.sample.batch_size == 256
     assert not cfg.sample.prefetch and (cfg.train.epochs, cfg.train.lr) == (3, 0.1)
     assert (cfg.run.out, cfg.run.checkpoint_steps, cfg.run.timeout_s) == ("r", 5, 30.0)
-    assert (cfg.train.eval, cfg.train.eval_budget_mb) == ("auto", 256.0)
+    assert (cfg.train.eval, cfg.train.eval_budget_mb) == ("auto", 64.0)
     cfg = parse(["--eval", "sampled", "--eval-budget-mb", "0.5"])
     assert (cfg.train.eval, cfg.train.eval_budget_mb) == ("sampled", 0.5)
     assert parse(["--mode", "full", "--eval", "none"]).train.eval == "none"
