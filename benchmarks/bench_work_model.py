@@ -23,7 +23,6 @@ edge cut, and the fit's errors.  Runs one at a time; the load is logged before e
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -33,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from gnnpar.config import ArgumentParser
 
 HERE = Path(__file__).resolve().parent
 FANOUTS, BATCH = (15, 10), 1024
@@ -119,7 +120,7 @@ def predicted_rows(dataset: Path, parts: Path, workdir: Path) -> tuple[list[floa
 
 def main() -> None:
     """Partition, train, fit and report (module docstring)."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--graphs", default="sbm,rmat,debian")
     p.add_argument("--repeats", type=int, default=2, help="runs per partition")
     p.add_argument("--workdir", type=Path, default=Path("/work/bench-work-model"))
