@@ -34,7 +34,6 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from gnnpar.comm import CommStats, all_to_all_v
 from gnnpar.distributed import DistContext
 from gnnpar.errors import ConfigError
-from gnnpar.nn.dropout import act_dropout
 from gnnpar.nn.grid import (
     ROTATIONS,
     GridShape,
@@ -364,5 +363,7 @@ class GridGNN(nn.Module):
         for j, conv in enumerate(self.convs):
             x = conv(x)
             if j < len(self.convs) - 1:
-                x = act_dropout(self.act, self.dropout, x)
+                if self.act is not None:
+                    x = self.act(x)
+                x = self.dropout(x)
         return gather_columns(x, self.classes, self.class_sizes)

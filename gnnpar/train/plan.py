@@ -255,16 +255,16 @@ def layer_memory(ops: int, n: int, h: int, a: int, b: int, hidden: bool, grad_in
         h: Further source rows: the halo of a 1D layer, the next hop of a sampled one.
         a: Input width.
         b: Output width.
-        hidden: Followed by an activation and dropout (kept: the activation, the mask).
+        hidden: Followed by ReLU and dropout, one pass (kept: their output only).
         grad_in: Whether its input needs a gradient (not the features).
         exchanged: Whether the source rows are assembled for the layer (1D's halo
             exchange: the rows sent and the input with halo) or are its input (sampled).
     """
-    keep = n * b + n * b // 4 if hidden else 0
-    if ops == 2:  # the input with halo, its mean, [mean | root] (kept), the output
+    keep = n * b if hidden else 0
+    if ops == 2:  # the input with halo, [mean | root] (one product; kept), the output
         return LayerMemory(
-            n * a * grad_in, (n + h) * a * exchanged + n * a + 2 * n * a + n * b,
-            2 * n * a + keep, 2 * n * a + n * b + ((n + h) * a + h * a + n * a) * grad_in)
+            n * a * grad_in, (n + h) * a * exchanged + 2 * n * a + n * b,
+            2 * n * a + keep, 2 * n * a + n * b + ((n + h) * a + h * a) * grad_in)
     # lin(x) (x kept) over the sources, the halo rows sent and the rows with halo, the sum
     return LayerMemory(
         0, n * b + h * b + (n + h) * b * exchanged + n * b, n * a * grad_in + keep,

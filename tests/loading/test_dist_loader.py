@@ -18,7 +18,7 @@ import torch
 from gnnpar.datasets.graph import GraphDataset
 from gnnpar.datasets.synthetic import sbm
 from gnnpar.errors import ConfigError
-from gnnpar.loading.node import even_split
+from gnnpar.loading.node import SEED_SLACK, even_split
 from gnnpar.partition.config import PartitionConfig
 from gnnpar.partition.writer import partition_graph
 from gnnpar.testing import run_multiproc
@@ -354,7 +354,7 @@ def test_even_seed_split_on_an_unbalanced_partition(tmp_path: Path) -> None:
     for split in ("even", "owned"):
         _check_epoch([r[split]["epoch"] for r in res], ds, orig)  # every seed once, labels
     shares = [r["even"]["num_seeds"] for r in res]
-    cap = max(-(-len(train) // 3), int(len(train) / 3 * 1.02))
+    cap = max(-(-len(train) // 3), int(len(train) / 3 * (1 + SEED_SLACK)))
     assert max(shares) == cap and sum(shares) == len(train)
     moved = sum(r["even"]["num_seeds"] - r["even"]["num_own"] for r in res)
     assert moved == sum(max(0, int(o) - cap) for o in owned)

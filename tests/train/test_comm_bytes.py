@@ -82,10 +82,12 @@ def test_minibatch_bytes_by_kind(runs: list[dict[str, Any]],
     for e in record["epochs"][1:]:  # sampled evaluation: gathers and sampling, no grads
         assert set(e["eval_comm"]) == {"feature", "feature_ids", "sample"}
         assert e["eval_comm"]["feature"]["bytes"] > 0
-    # Final full-neighbour inference: SAGE exchanges its input, F then H per halo row,
-    # after the halo plan's one exchange of halo ids.
+    # Final full-neighbour inference: SAGE exchanges its input, F per halo row, but a layer
+    # narrower than half its input (the last: 2 C < H) its two linear maps, 2 C per halo
+    # row; after the halo plan's one exchange of halo ids.
     halo = _halo_rows(small_parts[2])
-    assert _bytes(record["summary"]["eval_comm"]) == {"halo": halo * (F + H) * 4,
+    assert 2 * C < H
+    assert _bytes(record["summary"]["eval_comm"]) == {"halo": halo * (F + 2 * C) * 4,
                                                       "halo_setup": halo * 8}
 
 

@@ -45,12 +45,15 @@ def write_ogb_layout(d: Path) -> Path:
 def test_train_ogbn_example_under_torchrun(tmp_path: Path) -> None:
     meta = write_ogb_layout(tmp_path / "ogbn_tiny")
     run = tmp_path / "run"
-    # Under torchrun the partition is made first, where the refusal's command writes it.
+    # Under torchrun the partition is made first, where the refusal's command writes it:
+    # for the run's own fan-outs and batch size (the work balance's).
     parts = partition_cache_dir(parse([str(meta), "--root", str(tmp_path / "data"),
-                                       "--undirected"]), 2)
+                                       "--undirected", "--batch-size", "128",
+                                       "--fanouts", "5,5"]), 2)
     made = subprocess.run(
         [sys.executable, "-m", "gnnpar.partition", str(meta), "--root", str(tmp_path / "data"),
-         "--undirected", "--num-parts", "2", "--out", str(parts), "--no-progress"],
+         "--undirected", "--work-fanouts", "5,5", "--work-batch-size", "128", "--num-parts",
+         "2", "--out", str(parts), "--no-progress"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     proc = subprocess.run(
