@@ -74,8 +74,9 @@ def partition_settings(cfg: Config) -> PartitionConfig:
     """The settings a run partitions a dataset spec with.
 
     ``cfg.partition``, with the run's ``--fanouts`` and ``--batch-size`` for the work
-    model where ``--work-fanouts`` / ``--work-batch-size`` are not given; but a
-    full-graph run (``--mode full``) whose ``--balance`` is the default balances
+    model where ``--work-fanouts`` / ``--work-batch-size`` are not given and ``--balance``
+    uses them (``work``, ``sampled``; else they would only change the cache's name); but
+    a full-graph run (``--mode full``) whose ``--balance`` is the default balances
     :data:`FULL_BALANCE` instead.
     """
     from gnnpar.partition.config import PartitionConfig
@@ -83,6 +84,8 @@ def partition_settings(cfg: Config) -> PartitionConfig:
     p = cfg.partition
     if cfg.train.mode == "full" and p.balance == PartitionConfig().balance:
         return replace(p, balance=FULL_BALANCE)
+    if not {"work", "sampled"} & set(p.balance):
+        return p
     return replace(p, work_fanouts=p.work_fanouts or tuple(cfg.sample.fanouts),
                    work_batch_size=p.work_batch_size or int(cfg.sample.batch_size))
 
@@ -159,7 +162,8 @@ def check_partition_settings(cfg: Config, meta: PartitionMeta) -> None:
         given = getattr(p, name)
         if given != getattr(default, name) and given != value:
             flag = flag_of(PartitionConfig, name)
-            shown, made_with = (",".join(map(str, v)) if isinstance(v, tuple) else v
+            shown, made_with = (",".join(map(str, v)) if isinstance(v, tuple)
+                                else "none recorded" if v is None else v
                                 for v in (given, value))
             raise ConfigError(
                 f"{flag} {shown}, but the partition directory was made with "

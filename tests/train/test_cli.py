@@ -359,6 +359,10 @@ def test_the_work_balance_is_for_the_runs_own_sampling(tmp_path: Path) -> None:
             ) == ((15, 10), 512)
     given = parse([TINY, "--fanouts", "15,10", "--work-fanouts", "5,5"])
     assert partition_settings(given).work_fanouts == (5, 5)  # a setting given wins
+    unused = parse([TINY, "--fanouts", "15,10", "--balance", "nodes,train"])
+    assert partition_settings(unused).work_fanouts is None  # no work column to weigh
+    assert partition_cache_dir(unused, 2) == partition_cache_dir(
+        parse([TINY, "--balance", "nodes,train"]), 2)
     assert partition_cache_dir(run, 2) != partition_cache_dir(parse([TINY]), 2)
     assert "--work-fanouts 15,10 --work-batch-size 512" in partition_command(run, 2, tmp_path)
     for bad in ("0,10", "10,-2"):
