@@ -3,7 +3,7 @@
 Runs ``DistNeighborSampler`` (and the whole ``DistNeighborLoader``, features included) on
 1 and 2 gloo ranks over METIS partitions of an SBM graph of 1M nodes / 10M edges, fan-outs
 [15, 10], batch 1024, with the compiled CPU kernels (:mod:`gnnpar.sampling.compiled`) and with
-the torch ones (``GNNPAR_SAMPLER=torch``: what runs on a GPU), next to DGL 2.1's
+the torch ones (``GNNPAR_KERNELS=torch``: what runs on a GPU), next to DGL 2.1's
 ``NeighborSampler`` on the same graph in DGL's own environment (``_distdgl_worker.py
 sample``; ``bench_vs_distdgl.py`` builds ``/work/.distdgl-venv``): 1 process, and 2
 processes side by side for the per-rank figure at 2 ranks (each samples the whole graph;
@@ -172,7 +172,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for world in (1, 2):
         for kernel in ("compiled", "torch"):
-            env = {"OMP_NUM_THREADS": "1", **({"GNNPAR_SAMPLER": "torch"} if kernel == "torch"
+            env = {"OMP_NUM_THREADS": "1", **({"GNNPAR_KERNELS": "torch"} if kernel == "torch"
                                              else {})}
             res = run_multiproc(_throughput_worker, world, str(dirs[str(world)]),
                                 args.batches, 3, env=env, timeout=1800)

@@ -343,11 +343,19 @@ def ranks_on_this_host(ctx: DistContext) -> int:
     several "nodes" may be one machine, so ``LOCAL_WORLD_SIZE`` (one agent's ranks) can
     count too few.
     """
+    return len(colocated_ranks(ctx))
+
+
+def colocated_ranks(ctx: DistContext) -> list[int]:
+    """The ranks of the group on this machine, this one included, ascending (collective).
+
+    Ranks whose host names are equal share a machine (see :func:`ranks_on_this_host`).
+    """
     if skips_collectives(ctx.world_size):
-        return 1
+        return [ctx.rank]
     name = hashlib.blake2b(socket.gethostname().encode(), digest_size=7).digest()
     hosts = all_gather_ints(ctx, [int.from_bytes(name, "little")])[:, 0]
-    return int((hosts == hosts[ctx.rank]).sum())
+    return [int(r) for r in torch.nonzero(hosts == hosts[ctx.rank]).view(-1).tolist()]
 
 
 def broadcast_text(ctx: DistContext, text: str, src: int = 0) -> str:

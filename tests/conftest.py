@@ -1,10 +1,11 @@
 """Shared pytest configuration: skip hardware-marked tests where the hardware is absent.
 
-Samplers run their torch kernels in the suite (``GNNPAR_SAMPLER=torch``, inherited by
-every spawned rank): the compiled CPU kernels (:mod:`gnnpar.sampling.compiled`) cost each
-process about a second of CPU to load, and their output equals the torch kernels'
-exactly (``tests/sampling/test_sampling_kernels.py``); the tests that run them say so
-(``GNNPAR_SAMPLER=compiled``).
+The hot path runs its torch kernels in the suite (``GNNPAR_KERNELS=torch``, inherited by
+every spawned rank): the compiled CPU kernels (:mod:`gnnpar.jit`: the sampler's, the
+fused ReLU and dropout) cost each process about a second of CPU to load, and their output
+equals the torch kernels' exactly (``tests/sampling/test_sampling_kernels.py``,
+``tests/nn/test_elementwise.py``); the tests that run them say so
+(``GNNPAR_KERNELS=compiled``).
 
 Torch computes with one intra-op thread here, as every spawned rank does
 (:func:`gnnpar.testing.run_multiproc`): the references this process computes are many
@@ -22,7 +23,7 @@ import os
 import pytest
 import torch
 
-os.environ.setdefault("GNNPAR_SAMPLER", "torch")
+os.environ.setdefault("GNNPAR_KERNELS", "torch")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 

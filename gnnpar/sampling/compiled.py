@@ -15,37 +15,23 @@ compute the same values in one pass per row or entry, on one thread:
   nodes first, through an open-addressing hash table sized by the batch (never by the
   graph), instead of a sort: equal to the torch relabel's.
 
-numba is optional (``pip install gnnpar[fast]``): :data:`AVAILABLE` says whether it
-imports, and the sampler falls back to the torch kernels otherwise.  Compiled code is
-cached beside this file (``__pycache__``), so only the first process compiles (a few
-seconds).  ``benchmarks/bench_sampling.py`` measures both against DGL's sampler.
+numba is optional (:mod:`gnnpar.jit`): the sampler falls back to the torch kernels
+without it.  ``benchmarks/bench_sampling.py`` measures both against DGL's sampler.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from gnnpar.jit import njit
 from gnnpar.keys import C1, C2, GOLDEN, MASK62
-
-try:
-    import numba
-    AVAILABLE = True
-except ImportError:  # pragma: no cover - numba is an optional extra
-    AVAILABLE = False
-# AVAILABLE: whether the compiled kernels can be used (numba imports).
 
 _GOLDEN, _C1, _C2, _MASK62 = (np.uint64(v) for v in (GOLDEN, C1, C2, MASK62))
 
 
-def _njit(fn: Any) -> Any:
-    return numba.njit(cache=True, nogil=True, boundscheck=False)(fn) if AVAILABLE else fn
-
-
-@_njit
+@njit
 def _draw(key: np.int64, j: int) -> np.uint64:  # pragma: no cover - compiled
     """``mix(key + (j + 1) * GOLDEN) & MASK62`` of :mod:`gnnpar.sampling.kernels`, on uint64."""
     z = np.uint64(key) + np.uint64(j + 1) * _GOLDEN
@@ -57,7 +43,7 @@ def _draw(key: np.int64, j: int) -> np.uint64:  # pragma: no cover - compiled
     return out
 
 
-@_njit
+@njit
 def _positions(start: np.ndarray, deg: np.ndarray, keys: np.ndarray, k: int,
                replace: bool, out: np.ndarray) -> None:  # pragma: no cover - compiled
     for i in range(start.shape[0]):
@@ -80,7 +66,7 @@ def _positions(start: np.ndarray, deg: np.ndarray, keys: np.ndarray, k: int,
             out[i, j] = s + r
 
 
-@_njit
+@njit
 def _relabel(flat: np.ndarray, node: np.ndarray, owned: np.ndarray, has_owned: bool,
              table_bits: int, src: np.ndarray, pos: np.ndarray,
              new: np.ndarray) -> tuple[int, int, int]:  # pragma: no cover - compiled
@@ -137,7 +123,7 @@ def _relabel(flat: np.ndarray, node: np.ndarray, owned: np.ndarray, has_owned: b
     return n_valid, n_new, n_own
 
 
-@_njit
+@njit
 def _gather(pos: np.ndarray, indices: np.ndarray, gids: np.ndarray,
             out: np.ndarray) -> None:  # pragma: no cover - compiled
     for i in range(pos.shape[0]):

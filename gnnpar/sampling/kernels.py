@@ -20,36 +20,23 @@ replacement, ``k`` positions are drawn directly.  On a CPU (not an accelerator's
 stand-in) the positions and the numbering of new nodes run as compiled kernels instead
 (:mod:`gnnpar.sampling.compiled`, numba, when installed: one pass per row or entry, the
 same values; 2.2x the torch kernels' edges per CPU second on one rank);
-``GNNPAR_SAMPLER=torch`` keeps the torch ones (:func:`compiled_kernels`).
+``GNNPAR_KERNELS=torch`` keeps the torch ones (:func:`~gnnpar.jit.compiled_kernels`).
 ``benchmarks/bench_sampling.py`` measures both against DGL's sampler.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from gnnpar.device import accelerated
 from gnnpar.errors import ConfigError
+from gnnpar.jit import compiled_kernels
 from gnnpar.keys import GOLDEN, MASK62, mix, signed
 from gnnpar.ops import count
 from gnnpar.sampling import compiled
-
-
-def compiled_kernels(device: torch.device) -> bool:
-    """Whether the compiled CPU kernels (:mod:`gnnpar.sampling.compiled`) serve ``device``.
-
-    On a CPU that is not an accelerator's stand-in, when numba imports and the
-    environment variable ``GNNPAR_SAMPLER`` is not ``torch`` (what the benchmarks set to
-    measure the torch kernels on a CPU, and the test suite to spare each rank the
-    compiled kernels' loading, about a second of CPU).
-    """
-    return (compiled.AVAILABLE and not accelerated(device)
-            and os.environ.get("GNNPAR_SAMPLER", "") != "torch")
 
 
 def source_ids(pos: Tensor, indices: Tensor, gids: Tensor) -> Tensor:

@@ -37,6 +37,7 @@ from gnnpar.errors import ConfigError
 from gnnpar.ops import count, from_mmap
 from gnnpar.storage.cache import RowCache, most_referenced_halo
 from gnnpar.storage.graph import DistGraph
+from gnnpar.storage.peers import PeerRows
 from gnnpar.storage.placement import place_rows
 
 
@@ -142,6 +143,10 @@ class DistFeatureStore:
             are a :class:`~gnnpar.storage.typed.TypedFeatureStore`'s); every gathered id
             must be of one of them.
         kind: Counter kind of gathered rows (and ``{kind}_ids`` of their requests).
+        peers: The same arrays of the other ranks on this machine
+            (:func:`~gnnpar.storage.peers.peer_rows`): their rows are read in place, not
+            exchanged, and a gather exchanges nothing when every rank is here.  Must be
+            given on every rank or on none.
 
     Attributes:
         placement: Where owned rows live (:mod:`gnnpar.storage.placement`):
@@ -169,11 +174,13 @@ class DistFeatureStore:
         arrays: Mapping[str, np.ndarray | Tensor] | None = None,
         types: tuple[int, ...] | None = None,
         kind: str = "feature",
+        peers: PeerRows | None = None,
     ) -> None:
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
             raise ConfigError(f"got {cache_bytes!r}; the cache budget is a byte count >= 0.",
                               field="cache_bytes", fix="pass 0 (no cache) or a positive int.")
         self.ctx = ctx
+        self.peers = peers
         self.device = torch.device(device) if device is not None else ctx.device
         self.graph = graph.to(self.device)  # the partition book where the ids are
         self.stats = stats
@@ -335,14 +342,27 @@ class DistFeatureStore:
             own_pos = torch.nonzero(owned).squeeze(1)
             remote, inverse = torch.unique(gids.index_select(0, rem_pos), return_inverse=True)
         hit, slot = self._cache.lookup(remote)
-        key = torch.where(hit, ctx.world_size, g.owner(remote))
-        order = torch.argsort(key, stable=True)  # misses grouped by owner, then hits
-        send_counts, recv_counts = exchange_counts(
-            ctx, count(key, ctx.world_size + 1)[:ctx.world_size])
+        world, peers = ctx.world_size, self.peers
+        # Key of each remote id: its owner (fetched), world (cached), world + 1 + owner
+        # (read from a co-located peer's part).
+        owner = g.owner(remote)
+        key = torch.where(hit, world, owner if peers is None else torch.where(
+            peers.here.index_select(0, owner), world + 1 + owner, owner))
+        order = torch.argsort(key, stable=True)  # misses grouped by owner, then the rest
+        per_key = count(key, world + 1 if peers is None else 2 * world + 1)
+        if peers is not None and peers.covers_all:  # nothing crosses a process boundary
+            send_counts = recv_counts = [0] * world
+            pending = PendingExchange(self._serve(remote[:0], names), recv_counts)
+        else:
+            send_counts, recv_counts = exchange_counts(ctx, per_key[:world])
+            pending = self._exchange(remote.index_select(0, order[:sum(send_counts)]),
+                                     send_counts, recv_counts, names, self.kind)
         misses, hits = order[:sum(send_counts)], order[sum(send_counts):]
-        pending = self._exchange(remote.index_select(0, misses), send_counts, recv_counts,
-                                 names, self.kind)
-        for n in names:  # owned and cached rows while the remote ones travel
+        if peers is not None:  # a CPU rank: the counts of the local keys are on the host
+            ends = torch.cumsum(per_key[world:], 0).tolist()
+            read = {r: hits[ends[r]:ends[r + 1]] for r in peers.arrays}
+            hits = hits[:ends[0]]
+        for n in names:  # owned, cached and co-located rows while the remote ones travel
             for lo, hi in slices:
                 self._rows.take(n, self.rows_of(gids[lo:hi]), out=out[n][lo:hi])
             if own_pos is not None:
@@ -351,6 +371,10 @@ class DistFeatureStore:
             if hits.numel():
                 rows = self._cache.take(n, slot.index_select(0, hits))
                 _place(out[n], rem_pos, hits, inverse, rows, remote.numel())
+            if peers is not None:
+                for r, which in read.items():
+                    rows = peers.take(r, n, remote.index_select(0, which))
+                    _place(out[n], rem_pos, which, inverse, rows, remote.numel())
         return PendingGather(self, out, names, pending, rem_pos, misses, inverse,
                              remote.numel())
 

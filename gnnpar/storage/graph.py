@@ -32,6 +32,15 @@ SPLITS = ("train", "val", "test")
 """Node splits of a partition, each stored per part as ``part-K/{split}_idx.npy``."""
 
 
+def stored_features(feat: np.ndarray, feature_dtype: str) -> torch.Tensor:
+    """A part's features as a tensor over the memory map (no copy; read-only).
+
+    ``bf16`` files hold bfloat16's raw bits, which numpy has no type for.
+    """
+    x = from_mmap(feat)
+    return x.view(torch.bfloat16) if feature_dtype == "bf16" else x
+
+
 @dataclass(frozen=True)
 class DistGraph:
     """One part of a partitioned graph plus the partition book.
@@ -50,6 +59,8 @@ class DistGraph:
         type_bounds: Typed graphs: int64 ``[K * T + 1]`` global-id boundaries of every
             part's node types (:meth:`~gnnpar.partition.typed.TypeBook.bounds`), else
             ``None``.
+        part_dir: The partition directory the part was read from (:meth:`load`), where
+            ranks on the same machine find each other's parts; ``None`` when unknown.
 
     Example::
 
@@ -67,6 +78,7 @@ class DistGraph:
     adj_complete: torch.Tensor
     etype: torch.Tensor | None = None
     type_bounds: torch.Tensor | None = None
+    part_dir: str | None = None
     _copies: dict[torch.device, DistGraph] = field(default_factory=dict, repr=False,
                                                    compare=False)
 
@@ -82,8 +94,9 @@ class DistGraph:
         """
         meta = PartitionMeta.load(part_dir)
         check_world_matches_parts(ctx, meta.num_parts, os.fspath(part_dir))
-        return cls.from_partition(load_partition(part_dir, ctx.rank, mmap=True, verify=verify),
-                                  ctx.device)
+        graph = cls.from_partition(load_partition(part_dir, ctx.rank, mmap=True,
+                                                  verify=verify), ctx.device)
+        return replace(graph, part_dir=os.fspath(part_dir))
 
     @classmethod
     def from_partition(cls, part: Partition,
@@ -193,16 +206,14 @@ class DistGraph:
         ``float32``, ``float16`` or ``bfloat16``, as the partition's ``feature_dtype`` says;
         read-only: never write to it.
         """
-        x = from_mmap(self.part.feat)
-        return x.view(torch.bfloat16) if self.meta.feature_dtype == "bf16" else x
+        return stored_features(self.part.feat, self.meta.feature_dtype)
 
     def type_features(self, node_type: int) -> torch.Tensor:
         """Typed graphs: ``[n, F_t]`` features of the owned nodes of one type (no copy).
 
         Rows in local-id order, in the stored dtype, as :meth:`features`.
         """
-        x: torch.Tensor = from_mmap(self.part.type_feat[node_type])
-        return x.view(torch.bfloat16) if self.meta.feature_dtype == "bf16" else x
+        return stored_features(self.part.type_feat[node_type], self.meta.feature_dtype)
 
     @property
     def meta(self) -> PartitionMeta:

@@ -235,8 +235,13 @@ class SampleConfig:
     """Sample the next batch and send its feature requests before the current one
     trains, so its rows travel meanwhile (same thread, same process group)."""
 
+    peer_reads: bool = True
+    """CPU ranks on one machine read each other's feature rows and labels from the
+    partition's files (the page cache) instead of exchanging them; --no-peer-reads
+    exchanges every remote row."""
+
     seed_split: str = "even"
-    """How training seeds are shared: even (a rank with over 2% more than the mean
+    """How training seeds are shared: even (a rank with over 5% more than the mean
     share hands the excess to ranks with fewer, once, labels included) or owned (each
     rank its own seeds, however unbalanced)."""
 

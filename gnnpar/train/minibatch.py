@@ -34,6 +34,7 @@ from gnnpar.sampling.neighbor import DistNeighborSampler
 from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
+from gnnpar.storage.peers import peer_rows
 from gnnpar.train.config import Config
 from gnnpar.train.engine import Step
 from gnnpar.train.final import node_final_metrics
@@ -100,8 +101,9 @@ class MinibatchEngine:
                                            seed=seed, stats=stats)
             self.sparse = SPARSE_OPTIMIZERS[cfg.train.sparse_optimizer](
                 [self.embedding], lr=cfg.train.sparse_lr)
+        peers = peer_rows(graph, dims.ctx, tuple(arrays)) if s.peer_reads else None
         self.features = DistFeatureStore(graph, dims.ctx, cache_bytes=int(s.cache_mb * 2**20),
-                                         stats=stats, arrays=arrays)
+                                         stats=stats, arrays=arrays, peers=peers)
         fanouts = Fanouts.for_graph(list(s.fanouts), graph, dims.ctx)
         edges = graph.meta.edge_dim > 0
         self.loader: Loader[Any, Any] = DistNeighborLoader(
@@ -175,6 +177,8 @@ class MinibatchEngine:
     def final_metrics(self, last: dict[str, Any], outputs: Path | None,
                       source: dict[str, Any]) -> dict[str, Any]:
         """Exact full-neighbour figures, or the last sampled ones (``--eval``; collective)."""
+        if self.features.peers is not None:
+            self.features.peers.release()  # the inference reads no peer row
         return node_final_metrics(self.cfg, self.module, self.model, self.graph, self.ctx,
                                   self.num_global, self.stats, last, outputs, source,
                                   x=self.input_rows())

@@ -62,7 +62,7 @@ from gnnpar.train.config import Config
 
 RESUMABLE = {"train.epochs", "train.eval_every", "train.early_stop", "train.min_epochs",
              "train.eval", "train.eval_budget_mb", "sample.eval_batch_size", "sample.prefetch",
-             "data.root", *(f"partition.{name}" for name in HOW_ONLY)}
+             "sample.peer_reads", "data.root", *(f"partition.{name}" for name in HOW_ONLY)}
 """Settings (besides the ``run`` section) that a resumed run may change: they change
 neither the batches nor the updates of the epochs still to come."""
 

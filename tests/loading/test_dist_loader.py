@@ -65,6 +65,7 @@ def _main_worker(part_dir: str) -> dict[str, Any]:
     from gnnpar.loading.node import DistNeighborLoader
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
+    from gnnpar.storage.peers import peer_rows
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx)
@@ -92,6 +93,13 @@ def _main_worker(part_dir: str) -> dict[str, Any]:
     res["cache_size"] = int(cached.cache_gids.numel())
     small_cache = DistFeatureStore(graph, ctx, cache_bytes=4096)
     res["prefetch"] = _same(_batches(loader(small_cache, prefetch=True)), first)
+    # Both ranks share this machine: the peer's rows are read from its part's files.
+    peer_stats = CommStats()
+    peers = peer_rows(graph, ctx, ("x", "y"))
+    res["peers"] = None if peers is None else sorted(peers.arrays)
+    peer_store = DistFeatureStore(graph, ctx, stats=peer_stats, peers=peers)
+    res["peer_epoch"] = _batches(loader(peer_store, prefetch=True))
+    res["peer_stats"] = peer_stats.as_dict()
     res["replace"] = _batches(loader(replace=True, shuffle=False), limit=2)
     return res
 
@@ -101,6 +109,8 @@ def _coverage_worker(part_dir: str) -> dict[str, Any]:
     from gnnpar import distributed
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
+
+    from gnnpar.storage.peers import PeerRows, as_rows, part_maps
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx)
@@ -117,8 +127,20 @@ def _coverage_worker(part_dir: str) -> dict[str, Any]:
     global_sizes = {name: [ld.global_batch_size(s) for s in range(len(ld))]
                     for name, ld in (("epoch", full), ("drop_last", dropped),
                                      ("few", few_loader))}
+    # Rows of the next rank are read from its files, the others' exchanged (as if only
+    # that rank shared this machine), with the 20% cache; any ids, repeats included.
+    nxt = (ctx.rank + 1) % ctx.world_size
+    maps = part_maps(Path(part_dir), graph.meta, nxt, ("x", "y"))
+    peers = PeerRows({nxt: as_rows(maps, graph.meta)}, graph.offsets, ctx.world_size)
+    mixed = DistFeatureStore(graph, ctx, cache_bytes=int(0.2 * graph.part.feat.nbytes),
+                             peers=peers)
+    ids = torch.randint(0, int(graph.offsets[-1]), (500,),
+                        generator=torch.Generator().manual_seed(ctx.rank))
+    rows = mixed.gather_many(ids)
     return {"epoch": epoch, "drop_last_sizes": sizes, "few": few,
-            "global_sizes": global_sizes}
+            "global_sizes": global_sizes, "mixed_epoch": _batches(_node_loader(
+                graph, mixed, FANOUTS, batch_size=BATCH, seed=1)),
+            "ids": ids.numpy(), "rows": {k: v.numpy() for k, v in rows.items()}}
 
 
 def _errors_worker(part_dir: str) -> list[str]:
@@ -249,9 +271,13 @@ def test_two_ranks_metis(dataset: GraphDataset, tmp_path: Path) -> None:
                            PartitionConfig(num_parts=2, partitioner="metis", seed=0))
     orig = _orig_of_gid(part_dir, 2)
     # The compiled CPU kernels where numba is installed (the suite's default is torch's).
-    res = run_multiproc(_main_worker, 2, str(part_dir), env={"GNNPAR_SAMPLER": "compiled"})
+    res = run_multiproc(_main_worker, 2, str(part_dir), env={"GNNPAR_KERNELS": "compiled"})
     _check_epoch([r["epoch"] for r in res], dataset, orig)
     _check_epoch([r["cached"] for r in res], dataset, orig)
+    _check_epoch([r["peer_epoch"] for r in res], dataset, orig)
+    assert [r["peers"] for r in res] == [[1], [0]]
+    for r in res:  # rows read from the peer's files: no feature exchange at all
+        assert set(r["peer_stats"]) == {"sample"}
     for r in res:
         assert r["deterministic"] and r["resume"] and r["next_epoch_differs"] and r["prefetch"]
         assert r["cache_size"] > 0
@@ -291,6 +317,11 @@ def test_four_ranks_random_halo2_cache(dataset: GraphDataset, tmp_path: Path) ->
     orig = _orig_of_gid(part_dir, 4)
     res = run_multiproc(_coverage_worker, 4, str(part_dir))
     _check_epoch([r["epoch"] for r in res], dataset, orig)
+    _check_epoch([r["mixed_epoch"] for r in res], dataset, orig)
+    for r in res:
+        o = orig[r["ids"]]
+        np.testing.assert_array_equal(r["rows"]["x"], np.asarray(dataset.x)[o])
+        np.testing.assert_array_equal(r["rows"]["y"], np.asarray(dataset.y)[o])
     sizes = [r["drop_last_sizes"] for r in res]
     assert len({len(s) for s in sizes}) == 1 and {x for s in sizes for x in s} == {BATCH}
     few = [r["few"] for r in res]

@@ -3,8 +3,9 @@ one sparse product that makes both inputs of a mean ``SAGEConv``'s linear maps.
 
 References: the dropout's distribution against its definition (binomial bounds on a
 million elements, kept values exactly ``x / (1 - p)``), the fused ReLU + dropout against
-``torch.relu`` followed by the unfused dropout on the same random draws, and the SAGE
-product against a dense matrix built entry by entry from the edge list.
+``torch.relu`` followed by the unfused dropout on the same random draws (with the torch
+kernels and with the compiled ones, :mod:`gnnpar.jit`), and the SAGE product against a
+dense matrix built entry by entry from the edge list.
 """
 
 from __future__ import annotations
@@ -14,8 +15,19 @@ import math
 import pytest
 import torch
 
+from gnnpar.jit import AVAILABLE, compiled_kernels
 from gnnpar.nn.dropout import Dropout, act_dropout, dropout, relu_dropout
 from gnnpar.nn.sage import sage_adjacency
+
+
+@pytest.fixture(params=["compiled", "torch"])
+def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a CPU test with the compiled kernels and again with the torch ones."""
+    if request.param == "compiled" and not AVAILABLE:
+        pytest.skip("numba not installed")
+    monkeypatch.setenv("GNNPAR_KERNELS", str(request.param))
+    assert compiled_kernels(torch.device("cpu")) == (request.param == "compiled")
+    return str(request.param)
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
@@ -42,8 +54,9 @@ def test_dropout_gradient_is_the_mask_times_the_scale() -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("p", [0.0, 0.25, 0.5])
-def test_relu_dropout_equals_relu_then_dropout(dtype: torch.dtype, p: float) -> None:
+@pytest.mark.parametrize("p", [0.0, 0.25, 0.5, 0.3])
+def test_relu_dropout_equals_relu_then_dropout(dtype: torch.dtype, p: float,
+                                               kernel: str) -> None:
     x = torch.randn(517, 33, dtype=dtype)
     x[0, :5] = 0.0  # ReLU's gradient at 0 is 0
     g = torch.randn_like(x)
@@ -56,6 +69,26 @@ def test_relu_dropout_equals_relu_then_dropout(dtype: torch.dtype, p: float) -> 
         results.append((out.detach(), xi.grad))
     (ref, ref_grad), (got, got_grad) = results
     assert torch.equal(got, ref) and torch.equal(got_grad, ref_grad)
+
+
+@pytest.mark.skipif(not AVAILABLE, reason="numba not installed")
+def test_relu_dropout_special_values_compiled_equals_torch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """nan, inf, -inf and -0 come out of both kernels alike, and so do their gradients."""
+    x = torch.tensor([float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 2.0, -3.0] * 40)
+    g = torch.arange(x.numel(), dtype=torch.float32)
+    results = []
+    for name in ("compiled", "torch"):
+        monkeypatch.setenv("GNNPAR_KERNELS", name)
+        torch.manual_seed(5)
+        xi = x.clone().requires_grad_()
+        out = relu_dropout(xi, 0.5)
+        out.backward(g)
+        results.append((out.detach(), xi.grad))
+    (got, got_grad), (ref, ref_grad) = results
+    torch.testing.assert_close(got, ref, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(got_grad, ref_grad, rtol=0, atol=0, equal_nan=True)
+    assert torch.isnan(got[::7]).all() and (got[5::7] != 0).any() and (got[5::7] == 0).any()
 
 
 def test_act_dropout_fuses_relu_only_and_is_relu_in_eval() -> None:

@@ -11,30 +11,31 @@ import pytest
 import torch
 
 from gnnpar.errors import ConfigError
+from gnnpar.jit import AVAILABLE, compiled_kernels
 from gnnpar.keys import mix, mix_int, mix_with
 from gnnpar.sampling import compiled
 from gnnpar.sampling.fanouts import Fanouts
-from gnnpar.sampling.kernels import compiled_kernels, relabel, sample_in_ranges, sample_neighbors
+from gnnpar.sampling.kernels import relabel, sample_in_ranges, sample_neighbors
 
 T = TypeVar("T")
-needs_numba = pytest.mark.skipif(not compiled.AVAILABLE, reason="numba not installed")
+needs_numba = pytest.mark.skipif(not AVAILABLE, reason="numba not installed")
 
 
 @pytest.fixture(params=["compiled", "torch"])
 def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a CPU test with the compiled kernels and again with the torch ones."""
-    if request.param == "compiled" and not compiled.AVAILABLE:
+    if request.param == "compiled" and not AVAILABLE:
         pytest.skip("numba not installed")
-    monkeypatch.setenv("GNNPAR_SAMPLER", str(request.param))
+    monkeypatch.setenv("GNNPAR_KERNELS", str(request.param))
     assert compiled_kernels(torch.device("cpu")) == (request.param == "compiled")
     return str(request.param)
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, fn: Callable[[], T]) -> tuple[T, T]:
     """``fn()`` with the compiled kernels, then with the torch ones."""
-    monkeypatch.setenv("GNNPAR_SAMPLER", "compiled")
+    monkeypatch.setenv("GNNPAR_KERNELS", "compiled")
     compiled = fn()
-    monkeypatch.setenv("GNNPAR_SAMPLER", "torch")
+    monkeypatch.setenv("GNNPAR_KERNELS", "torch")
     return compiled, fn()
 
 
