@@ -662,6 +662,7 @@ def run_gnnpar(g: Graph, args: argparse.Namespace, train_tool: str, flags: set[s
     for flag, value in optional.items():
         if flag in flags:
             argv += [flag, *value]
+    argv += args.gnnpar_flags.split()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "GLOO_SOCKET_IFNAME": "lo", "PYTHONUNBUFFERED": "1"}
     log = run_dir.parent / f"{run_dir.name}.log"
@@ -913,6 +914,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="python that creates the DGL venv (DGL 2.1.0 wheels: 3.8-3.12)")
     p.add_argument("--gnnpar-bin", type=Path, default=Path(sys.executable).parent,
                    help="directory of gnnpar-train and gnnpar-partition")
+    p.add_argument("--gnnpar-flags", default="",
+                   help="more gnnpar-train flags, space-separated (e.g. --no-peer-reads: "
+                   "ranks exchange what they could read from each other's parts)")
     p.add_argument("--json", type=Path, default=None, help="write every figure here")
     p.add_argument("--plot", type=Path, default=None,
                    help="draw the medians (epoch s, CPU s per run) as a PNG here")

@@ -7,9 +7,10 @@ The public API, importable from ``gnnpar`` directly (loaded on first use, so tha
 
     ctx = gnnpar.init()                                       # torchrun's env, or one process
     graph = gnnpar.DistGraph.load("parts/sbm-2", ctx)         # this rank's part
-    features = gnnpar.DistFeatureStore(graph, ctx)            # rows by owner, fetched by id
+    peers = gnnpar.peer_parts(graph, ctx)                     # parts of ranks on this machine
+    features = gnnpar.DistFeatureStore(graph, ctx, peers=peers)  # rows by owner, by id
     fanouts = gnnpar.Fanouts.for_graph([10, 10], graph, ctx)  # validated, capped
-    sampler = gnnpar.DistNeighborSampler(graph, ctx, fanouts)
+    sampler = gnnpar.DistNeighborSampler(graph, ctx, fanouts, peers=peers)
     loader = gnnpar.DistNeighborLoader(sampler, features, "train", batch_size=1024)
     for batch in loader:                                      # a PyG Data per step
         ...
@@ -20,6 +21,7 @@ name                                what it is
 :func:`init`, :func:`shutdown`      join / leave the process group (:class:`DistContext`)
 :class:`DistGraph`                  this rank's part of a partitioned graph
 :class:`DistFeatureStore`           per-node arrays sharded by owner, gathered by id
+:func:`peer_parts`                  the parts of the ranks on this machine, read in place
 :class:`DistNeighborSampler`        multi-hop neighbour sampling across parts
 :class:`Fanouts`                    neighbours per hop (and relation), validated and capped
 :class:`DistNeighborLoader`         PyG-layout minibatches, in lockstep on every rank
@@ -83,6 +85,7 @@ _LAZY = {  # each name -> the one module that defines it
     "load_predictions": "gnnpar.train.predictions",
     "negative_destinations": "gnnpar.sampling.negative",
     "partition_graph": "gnnpar.partition.writer",
+    "peer_parts": "gnnpar.storage.peers",
     "ranking_metrics": "gnnpar.evaluation.ranking",
     "shared_negative_hits": "gnnpar.evaluation.ranking",
     "shutdown": "gnnpar.distributed",
@@ -111,6 +114,7 @@ if TYPE_CHECKING:
     from gnnpar.storage.embedding import DistEmbedding, SparseAdagrad, SparseAdam
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
+    from gnnpar.storage.peers import peer_parts
     from gnnpar.train.config import Config
     from gnnpar.train.predictions import load_predictions
     from gnnpar.train.trainer import Trainer
@@ -168,6 +172,7 @@ __all__ = [
     "load_predictions",
     "negative_destinations",
     "partition_graph",
+    "peer_parts",
     "ranking_metrics",
     "shared_negative_hits",
     "shutdown",

@@ -23,6 +23,8 @@ import os
 import pytest
 import torch
 
+from gnnpar.jit import AVAILABLE, compiled_kernels
+
 os.environ.setdefault("GNNPAR_KERNELS", "torch")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
@@ -61,3 +63,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marker = item.get_closest_marker("multigpu")
         if marker is not None and n_gpu < int(marker.args[0] if marker.args else 2):
             item.add_marker(pytest.mark.skip(reason="needs several CUDA devices"))
+
+
+@pytest.fixture(params=["compiled", "torch"])
+def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a CPU test with the compiled kernels (:mod:`gnnpar.jit`), then the torch ones."""
+    if request.param == "compiled" and not AVAILABLE:
+        pytest.skip("numba not installed")
+    monkeypatch.setenv("GNNPAR_KERNELS", str(request.param))
+    assert compiled_kernels(torch.device("cpu")) == (request.param == "compiled")
+    return str(request.param)

@@ -28,7 +28,7 @@ PUBLIC = {
     "SamplerOutput", "SparseAdagrad", "SparseAdam", "Trainer", "TypedGraphDataset",
     "__version__", "distribute_convs", "from_pyg", "from_pyg_link", "init", "load_dataset",
     "load_partition", "load_predictions", "negative_destinations", "partition_graph",
-    "ranking_metrics", "shared_negative_hits", "shutdown",
+    "peer_parts", "ranking_metrics", "shared_negative_hits", "shutdown",
 }
 
 ROLES = {
@@ -37,7 +37,7 @@ ROLES = {
     "gnnpar.loading": ("DistNeighborLoader", "DistLinkNeighborLoader",
                        "DistTypedNeighborLoader"),
     "gnnpar.storage": ("DistGraph", "DistFeatureStore", "DistEmbedding", "SparseAdam",
-                       "SparseAdagrad"),
+                       "SparseAdagrad", "peer_parts"),
     "gnnpar.evaluation": ("ranking_metrics", "shared_negative_hits"),
 }
 

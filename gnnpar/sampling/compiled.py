@@ -147,6 +147,26 @@ def gather_sources(pos: Tensor, indices: Tensor, gids: Tensor) -> Tensor:
     return out
 
 
+@njit
+def _gather_split(pos: np.ndarray, indices: np.ndarray, first: int, num_owned: int,
+                  halo: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
+    for i in range(pos.shape[0]):
+        if pos[i] < 0:
+            out[i] = -1
+        else:
+            src = indices[pos[i]]
+            out[i] = src + first if src < num_owned else halo[src - num_owned]
+
+
+def gather_sources_split(pos: Tensor, indices: Tensor, first: int, num_owned: int,
+                         halo_gids: Tensor) -> Tensor:
+    """:func:`gather_sources` with the global ids given as a part's owned range and halo ids."""
+    out = torch.empty(pos.shape, dtype=torch.int64)
+    _gather_split(pos.reshape(-1).contiguous().numpy(), indices.numpy(), first, num_owned,
+                  halo_gids.numpy(), out.view(-1).numpy())
+    return out
+
+
 def sample_in_ranges(start: Tensor, deg: Tensor, keys: Tensor, fanout: int,
                      replace: bool = False) -> Tensor:
     """:func:`gnnpar.sampling.kernels.sample_in_ranges` on CPU tensors, compiled (equal output)."""

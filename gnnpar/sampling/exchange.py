@@ -19,11 +19,16 @@ from gnnpar.distributed import DistContext
 from gnnpar.keys import C2, mix, mix_int, mix_with, signed
 from gnnpar.ops import count
 from gnnpar.storage.graph import DistGraph
+from gnnpar.storage.peers import PeerParts
 
 RowSampler = Callable[[Tensor, Tensor, list[int]], Tensor]
 """Samples stored rows: ``(local ids [n], random keys [n], group sizes) -> [n, width]``.
 
 The rows come grouped (by node type on a typed graph), ``group sizes`` rows each."""
+
+PeerSampler = Callable[[int, Tensor, Tensor], Tensor]
+"""Samples rows a co-located rank owns, from its part's files: ``(rank, its local ids [n],
+random keys [n]) -> [n, width]``."""
 
 
 class HopExchange:
@@ -36,16 +41,25 @@ class HopExchange:
     row holds is the caller's :data:`RowSampler`; with ``group`` the frontier is sorted by
     group too, and every rank's rows reach the row sampler grouped.
 
+    When every other rank's part is read here (``peers``), a hop is local: each frontier
+    node is sampled from its owner's part with the requester's key, as its owner would
+    (the same rows), and nothing is exchanged.
+
     Args:
         graph: This rank's part, on ``device``.
         ctx: Distributed context (its group carries the exchanges).
         stats: Counters that the exchanges are added to (kind ``"sample"``).
         device: Where the frontier and the rows live.
+        peers: The parts of the other ranks on this machine
+            (:func:`~gnnpar.storage.peers.peer_parts`), used when they are all of them
+            (:attr:`~gnnpar.storage.peers.PeerParts.covers_all`); given on every rank or
+            on none.
     """
 
     def __init__(self, graph: DistGraph, ctx: DistContext, stats: CommStats | None,
-                 device: torch.device) -> None:
+                 device: torch.device, peers: PeerParts | None = None) -> None:
         self.graph, self.ctx, self.stats, self.device = graph, ctx, stats, device
+        self.peers = peers if peers is not None and peers.covers_all else None
         self._halo_rows = bool(np.any(graph.part.adj_complete[graph.num_owned:]))
         self.ranks = torch.arange(ctx.world_size, device=device)
 
@@ -59,7 +73,8 @@ class HopExchange:
         return torch.where(complete, local, -1)
 
     def run(self, frontier: Tensor, width: int, hop_keys: Tensor, sample_rows: RowSampler,
-            group: Callable[[Tensor], Tensor] | None = None, num_groups: int = 1) -> Tensor:
+            group: Callable[[Tensor], Tensor] | None = None, num_groups: int = 1,
+            sample_peer: PeerSampler | None = None) -> Tensor:
         """``[len(frontier), width]`` rows of the frontier, ids ``-1``-padded (collective).
 
         Args:
@@ -69,7 +84,11 @@ class HopExchange:
             sample_rows: Samples rows stored here.
             group: Group of each global id (``None``: one group).
             num_groups: Number of groups.
+            sample_peer: Samples rows of co-located ranks (with ``peers``, one group):
+                then the hop is local.
         """
+        if self.peers is not None and sample_peer is not None and group is None:
+            return self._run_here(frontier, width, hop_keys, sample_rows, sample_peer)
         ctx, world, rank = self.ctx, self.ctx.world_size, self.ctx.rank
         n, groups = frontier.numel(), num_groups
         local = self.sampleable_here(frontier)
@@ -111,6 +130,35 @@ class HopExchange:
         replies = start_all_to_all_v(ctx, served, recv_counts, send_counts, stats=self.stats,
                                      kind="sample")
         table[away] = replies.wait()
+        return table
+
+
+    def _run_here(self, frontier: Tensor, width: int, hop_keys: Tensor,
+                  sample_rows: RowSampler, sample_peer: PeerSampler) -> Tensor:
+        """:meth:`run` when every rank's part is read here: no collective.
+
+        Rows stored here are sampled as :meth:`run` samples them; every other node from
+        its owner's part, with this rank's key, as its owner would serve it.
+        """
+        world, rank, peers = self.ctx.world_size, self.ctx.rank, self.peers
+        assert peers is not None
+        local = self.sampleable_here(frontier)
+        owner = torch.where(local >= 0, world, self.graph.owner(frontier))
+        order = torch.argsort(owner, stable=True)  # by owner, then the rows stored here
+        sizes = count(owner, world + 1).tolist()  # a CPU rank: no device wait
+        table = torch.full((frontier.numel(), width), -1, dtype=torch.int64,
+                           device=self.device)
+        lo = 0
+        for r, size in enumerate(sizes):
+            rows, lo = order[lo:lo + size], lo + size
+            if not size:
+                continue
+            ids = frontier.index_select(0, rows)
+            keys = _row_keys(ids, hop_keys[rank])
+            if r == world:
+                table[rows] = sample_rows(local.index_select(0, rows), keys, [size])
+            else:
+                table[rows] = sample_peer(r, ids - peers.offsets[r], keys)
         return table
 
 

@@ -51,6 +51,23 @@ def source_ids(pos: Tensor, indices: Tensor, gids: Tensor) -> Tensor:
     return torch.where(pos >= 0, gids.index_select(0, src).view_as(pos), -1)
 
 
+def part_source_ids(pos: Tensor, indices: Tensor, first: int, num_owned: int,
+                    halo_gids: Tensor) -> Tensor:
+    """:func:`source_ids` of a part whose global ids are not laid out in one table.
+
+    Local id ``s`` of the part is global id ``first + s`` when ``s < num_owned``, else
+    ``halo_gids[s - num_owned]`` (the layout of :attr:`DistGraph.local_gids`), so a
+    co-located peer's part needs no table of its own.
+    """
+    if compiled_kernels(pos.device):
+        return compiled.gather_sources_split(pos, indices, first, num_owned, halo_gids)
+    at = pos.clamp(min=0).view(-1)
+    src = (indices.index_select(0, at) if indices.numel() else at).view_as(pos)
+    halo = (halo_gids.index_select(0, (src - num_owned).clamp(min=0).view(-1)).view_as(pos)
+            if halo_gids.numel() else src)
+    return torch.where(pos >= 0, torch.where(src < num_owned, src + first, halo), -1)
+
+
 def sample_neighbors(indptr: Tensor, indices: Tensor, nodes: Tensor, keys: Tensor,
                      fanout: int, replace: bool = False) -> Tensor:
     """Sample up to ``fanout`` in-neighbours of each node of a CSC graph.

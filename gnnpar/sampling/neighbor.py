@@ -54,8 +54,9 @@ from gnnpar.comm import CommStats
 from gnnpar.distributed import DistContext
 from gnnpar.sampling.exchange import HopExchange, hop_keys
 from gnnpar.sampling.fanouts import Fanouts
-from gnnpar.sampling.kernels import relabel, sample_positions, source_ids
+from gnnpar.sampling.kernels import part_source_ids, relabel, sample_positions, source_ids
 from gnnpar.storage.graph import DistGraph
+from gnnpar.storage.peers import PeerParts
 from gnnpar.storage.placement import place_rows
 
 
@@ -138,6 +139,10 @@ class DistNeighborSampler:
             ``edge_budget_bytes``, else pinned host memory the device reads in place).
         edge_budget_bytes: Device budget of the edge features (default: half the free
             device memory).
+        peers: The parts of the other ranks on this machine
+            (:func:`~gnnpar.storage.peers.peer_parts`): when they are all of them, each
+            hop samples every frontier node here, from its owner's part (the same rows,
+            no exchange).  Not with ``with_edges``.  Given on every rank or on none.
 
     Example::
 
@@ -159,6 +164,7 @@ class DistNeighborSampler:
         device: torch.device | None = None,
         with_edges: bool = False,
         edge_budget_bytes: int | None = None,
+        peers: PeerParts | None = None,
     ) -> None:
         self.fanouts = fanouts
         self._hops = fanouts.hops
@@ -168,8 +174,9 @@ class DistNeighborSampler:
         self.stats = stats
         self.device = torch.device(device) if device is not None else ctx.device
         self.graph = graph.to(self.device)  # one copy per device, shared by all samplers
-        self.exchange = HopExchange(self.graph, ctx, stats, self.device)
         self.with_edges = bool(with_edges)
+        self.exchange = HopExchange(self.graph, ctx, stats, self.device,
+                                    None if self.with_edges else peers)
         self.edge_dim = graph.meta.edge_dim if self.with_edges else 0
         self.graph.local_gids  # noqa: B018 - made now, on the compute stream, not in a batch
         if self.with_edges:
@@ -209,6 +216,12 @@ class DistNeighborSampler:
                 words[:, :width] = self._edge_rows.take("edge_attr", at).reshape(n, width)
             cols.append(words.view(torch.int64))
         return torch.cat(cols, 1)
+
+    def _sample_peer(self, fanout: int, rank: int, local: Tensor, keys: Tensor) -> Tensor:
+        """``[n, fanout]`` sampled global ids of co-located ``rank``'s nodes ``local``."""
+        adj = self.exchange.peers.adjacency(rank)  # type: ignore[union-attr]
+        pos = sample_positions(adj.indptr, local, keys, fanout, self.replace)
+        return part_source_ids(pos, adj.indices, adj.first_gid, adj.num_owned, adj.halo_gids)
 
     def _unpack(self, table: Tensor, fanout: int) -> tuple[Tensor, Tensor | None,
                                                           Tensor | None]:
@@ -254,7 +267,7 @@ class DistNeighborSampler:
             rows_of = self.exchange.run(
                 frontier, self._width(fanout),
                 hop_keys(self.seed, batch_key, hop, self.exchange.ranks),
-                partial(self._sample_rows, fanout))
+                partial(self._sample_rows, fanout), sample_peer=partial(self._sample_peer, fanout))
             table, e_id, attr = self._unpack(rows_of, fanout)
             if hop == 0 and exclude is not None and exclude.numel():
                 key = table * n_ids + frontier[:, None]

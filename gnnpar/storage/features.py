@@ -14,6 +14,10 @@ the trip (and are unpacked as views, without a copy).  Every rank serves its pee
 requests in the same collective, so every gather is collective: all ranks call it
 equally often, with the same ``names``.
 
+Ranks on one machine read each other's rows from the partition's files instead
+(``peers``, :mod:`gnnpar.storage.peers`): only rows of ranks on other machines travel,
+and when every rank shares the machine a gather is local, with no collective.
+
 The optional cache holds the rows of the most referenced halo nodes, as many as
 ``cache_bytes`` allows (0: no cache, no exchange); it is filled by one exchange,
 :meth:`fill_cache`, on the first gather.
@@ -37,7 +41,7 @@ from gnnpar.errors import ConfigError
 from gnnpar.ops import count, from_mmap
 from gnnpar.storage.cache import RowCache, most_referenced_halo
 from gnnpar.storage.graph import DistGraph
-from gnnpar.storage.peers import PeerRows
+from gnnpar.storage.peers import PeerParts
 from gnnpar.storage.placement import place_rows
 
 
@@ -143,10 +147,10 @@ class DistFeatureStore:
             are a :class:`~gnnpar.storage.typed.TypedFeatureStore`'s); every gathered id
             must be of one of them.
         kind: Counter kind of gathered rows (and ``{kind}_ids`` of their requests).
-        peers: The same arrays of the other ranks on this machine
-            (:func:`~gnnpar.storage.peers.peer_rows`): their rows are read in place, not
-            exchanged, and a gather exchanges nothing when every rank is here.  Must be
-            given on every rank or on none.
+        peers: The parts of the other ranks on this machine
+            (:func:`~gnnpar.storage.peers.peer_parts`, for these ``arrays``): their rows
+            are read in place, not exchanged, and a gather exchanges nothing when every
+            rank is here.  Given on every rank or on none.
 
     Attributes:
         placement: Where owned rows live (:mod:`gnnpar.storage.placement`):
@@ -174,7 +178,7 @@ class DistFeatureStore:
         arrays: Mapping[str, np.ndarray | Tensor] | None = None,
         types: tuple[int, ...] | None = None,
         kind: str = "feature",
-        peers: PeerRows | None = None,
+        peers: PeerParts | None = None,
     ) -> None:
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
             raise ConfigError(f"got {cache_bytes!r}; the cache budget is a byte count >= 0.",
@@ -360,7 +364,7 @@ class DistFeatureStore:
         misses, hits = order[:sum(send_counts)], order[sum(send_counts):]
         if peers is not None:  # a CPU rank: the counts of the local keys are on the host
             ends = torch.cumsum(per_key[world:], 0).tolist()
-            read = {r: hits[ends[r]:ends[r + 1]] for r in peers.arrays}
+            read = {r: hits[ends[r]:ends[r + 1]] for r in peers.ranks}
             hits = hits[:ends[0]]
         for n in names:  # owned, cached and co-located rows while the remote ones travel
             for lo, hi in slices:

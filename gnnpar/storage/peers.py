@@ -1,18 +1,24 @@
-"""Feature rows of the ranks on this machine, read in place from their parts' files.
+"""The parts of the ranks on this machine, read in place from the partition's files.
 
-Ranks on one machine share its page cache.  A CPU rank can therefore read the rows a
-peer on the same machine owns straight from that peer's part files (memory-mapped,
-read-only), as DistDGL's trainers read their machine's partition from shared memory,
-instead of asking the peer for them in a collective: no request, no reply, no wait for
-the peer, and no second copy (the pages are the machine's).  Rows of ranks on other
-machines are still exchanged (:class:`~gnnpar.storage.features.DistFeatureStore`), and
-when every rank shares the machine a gather needs no collective at all.
+Ranks on one machine share its page cache.  A CPU rank can therefore read what a peer on
+the same machine owns -- its feature rows, its adjacency -- straight from that peer's
+part files (memory-mapped, read-only), as DistDGL's trainers read their machine's
+partition from shared memory, instead of asking the peer in a collective: no request,
+no reply, no wait for the peer, and no second copy (the pages are the machine's).
+
+* :class:`~gnnpar.storage.features.DistFeatureStore` reads co-located peers' rows here
+  and exchanges only those of ranks on other machines; when every rank shares the
+  machine a gather needs no collective at all.
+* :class:`~gnnpar.sampling.neighbor.DistNeighborSampler`, when every rank shares the
+  machine, samples every frontier node here, from its owner's adjacency, with the keys
+  its owner would use (sampling is a pure function of the ids and keys, not of who
+  samples): the same batches, and no collective per hop.
 
 Only arrays a part stores are read this way (:data:`PART_ARRAYS`: the features and the
-labels); only CPU ranks read them (an accelerator's rows live in its own memory, and its
+labels), only CPU ranks read them (an accelerator's rows live in its own memory, and its
 peers are reached through NCCL), and only from a partition directory every rank names
 alike (:attr:`~gnnpar.storage.graph.DistGraph.part_dir`).  Each rank verifies its own
-part when it loads it; a peer's files are only checked for dtype and shape here.
+part when it loads it; a peer's files are checked for dtype and shape here.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import os
 import zlib
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -31,57 +38,124 @@ from gnnpar.device import accelerated
 from gnnpar.distributed import DistContext
 from gnnpar.errors import PartitionError
 from gnnpar.ops import from_mmap
-from gnnpar.partition.format import FEATURE_DTYPES, PART_DTYPES, PartitionMeta, part_dir_name
+from gnnpar.partition.format import (
+    FEATURE_DTYPES,
+    PART_DTYPES,
+    PartitionMeta,
+    part_dir_name,
+)
 from gnnpar.storage.graph import DistGraph, stored_features
 
 PART_ARRAYS = ("x", "y")
 """Arrays of a feature store that a part stores: ``x`` (``feat.npy``), ``y`` (``label.npy``)."""
 
 
-class PeerRows:
-    """The owned rows of co-located ranks' parts, by rank and array name (read-only).
+class PeerAdjacency(NamedTuple):
+    """A co-located part's CSC of in-edges over its local ids (memory-mapped, no copy)."""
+
+    indptr: Tensor
+    """int64 ``[n_local + 1]`` row pointer."""
+    indices: Tensor
+    """int64 ``[nnz]`` source local id of each in-edge."""
+    first_gid: int
+    """Global id of the part's first owned node (owned local id ``s`` is ``first_gid + s``)."""
+    num_owned: int
+    """Owned nodes of the part (local ids from ``num_owned`` on are its halo)."""
+    halo_gids: Tensor
+    """int64 ``[n_halo]`` global id of each halo node."""
+
+
+class PeerParts:
+    """What co-located ranks' parts hold, by rank: owned rows and adjacency (read-only).
 
     Args:
-        arrays: ``{rank: {name: [num_owned(rank), ...]}}`` of every other rank on this
-            machine (over its part's memory maps).
-        offsets: The partition book (:attr:`DistGraph.offsets`), on the CPU.
+        part_dir: The partition directory.
+        meta: Its metadata.
+        ranks: The other ranks on this machine.
+        names: The arrays whose rows :meth:`take` reads (of :data:`PART_ARRAYS`).
         world_size: Ranks in the group.
-        maps: The memory maps under ``arrays`` (what :meth:`release` releases).
 
     Attributes:
-        here: bool ``[world_size]``: whether each rank's rows are read here.
-        covers_all: Every other rank's rows are here: a gather exchanges nothing.
+        here: bool ``[world_size]``: whether each rank's part is read here.
+        covers_all: Every other rank's part is here: nothing needs exchanging.
     """
 
-    def __init__(self, arrays: dict[int, dict[str, Tensor]], offsets: Tensor,
-                 world_size: int, maps: list[np.ndarray] | None = None) -> None:
-        self.arrays, self.offsets = arrays, offsets
+    def __init__(self, part_dir: Path, meta: PartitionMeta, ranks: list[int],
+                 names: tuple[str, ...], world_size: int) -> None:
+        self.part_dir, self.meta = part_dir, meta
+        self.offsets = torch.tensor(meta.offsets, dtype=torch.int64)
         self.here = torch.zeros(world_size, dtype=torch.bool)
-        self.here[list(arrays)] = True
-        self.covers_all = len(arrays) == world_size - 1
-        self._maps = list(maps or [])
+        self.here[ranks] = True
+        self.covers_all = len(ranks) == world_size - 1
+        self._maps: list[np.ndarray] = []
+        self._rows = {r: self._row_maps(r, names) for r in ranks}
+        self._adjacency: dict[int, PeerAdjacency] = {}
+
+    @property
+    def ranks(self) -> list[int]:
+        """The co-located ranks whose parts are read here, ascending."""
+        return sorted(self._rows)
+
+    def take(self, rank: int, name: str, gids: Tensor) -> Tensor:
+        """Rows of array ``name`` of ``gids``, all owned by co-located ``rank``."""
+        return self._rows[rank][name].index_select(0, gids - self.offsets[rank])
+
+    def adjacency(self, rank: int) -> PeerAdjacency:
+        """Co-located ``rank``'s adjacency (mapped on first use)."""
+        if rank not in self._adjacency:
+            listed = self.meta.parts[rank] if self.meta.parts else {}
+            n_local = (listed.get("num_owned", 0) + listed.get("num_halo", 0)
+                       if listed else None)
+            indptr, indices, halo = (self._map(rank, name, shape) for name, shape in (
+                ("indptr", None if n_local is None else (n_local + 1,)),
+                ("indices", (listed["num_edges"],) if listed else None),
+                ("halo_gids", (listed["num_halo"],) if listed else None)))
+            first, last = int(self.offsets[rank]), int(self.offsets[rank + 1])
+            self._adjacency[rank] = PeerAdjacency(from_mmap(indptr), from_mmap(indices), first,
+                                                  last - first, from_mmap(halo))
+        return self._adjacency[rank]
 
     def release(self) -> None:
         """Drop the pages read so far from this process's RSS (they stay in the page cache).
 
         Read pages of a memory map count in the reader's resident memory; a trainer
-        releases them before its final full-neighbour inference, which reads no peer row.
+        releases them before its final full-neighbour inference, which reads no peer's.
         """
         for m in self._maps:
             release(m)
 
-    def take(self, rank: int, name: str, gids: Tensor) -> Tensor:
-        """Rows of array ``name`` of ``gids``, all owned by co-located ``rank``."""
-        return self.arrays[rank][name].index_select(0, gids - self.offsets[rank])
+    def _row_maps(self, rank: int, names: tuple[str, ...]) -> dict[str, Tensor]:
+        n = int(self.offsets[rank + 1] - self.offsets[rank])
+        rows = {}
+        if "x" in names:
+            feat = self._map(rank, "feat", (n, self.meta.feat_dim))
+            rows["x"] = stored_features(feat, self.meta.feature_dtype)
+        if "y" in names:
+            rows["y"] = from_mmap(self._map(rank, "label", (n,)))
+        return rows
+
+    def _map(self, rank: int, name: str, shape: tuple[int, ...] | None) -> np.ndarray:
+        """Part ``rank``'s ``name.npy``, memory-mapped, dtype (and shape) checked."""
+        dtype = FEATURE_DTYPES[self.meta.feature_dtype] if name == "feat" else PART_DTYPES[name]
+        a = load_npy(self.part_dir / part_dir_name(rank) / f"{name}.npy", True, PartitionError,
+                     dtype=dtype, shape=shape, field=name)
+        self._maps.append(a)
+        return a
 
 
-def peer_rows(graph: DistGraph, ctx: DistContext, names: tuple[str, ...]) -> PeerRows | None:
-    """The rows of ``names`` of the other ranks on this machine (collective).
+def peer_parts(graph: DistGraph, ctx: DistContext,
+               names: tuple[str, ...] = PART_ARRAYS) -> PeerParts | None:
+    """The parts of the other ranks on this machine (collective).
 
-    ``None`` (every remote row is exchanged) on an accelerator, without a partition
+    ``None`` (everything remote is exchanged) on an accelerator, without a partition
     directory, for an array a part does not store (:data:`PART_ARRAYS`), or when no
     other rank shares the machine.  Every rank takes the same decision: the ranks agree
     on the directory and the device kind in one all-gather.
+
+    Args:
+        graph: This rank's part (:meth:`DistGraph.load`, which records the directory).
+        ctx: Distributed context.
+        names: The arrays of the feature store the peers' rows are read for.
     """
     usable = (graph.part_dir is not None and not accelerated(ctx.device)
               and set(names) <= set(PART_ARRAYS))
@@ -90,24 +164,5 @@ def peer_rows(graph: DistGraph, ctx: DistContext, names: tuple[str, ...]) -> Pee
     same = colocated_ranks(ctx)
     if len(same) == 1 or not bool((votes == votes[0]).all()) or not usable:
         return None
-    maps = {r: part_maps(Path(where), graph.meta, r, names) for r in same if r != ctx.rank}
-    return PeerRows({r: as_rows(m, graph.meta) for r, m in maps.items()}, graph.offsets.cpu(),
-                    ctx.world_size, [a for m in maps.values() for a in m.values()])
-
-
-def part_maps(part_dir: Path, meta: PartitionMeta, rank: int,
-              names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Arrays ``names`` of part ``rank``, memory-mapped, dtype and shape checked."""
-    d = part_dir / part_dir_name(rank)
-    n = int(meta.offsets[rank + 1] - meta.offsets[rank])
-    files = {"x": ("feat", FEATURE_DTYPES[meta.feature_dtype], (n, meta.feat_dim)),
-             "y": ("label", PART_DTYPES["label"], (n,))}
-    return {name: load_npy(d / f"{files[name][0]}.npy", True, PartitionError,
-                           dtype=files[name][1], shape=files[name][2], field=files[name][0])
-            for name in names}
-
-
-def as_rows(maps: dict[str, np.ndarray], meta: PartitionMeta) -> dict[str, Tensor]:
-    """Tensors over :func:`part_maps`' arrays (no copy)."""
-    return {name: stored_features(a, meta.feature_dtype) if name == "x" else from_mmap(a)
-            for name, a in maps.items()}
+    return PeerParts(Path(where), graph.meta, [r for r in same if r != ctx.rank], names,
+                     ctx.world_size)

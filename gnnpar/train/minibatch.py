@@ -34,7 +34,7 @@ from gnnpar.sampling.neighbor import DistNeighborSampler
 from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
-from gnnpar.storage.peers import peer_rows
+from gnnpar.storage.peers import PART_ARRAYS, peer_parts
 from gnnpar.train.config import Config
 from gnnpar.train.engine import Step
 from gnnpar.train.final import node_final_metrics
@@ -101,17 +101,21 @@ class MinibatchEngine:
                                            seed=seed, stats=stats)
             self.sparse = SPARSE_OPTIMIZERS[cfg.train.sparse_optimizer](
                 [self.embedding], lr=cfg.train.sparse_lr)
-        peers = peer_rows(graph, dims.ctx, tuple(arrays)) if s.peer_reads else None
-        self.features = DistFeatureStore(graph, dims.ctx, cache_bytes=int(s.cache_mb * 2**20),
-                                         stats=stats, arrays=arrays, peers=peers)
+        # Ranks on this machine read each other's parts (rows the store holds only if
+        # they are a part's own arrays, not the degrees of a global GCN).
+        peers = peer_parts(graph, dims.ctx) if s.peer_reads else None
+        self.features = DistFeatureStore(
+            graph, dims.ctx, cache_bytes=int(s.cache_mb * 2**20), stats=stats, arrays=arrays,
+            peers=peers if set(arrays) <= set(PART_ARRAYS) else None)
         fanouts = Fanouts.for_graph(list(s.fanouts), graph, dims.ctx)
         edges = graph.meta.edge_dim > 0
         self.loader: Loader[Any, Any] = DistNeighborLoader(
-            DistNeighborSampler(graph, dims.ctx, fanouts, seed=seed, stats=stats, with_edges=edges),
+            DistNeighborSampler(graph, dims.ctx, fanouts, seed=seed, stats=stats, with_edges=edges,
+                                peers=peers),
             self.features, "train", s.batch_size, shuffle=True, prefetch=s.prefetch,
             node_attrs=attrs, seed_split=s.seed_split)
         eval_sampler = DistNeighborSampler(graph, dims.ctx, fanouts, seed=seed + 1, stats=stats,
-                                           with_edges=edges)
+                                           with_edges=edges, peers=peers)
         self.eval_loaders: dict[str, Loader[Any, Any]] = {
             split: DistNeighborLoader(eval_sampler, self.features, split, s.eval_batch_size,
                                       shuffle=False, node_attrs=attrs, seed_split=s.seed_split)

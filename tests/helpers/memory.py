@@ -133,8 +133,11 @@ def measure(part_dir: str) -> dict[str, Any]:
     start = _reset_peak()
     graph = DistGraph.load(part_dir, ctx)
     sizes = global_split_sizes(graph, ctx)
+    # The exchange path: what a rank holds on its own (ranks on one machine also map each
+    # other's parts, pages the machine holds once: docs/memory.md).
     cfg = Config(model=ModelConfig(hidden=HIDDEN),
-                 sample=SampleConfig(fanouts=FANOUTS, batch_size=BATCH, prefetch=False))
+                 sample=SampleConfig(fanouts=FANOUTS, batch_size=BATCH, prefetch=False,
+                                     peer_reads=False))
     torch.manual_seed(0)
     model = build_model(cfg.model, graph.meta.feat_dim, graph.meta.num_classes)
     engine = MinibatchEngine(cfg, graph, ParallelDims(ctx), model, sizes,

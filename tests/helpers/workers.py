@@ -205,15 +205,17 @@ def _counter(counts: dict[int, dict[str, int]], first: int, last: int,
 
 
 def byte_runs(part_dir: str, out: str) -> dict[str, Any]:
-    """Both modes with a step hook that counts, from the batches, what had to travel."""
+    """Both modes with a step hook that counts, from the batches, what had to travel; the
+    sampled mode again reading the other rank's part in place (``peer_reads``)."""
     from gnnpar.distributed import init
     from gnnpar.train.trainer import Trainer
 
     ctx = init()
     res: dict[str, Any] = {}
-    for mode, model in (("sample", "sage"), ("full", "gcn")):
-        if mode == "sample":
-            cfg = small_config(f"{out}/{mode}", epochs=3, eval_every=2)
+    for mode, model in (("sample", "sage"), ("full", "gcn"), ("sample-peers", "sage")):
+        if mode.startswith("sample"):  # sample: everything exchanged, as across machines
+            cfg = small_config(f"{out}/{mode}", epochs=3, eval_every=2,
+                               peer_reads=mode == "sample-peers")
         else:
             cfg = configure(Config(model=ModelConfig(hidden=32)), mode="full", name=model,
                             epochs=3, eval_every=2, lr=0.01, progress=False,
@@ -223,7 +225,8 @@ def byte_runs(part_dir: str, out: str) -> dict[str, Any]:
         trainer.fit(_counter(counts, trainer.graph.first_gid,
                              trainer.graph.first_gid + trainer.graph.num_owned,
                              cfg.sample.fanouts))
-        res[mode] = {"counts": counts, "record": trainer.record.to_dict()}
+        res[mode] = {"counts": counts, "record": trainer.record.to_dict(),
+                     "params": _params(trainer)}
     return res
 
 

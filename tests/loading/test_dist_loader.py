@@ -47,25 +47,26 @@ def _same(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
 
 
 def _node_loader(graph: Any, store: Any, fanouts: Any, seed: int = 0, replace: bool = False,
-                 **kw: Any) -> Any:
+                 peers: Any = None, **kw: Any) -> Any:
     """A node loader over a sampler of ``fanouts`` (validated and capped: collective)."""
     from gnnpar.loading.node import DistNeighborLoader
     from gnnpar.sampling.fanouts import Fanouts
     from gnnpar.sampling.neighbor import DistNeighborSampler
 
     fan = Fanouts.for_graph(fanouts, graph, store.ctx, replace)
-    sampler = DistNeighborSampler(graph, store.ctx, fan, replace, seed, store.stats)
+    sampler = DistNeighborSampler(graph, store.ctx, fan, replace, seed, store.stats,
+                                  peers=peers)
     return DistNeighborLoader(sampler, store, **kw)
 
 
 def _main_worker(part_dir: str) -> dict[str, Any]:
-    """One epoch plus determinism, resume, cache, prefetch and replacement variants."""
+    """One epoch plus determinism, resume, cache, prefetch, replacement, peers variants."""
     from gnnpar import distributed
     from gnnpar.comm import CommStats
     from gnnpar.loading.node import DistNeighborLoader
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
-    from gnnpar.storage.peers import peer_rows
+    from gnnpar.storage.peers import peer_parts
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx)
@@ -95,22 +96,23 @@ def _main_worker(part_dir: str) -> dict[str, Any]:
     res["prefetch"] = _same(_batches(loader(small_cache, prefetch=True)), first)
     # Both ranks share this machine: the peer's rows are read from its part's files.
     peer_stats = CommStats()
-    peers = peer_rows(graph, ctx, ("x", "y"))
-    res["peers"] = None if peers is None else sorted(peers.arrays)
+    peers = peer_parts(graph, ctx)
+    res["peers"] = None if peers is None else peers.ranks
     peer_store = DistFeatureStore(graph, ctx, stats=peer_stats, peers=peers)
-    res["peer_epoch"] = _batches(loader(peer_store, prefetch=True))
+    res["peer_epoch"] = _batches(loader(peer_store, prefetch=True, peers=peers))
     res["peer_stats"] = peer_stats.as_dict()
+    res["peer_replace"] = _batches(loader(peer_store, replace=True, shuffle=False,
+                                          peers=peers), limit=2)
     res["replace"] = _batches(loader(replace=True, shuffle=False), limit=2)
     return res
 
 
 def _coverage_worker(part_dir: str) -> dict[str, Any]:
-    """One epoch with a 20% cache, one with drop_last, one over a given seed tensor."""
+    """Epochs with a 20% cache, with drop_last, over given seeds, with co-located parts."""
     from gnnpar import distributed
     from gnnpar.storage.features import DistFeatureStore
     from gnnpar.storage.graph import DistGraph
-
-    from gnnpar.storage.peers import PeerRows, as_rows, part_maps
+    from gnnpar.storage.peers import PeerParts, peer_parts
 
     ctx = distributed.init()
     graph = DistGraph.load(part_dir, ctx)
@@ -130,16 +132,21 @@ def _coverage_worker(part_dir: str) -> dict[str, Any]:
     # Rows of the next rank are read from its files, the others' exchanged (as if only
     # that rank shared this machine), with the 20% cache; any ids, repeats included.
     nxt = (ctx.rank + 1) % ctx.world_size
-    maps = part_maps(Path(part_dir), graph.meta, nxt, ("x", "y"))
-    peers = PeerRows({nxt: as_rows(maps, graph.meta)}, graph.offsets, ctx.world_size)
+    peers = PeerParts(Path(part_dir), graph.meta, [nxt], ("x", "y"), ctx.world_size)
     mixed = DistFeatureStore(graph, ctx, cache_bytes=int(0.2 * graph.part.feat.nbytes),
                              peers=peers)
     ids = torch.randint(0, int(graph.offsets[-1]), (500,),
                         generator=torch.Generator().manual_seed(ctx.rank))
     rows = mixed.gather_many(ids)
+    # Every rank on this machine: halo rows with complete in-edges sampled here, the
+    # rest from their owners' files.
+    every = peer_parts(graph, ctx)
+    local = DistFeatureStore(graph, ctx, peers=every)
     return {"epoch": epoch, "drop_last_sizes": sizes, "few": few,
             "global_sizes": global_sizes, "mixed_epoch": _batches(_node_loader(
                 graph, mixed, FANOUTS, batch_size=BATCH, seed=1)),
+            "local_epoch": _batches(_node_loader(graph, local, FANOUTS, batch_size=BATCH,
+                                                 seed=1, peers=every)),
             "ids": ids.numpy(), "rows": {k: v.numpy() for k, v in rows.items()}}
 
 
@@ -276,8 +283,9 @@ def test_two_ranks_metis(dataset: GraphDataset, tmp_path: Path) -> None:
     _check_epoch([r["cached"] for r in res], dataset, orig)
     _check_epoch([r["peer_epoch"] for r in res], dataset, orig)
     assert [r["peers"] for r in res] == [[1], [0]]
-    for r in res:  # rows read from the peer's files: no feature exchange at all
-        assert set(r["peer_stats"]) == {"sample"}
+    for r in res:  # the peer's part read from its files: the same batches, no exchange
+        assert r["peer_stats"] == {} and _same(r["peer_epoch"], r["epoch"])
+        assert _same(r["peer_replace"], r["replace"])
     for r in res:
         assert r["deterministic"] and r["resume"] and r["next_epoch_differs"] and r["prefetch"]
         assert r["cache_size"] > 0
@@ -318,6 +326,8 @@ def test_four_ranks_random_halo2_cache(dataset: GraphDataset, tmp_path: Path) ->
     res = run_multiproc(_coverage_worker, 4, str(part_dir))
     _check_epoch([r["epoch"] for r in res], dataset, orig)
     _check_epoch([r["mixed_epoch"] for r in res], dataset, orig)
+    for r in res:
+        assert _same(r["local_epoch"], r["epoch"]) and _same(r["mixed_epoch"], r["epoch"])
     for r in res:
         o = orig[r["ids"]]
         np.testing.assert_array_equal(r["rows"]["x"], np.asarray(dataset.x)[o])

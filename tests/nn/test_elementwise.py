@@ -15,19 +15,9 @@ import math
 import pytest
 import torch
 
-from gnnpar.jit import AVAILABLE, compiled_kernels
+from gnnpar.jit import AVAILABLE
 from gnnpar.nn.dropout import Dropout, act_dropout, dropout, relu_dropout
 from gnnpar.nn.sage import sage_adjacency
-
-
-@pytest.fixture(params=["compiled", "torch"])
-def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run a CPU test with the compiled kernels and again with the torch ones."""
-    if request.param == "compiled" and not AVAILABLE:
-        pytest.skip("numba not installed")
-    monkeypatch.setenv("GNNPAR_KERNELS", str(request.param))
-    assert compiled_kernels(torch.device("cpu")) == (request.param == "compiled")
-    return str(request.param)
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.8])

@@ -110,7 +110,9 @@ def test_a_lost_rank_is_restarted_and_the_run_ends_as_an_uninterrupted_one(
                            str(timeout_s)), cwd=tmp_path)
     try:
         wait_for_epochs(out / "record.json", 1, proc, scaled(300))
-        time.sleep(rng.uniform(0.0, 0.5))  # a random step of the epochs to come
+        # A random step of the epochs to come: within the next epoch, not after the last.
+        first = json.loads((out / "record.json").read_text())["epochs"][0]["epoch_time_s"]
+        time.sleep(rng.uniform(0.0, min(0.5, float(first))))
         victim = rank_pid(proc.pid, victim_rank)
         assert victim is not None
         os.kill(victim, sig)

@@ -11,24 +11,19 @@ import pytest
 import torch
 
 from gnnpar.errors import ConfigError
-from gnnpar.jit import AVAILABLE, compiled_kernels
+from gnnpar.jit import AVAILABLE
 from gnnpar.keys import mix, mix_int, mix_with
 from gnnpar.sampling import compiled
 from gnnpar.sampling.fanouts import Fanouts
-from gnnpar.sampling.kernels import relabel, sample_in_ranges, sample_neighbors
+from gnnpar.sampling.kernels import (
+    part_source_ids,
+    relabel,
+    sample_in_ranges,
+    sample_neighbors,
+)
 
 T = TypeVar("T")
 needs_numba = pytest.mark.skipif(not AVAILABLE, reason="numba not installed")
-
-
-@pytest.fixture(params=["compiled", "torch"])
-def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run a CPU test with the compiled kernels and again with the torch ones."""
-    if request.param == "compiled" and not AVAILABLE:
-        pytest.skip("numba not installed")
-    monkeypatch.setenv("GNNPAR_KERNELS", str(request.param))
-    assert compiled_kernels(torch.device("cpu")) == (request.param == "compiled")
-    return str(request.param)
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, fn: Callable[[], T]) -> tuple[T, T]:
@@ -157,6 +152,18 @@ def test_compiled_gather_reads_the_sources() -> None:
     pos = torch.tensor([[2, -1], [0, 3], [-1, -1]])
     got = compiled.gather_sources(pos, indices, gids)
     assert got.tolist() == [[102, -1], [103, 101], [-1, -1]]
+
+
+def test_part_source_ids_map_owned_and_halo_local_ids(kernel: str) -> None:
+    # A part owning global ids 50..52 (local 0..2) with halo nodes 7 and 90 (local 3, 4):
+    # every sampled position's source, checked by hand.
+    indices = torch.tensor([4, 0, 3, 2, 1])
+    pos = torch.tensor([[0, 1, -1], [2, 3, 4], [-1, -1, -1]])
+    got = part_source_ids(pos, indices, 50, 3, torch.tensor([7, 90]))
+    assert got.tolist() == [[90, 50, -1], [7, 52, 51], [-1, -1, -1]]
+    owned_only = part_source_ids(torch.tensor([[1, -1]]), torch.tensor([0, 2]), 50, 3,
+                                 torch.zeros(0, dtype=torch.int64))
+    assert owned_only.tolist() == [[52, -1]]
 
 
 @needs_numba

@@ -74,8 +74,8 @@ def test_every_rank_reports_the_same_summary(results: dict[str, Any]) -> None:
 def test_record_has_comm_by_kind(results: dict[str, Any]) -> None:
     s = results[2][0]["summary"]
     comm = s["comm_per_epoch"]
-    assert comm["feature"]["rows"] > 0 and comm["feature"]["bytes"] > 0
-    assert comm["sample"]["rows"] > 0 and comm["grad"]["bytes"] > 0
+    # Both ranks on this machine read each other's parts: only the gradients travel.
+    assert set(comm) == {"grad"} and comm["grad"]["bytes"] > 0
     assert s["eval_comm"]["halo"]["rows"] > 0
     assert s["sampled_edges_per_s"] > 0 and s["epoch_time_s"] > 0
     one = results[1][0]["summary"]

@@ -91,6 +91,19 @@ def test_minibatch_bytes_by_kind(runs: list[dict[str, Any]],
                                                       "halo_setup": halo * 8}
 
 
+def test_colocated_ranks_read_in_place_and_train_the_same_model(
+        runs: list[dict[str, Any]]) -> None:
+    """The ranks share this machine: with peer reads nothing but the gradients travel, and
+    the batches, hence every update, are those of the exchanging run."""
+    exchanged, local = runs[0]["sample"], runs[0]["sample-peers"]
+    assert [set(e["comm"]) for e in local["record"]["epochs"]] == [{"grad"}] * 3
+    assert [e["comm"]["grad"] for e in local["record"]["epochs"]] == [
+        e["comm"]["grad"] for e in exchanged["record"]["epochs"]]
+    assert local["counts"] == exchanged["counts"]  # the same batches, step by step
+    for name, value in exchanged["params"].items():
+        np.testing.assert_array_equal(local["params"][name], value, err_msg=name)
+
+
 def test_record_on_disk_is_the_returned_one(runs: list[dict[str, Any]]) -> None:
     for mode in ("sample", "full"):
         record = runs[0][mode]["record"]

@@ -24,7 +24,8 @@ from gnnpar.models.node import sampled_precision
 
 GRAPH = "synthetic:sbm?nodes=10000&feat_dim=32&classes=8&seed=5&homophily=0.6"
 COMMON = ["--nproc", "2", "--no-progress", "--timeout-s", "120", "--hidden", "64"]
-MODES = {"sample": ["--epochs", "4", "--fanouts", "10,5", "--batch-size", "512"],
+MODES = {"sample": ["--epochs", "4", "--fanouts", "10,5", "--batch-size", "512",
+                    "--no-peer-reads"],  # the features travel (and are counted)
          "full": ["--epochs", "60", "--lr", "0.02"]}
 BF16 = ["--precision", "bf16", "--feature-dtype", "bf16"]
 
