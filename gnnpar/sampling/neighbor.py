@@ -10,7 +10,10 @@ all-gather of the request counts (every rank learns every count, so all agree to
 rest when nobody requests anything, e.g. the first hop of seeds that their own rank
 owns), the requests, and the replies — fixed-width rows of ``fanout`` neighbour ids padded
 with ``-1``, whose sizes the requester already knows, so no second count exchange is
-needed.  Rows stored here are sampled while the requests travel.
+needed.  Rows stored here are sampled while the requests travel.  When every rank shares
+this machine (``peers``, :mod:`gnnpar.storage.peers`), a hop is local: each frontier node is
+sampled here from its owner's part files, with the key its owner would use, and nothing is
+exchanged.
 
 Host synchronisation budget (what a CUDA host must wait for): per hop, reading the
 gathered request counts (the exchanges' split sizes, per destination and group:

@@ -17,8 +17,11 @@ no reply, no wait for the peer, and no second copy (the pages are the machine's)
 Only arrays a part stores are read this way (:data:`PART_ARRAYS`: the features and the
 labels), only CPU ranks read them (an accelerator's rows live in its own memory, and its
 peers are reached through NCCL), and only from a partition directory every rank names
-alike (:attr:`~gnnpar.storage.graph.DistGraph.part_dir`).  Each rank verifies its own
-part when it loads it; a peer's files are checked for dtype and shape here.
+alike (:attr:`~gnnpar.storage.graph.DistGraph.part_dir`).  A peer counts as co-located
+when its host name is this rank's and its part directory is the very one this rank sees
+(the same device and inode), so machines that share a host name, or hold copies of the
+partition, exchange as before.  Each rank verifies its own part when it loads it; a
+peer's files are checked for dtype and shape here.
 """
 
 from __future__ import annotations
@@ -74,19 +77,21 @@ class PeerParts:
         ranks: The other ranks on this machine.
         names: The arrays whose rows :meth:`take` reads (of :data:`PART_ARRAYS`).
         world_size: Ranks in the group.
+        covers_all: Every rank reads every other rank's part: nothing needs exchanging.
+            The same on every rank (a rank that skips a collective its peers run would
+            hang them): :func:`peer_parts` agrees on it.
 
     Attributes:
         here: bool ``[world_size]``: whether each rank's part is read here.
-        covers_all: Every other rank's part is here: nothing needs exchanging.
     """
 
     def __init__(self, part_dir: Path, meta: PartitionMeta, ranks: list[int],
-                 names: tuple[str, ...], world_size: int) -> None:
+                 names: tuple[str, ...], world_size: int, covers_all: bool = False) -> None:
         self.part_dir, self.meta = part_dir, meta
         self.offsets = torch.tensor(meta.offsets, dtype=torch.int64)
         self.here = torch.zeros(world_size, dtype=torch.bool)
         self.here[ranks] = True
-        self.covers_all = len(ranks) == world_size - 1
+        self.covers_all = covers_all
         self._maps: list[np.ndarray] = []
         self._rows = {r: self._row_maps(r, names) for r in ranks}
         self._adjacency: dict[int, PeerAdjacency] = {}
@@ -149,8 +154,9 @@ def peer_parts(graph: DistGraph, ctx: DistContext,
 
     ``None`` (everything remote is exchanged) on an accelerator, without a partition
     directory, for an array a part does not store (:data:`PART_ARRAYS`), or when no
-    other rank shares the machine.  Every rank takes the same decision: the ranks agree
-    on the directory and the device kind in one all-gather.
+    other rank shares the machine and the directory.  The ranks agree, in two
+    all-gathers, on whether to read peers at all (directory, device kind) and on
+    :attr:`PeerParts.covers_all`.
 
     Args:
         graph: This rank's part (:meth:`DistGraph.load`, which records the directory).
@@ -159,10 +165,26 @@ def peer_parts(graph: DistGraph, ctx: DistContext,
     """
     usable = (graph.part_dir is not None and not accelerated(ctx.device)
               and set(names) <= set(PART_ARRAYS))
-    where = os.path.realpath(graph.part_dir) if graph.part_dir is not None else ""
-    votes = all_gather_ints(ctx, [int(usable), zlib.crc32(where.encode())])
+    where = Path(os.path.realpath(graph.part_dir)) if graph.part_dir is not None else Path()
+    votes = all_gather_ints(ctx, [int(usable), zlib.crc32(str(where).encode()),
+                                  *(_identity(where, ctx.rank) if usable else (0, 0))])
     same = colocated_ranks(ctx)
-    if len(same) == 1 or not bool((votes == votes[0]).all()) or not usable:
+    if not bool((votes[:, :2] == votes[0, :2]).all()) or not usable:
         return None
-    return PeerParts(Path(where), graph.meta, [r for r in same if r != ctx.rank], names,
-                     ctx.world_size)
+    # A rank on the same host whose part directory is the one this rank sees.
+    ranks = [r for r in same if r != ctx.rank
+             and _identity(where, r) == tuple(votes[r, 2:].tolist())]
+    covers = all_gather_ints(ctx, [int(len(ranks) == ctx.world_size - 1)])
+    if not ranks:
+        return None
+    return PeerParts(where, graph.meta, ranks, names, ctx.world_size,
+                     covers_all=bool((covers == 1).all()))
+
+
+def _identity(part_dir: Path, rank: int) -> tuple[int, int]:
+    """Device and inode of part ``rank``'s directory (``(0, 0)`` if it is not there)."""
+    try:
+        st = os.stat(part_dir / part_dir_name(rank))
+    except OSError:
+        return 0, 0
+    return st.st_dev & (2**62 - 1), st.st_ino & (2**62 - 1)

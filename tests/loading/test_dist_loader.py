@@ -8,6 +8,7 @@ cover the training set once per epoch.  Several checks share one spawned run.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,20 @@ def _coverage_worker(part_dir: str) -> dict[str, Any]:
             "local_epoch": _batches(_node_loader(graph, local, FANOUTS, batch_size=BATCH,
                                                  seed=1, peers=every)),
             "ids": ids.numpy(), "rows": {k: v.numpy() for k, v in rows.items()}}
+
+
+def _copies_worker(part_dirs: list[str]) -> dict[str, Any]:
+    """Each rank reads its own copy of the partition: no peer is read in place."""
+    from gnnpar import distributed
+    from gnnpar.storage.graph import DistGraph
+    from gnnpar.storage.peers import peer_parts
+
+    ctx = distributed.init()
+    graph = DistGraph.load(part_dirs[ctx.rank], ctx)
+    shared = DistGraph.load(part_dirs[0], ctx)
+    both = peer_parts(shared, ctx)
+    return {"copies": peer_parts(graph, ctx) is None,
+            "shared": None if both is None else (both.ranks, both.covers_all)}
 
 
 def _errors_worker(part_dir: str) -> list[str]:
@@ -350,6 +365,17 @@ def test_four_ranks_random_halo2_cache(dataset: GraphDataset, tmp_path: Path) ->
         summed = np.sum(np.array(per_rank), axis=0).tolist()
         for r in res:
             assert r["global_sizes"][name] == summed, name
+
+
+def test_ranks_read_peers_only_from_the_directory_they_share(dataset: GraphDataset,
+                                                             tmp_path: Path) -> None:
+    part_dir = tmp_path / "contig2"
+    partition_graph(dataset, part_dir, PartitionConfig(num_parts=2, partitioner="contiguous"))
+    copy = tmp_path / "copy"
+    shutil.copytree(part_dir, copy)
+    res = run_multiproc(_copies_worker, 2, [str(part_dir), str(copy)])
+    assert [r["copies"] for r in res] == [True, True]
+    assert [r["shared"] for r in res] == [([1], True), ([0], True)]
 
 
 def test_bad_arguments_raise_on_every_rank(dataset: GraphDataset, tmp_path: Path) -> None:
