@@ -108,13 +108,11 @@ class PeerParts:
     def adjacency(self, rank: int) -> PeerAdjacency:
         """Co-located ``rank``'s adjacency (mapped on first use)."""
         if rank not in self._adjacency:
-            listed = self.meta.parts[rank] if self.meta.parts else {}
-            n_local = (listed.get("num_owned", 0) + listed.get("num_halo", 0)
-                       if listed else None)
-            indptr, indices, halo = (self._map(rank, name, shape) for name, shape in (
-                ("indptr", None if n_local is None else (n_local + 1,)),
-                ("indices", (listed["num_edges"],) if listed else None),
-                ("halo_gids", (listed["num_halo"],) if listed else None)))
+            sizes = self.meta.parts[rank] if self.meta.parts else None  # version 1: none
+            indptr, indices, halo = (self._map(rank, name, None if sizes is None else (
+                sum(sizes[k] for k in keys) + extra,)) for name, keys, extra in (
+                    ("indptr", ("num_owned", "num_halo"), 1), ("indices", ("num_edges",), 0),
+                    ("halo_gids", ("num_halo",), 0)))
             first, last = int(self.offsets[rank]), int(self.offsets[rank + 1])
             self._adjacency[rank] = PeerAdjacency(from_mmap(indptr), from_mmap(indices), first,
                                                   last - first, from_mmap(halo))
