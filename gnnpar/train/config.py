@@ -236,9 +236,10 @@ class SampleConfig:
     trains, so its rows travel meanwhile (same thread, same process group)."""
 
     peer_reads: bool = True
-    """CPU ranks on one machine read each other's feature rows and labels from the
-    partition's files (the page cache) instead of exchanging them; --no-peer-reads
-    exchanges every remote row."""
+    """CPU ranks on one machine read each other's parts (feature rows, labels, adjacency)
+    from the partition's files (the page cache) instead of exchanging them: the same
+    batches; --no-peer-reads exchanges everything remote, as between machines (node
+    task)."""
 
     seed_split: str = "even"
     """How training seeds are shared: even (a rank with over 5% more than the mean
