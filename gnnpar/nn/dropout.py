@@ -70,7 +70,7 @@ class _ReluDropped(torch.autograd.Function):
                  grad: Tensor) -> tuple[Tensor | None, None, None, None]:
         (out,) = fctx.saved_tensors  # type: ignore[attr-defined]
         scale: float = fctx.scale  # type: ignore[attr-defined]
-        if _compiled(grad) and grad.dtype == out.dtype:
+        if _compiled(out) and grad.dtype == out.dtype:
             grad_x = torch.empty_like(out)
             _relu_dropout_backward(grad.contiguous().view(-1).numpy(), out.view(-1).numpy(),
                                    _scalar(out, scale), grad_x.view(-1).numpy())

@@ -132,7 +132,6 @@ class HopExchange:
         table[away] = replies.wait()
         return table
 
-
     def _run_here(self, frontier: Tensor, width: int, hop_keys: Tensor,
                   sample_rows: RowSampler, sample_peer: PeerSampler) -> Tensor:
         """:meth:`run` when every rank's part is read here: no collective.

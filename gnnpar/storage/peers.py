@@ -14,7 +14,7 @@ no reply, no wait for the peer, and no second copy (the pages are the machine's)
   its owner would use (sampling is a pure function of the ids and keys, not of who
   samples): the same batches, and no collective per hop.
 
-Only arrays a part stores are read this way (:data:`PART_ARRAYS`: the features and the
+Only arrays a part stores are read this way (:data:`STORED_ARRAYS`: the features and the
 labels), only CPU ranks read them (an accelerator's rows live in its own memory, and its
 peers are reached through NCCL), and only from a partition directory every rank names
 alike (:attr:`~gnnpar.storage.graph.DistGraph.part_dir`).  A peer counts as co-located
@@ -49,7 +49,7 @@ from gnnpar.partition.format import (
 )
 from gnnpar.storage.graph import DistGraph, stored_features
 
-PART_ARRAYS = ("x", "y")
+STORED_ARRAYS = ("x", "y")
 """Arrays of a feature store that a part stores: ``x`` (``feat.npy``), ``y`` (``label.npy``)."""
 
 
@@ -75,7 +75,7 @@ class PeerParts:
         part_dir: The partition directory.
         meta: Its metadata.
         ranks: The other ranks on this machine.
-        names: The arrays whose rows :meth:`take` reads (of :data:`PART_ARRAYS`).
+        names: The arrays whose rows :meth:`take` reads (of :data:`STORED_ARRAYS`).
         world_size: Ranks in the group.
         covers_all: Every rank reads every other rank's part: nothing needs exchanging.
             The same on every rank (a rank that skips a collective its peers run would
@@ -147,11 +147,11 @@ class PeerParts:
 
 
 def peer_parts(graph: DistGraph, ctx: DistContext,
-               names: tuple[str, ...] = PART_ARRAYS) -> PeerParts | None:
+               names: tuple[str, ...] = STORED_ARRAYS) -> PeerParts | None:
     """The parts of the other ranks on this machine (collective).
 
     ``None`` (everything remote is exchanged) on an accelerator, without a partition
-    directory, for an array a part does not store (:data:`PART_ARRAYS`), or when no
+    directory, for an array a part does not store (:data:`STORED_ARRAYS`), or when no
     other rank shares the machine and the directory.  The ranks agree, in two
     all-gathers, on whether to read peers at all (directory, device kind) and on
     :attr:`PeerParts.covers_all`.
@@ -162,7 +162,7 @@ def peer_parts(graph: DistGraph, ctx: DistContext,
         names: The arrays of the feature store the peers' rows are read for.
     """
     usable = (graph.part_dir is not None and not accelerated(ctx.device)
-              and set(names) <= set(PART_ARRAYS))
+              and set(names) <= set(STORED_ARRAYS))
     where = Path(os.path.realpath(graph.part_dir)) if graph.part_dir is not None else Path()
     votes = all_gather_ints(ctx, [int(usable), zlib.crc32(str(where).encode()),
                                   *(_identity(where, ctx.rank) if usable else (0, 0))])

@@ -34,7 +34,7 @@ from gnnpar.sampling.neighbor import DistNeighborSampler
 from gnnpar.storage.embedding import SPARSE_OPTIMIZERS, DistEmbedding, SparseOptimizer
 from gnnpar.storage.features import DistFeatureStore
 from gnnpar.storage.graph import SPLITS, DistGraph
-from gnnpar.storage.peers import PART_ARRAYS, peer_parts
+from gnnpar.storage.peers import STORED_ARRAYS, peer_parts
 from gnnpar.train.config import Config
 from gnnpar.train.engine import Step
 from gnnpar.train.final import node_final_metrics
@@ -106,7 +106,7 @@ class MinibatchEngine:
         peers = peer_parts(graph, dims.ctx) if s.peer_reads else None
         self.features = DistFeatureStore(
             graph, dims.ctx, cache_bytes=int(s.cache_mb * 2**20), stats=stats, arrays=arrays,
-            peers=peers if set(arrays) <= set(PART_ARRAYS) else None)
+            peers=peers if set(arrays) <= set(STORED_ARRAYS) else None)
         fanouts = Fanouts.for_graph(list(s.fanouts), graph, dims.ctx)
         edges = graph.meta.edge_dim > 0
         self.loader: Loader[Any, Any] = DistNeighborLoader(
